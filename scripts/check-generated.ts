@@ -1,0 +1,41 @@
+/**
+ * Fails when committed generated files drift from their sources:
+ * - src/generated/* from schemas/ (Ajv standalone validators, embedded schema documents);
+ * - drizzle/ migrations from src/db/schema.ts (drizzle-kit generate into a scratch copy must find nothing to do).
+ */
+import { execFileSync } from 'node:child_process'
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { check } from './build-validators.js'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+let failed = false
+
+const drift = check()
+if (drift.length) {
+  console.error(`check:generated: ${drift.join(', ')} out of date; run npm run build:validators and commit`)
+  failed = true
+} else {
+  console.log('check:generated: validators match schemas/')
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'drizzle-check-'))
+try {
+  cpSync(join(root, 'drizzle'), scratch, { recursive: true })
+  const before = readdirSync(scratch).length
+  execFileSync(join(root, 'node_modules/.bin/drizzle-kit'),
+    ['generate', '--dialect', 'sqlite', '--schema', './src/db/schema.ts', '--out', scratch, '--name', 'drift'],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  const after = readdirSync(scratch).length
+  if (after !== before) {
+    console.error('check:generated: src/db/schema.ts has changes without a migration; run npm run db:generate and commit drizzle/')
+    failed = true
+  } else {
+    console.log('check:generated: drizzle/ matches src/db/schema.ts')
+  }
+} finally {
+  rmSync(scratch, { recursive: true, force: true })
+}
+process.exit(failed ? 1 : 0)

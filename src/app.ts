@@ -1,0 +1,68 @@
+import Fastify, { LogController, type FastifyInstance } from 'fastify'
+import { bootstrap, type BootstrapResult } from './bootstrap.js'
+import type { Config } from './config.js'
+import type { DatabaseHandle } from './db/client.js'
+import authPlugin from './plugins/auth.js'
+import dbPlugin from './plugins/db.js'
+import httpPlugin, { genReqId } from './plugins/http.js'
+import transportPlugin from './plugins/mcp-transport/index.js'
+import rpcPlugin from './plugins/rpc.js'
+import sessionsPlugin from './plugins/sessions.js'
+import toolsPlugin from './plugins/tools/index.js'
+import type { ToolDefinition } from './plugins/tools/define.js'
+
+export interface BuildOptions {
+  config: Config
+  /** The tool catalog; defaults to the built-in tools. */
+  tools?: ToolDefinition<any, any>[]
+  /** Use this open database instead of opening `config.database` (tests). */
+  database?: DatabaseHandle
+  /** Pino options, or false to log nothing. Defaults to JSON lines on stdout at `config.logLevel`. */
+  logger?: boolean | Record<string, unknown>
+  /** Called once when an empty database was given its first organization, owner and key. */
+  onBootstrap?(result: BootstrapResult): void
+}
+
+/** Secrets never reach the logs: authorization headers, cookies and token-bearing fields are redacted. */
+export const REDACT = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'password',
+  'token',
+  'refresh_token',
+  'code',
+  'code_verifier',
+]
+
+/** Builds the Fastify application; plugins are registered in dependency order. Never listens. */
+export async function buildApp(options: BuildOptions): Promise<FastifyInstance> {
+  const { config } = options
+  const logger = options.logger === false
+    ? false
+    : { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' }, ...(typeof options.logger === 'object' ? options.logger : {}) }
+  const app = Fastify({
+    logger,
+    genReqId,
+    requestIdHeader: false,
+    // Per-request info lines cost throughput; failures are logged by the error handlers instead.
+    logController: new LogController({ disableRequestLogging: true }),
+    trustProxy: config.trustProxy,
+    bodyLimit: config.maxBodyBytes,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  })
+  await app.register(httpPlugin, { config })
+  await app.register(dbPlugin, { path: config.database, ...(options.database ? { handle: options.database } : {}) })
+  await app.register(rpcPlugin)
+  await app.register(authPlugin)
+  await app.register(sessionsPlugin)
+  await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
+  await app.register(transportPlugin)
+  await app.ready()
+  const result = await bootstrap(app.repos, config)
+  if (result) options.onBootstrap?.(result)
+  return app
+}

@@ -1,0 +1,48 @@
+import type { Repos } from '../db/repos/index.js'
+import { API_KEY_PREFIX, apiKeyLookup } from '../db/repos/api-keys.js'
+import { fail } from '../errors/service-error.js'
+import { constantTimeEqual, sha256Hex } from '../lib/crypto.js'
+import { parseScopes, type CredentialVerifier, type Principal } from './principal.js'
+
+/**
+ * `service_mcp_…` API keys. Keys are high-entropy, so a SHA-256 (not a slow key derivation) is the right hash: one
+ * indexed lookup on a hash prefix, then a constant-time comparison of the full hash.
+ */
+export function apiKeyVerifier(repos: Repos, onRevoked: (credential: string) => void): CredentialVerifier {
+  return {
+    accepts: (token) => token.startsWith(API_KEY_PREFIX),
+    verify(token): Principal {
+      const hash = sha256Hex(token)
+      const match = repos.apiKeys.candidatesByLookup(apiKeyLookup(hash)).find((c) => constantTimeEqual(c.hash, hash))
+      if (!match || match.userDisabledAt !== null) throw fail('INVALID_TOKEN')
+      const credential = `key:${match.id}`
+      if (match.revokedAt !== null) {
+        onRevoked(credential)
+        throw fail('TOKEN_REVOKED')
+      }
+      if (match.expiresAt !== null && match.expiresAt <= Date.now()) throw fail('TOKEN_EXPIRED', { message: 'The API key has expired' })
+      return {
+        kind: 'api_key',
+        credential,
+        credentialId: match.id,
+        userId: match.userId,
+        membershipId: match.membershipId,
+        organizationId: match.organizationId,
+        role: match.role,
+        scopes: parseScopes(match.scopes),
+      }
+    },
+  }
+}
+
+/** Picks the verifier for the credential's form; unknown forms are INVALID_TOKEN. */
+export function compositeVerifier(verifiers: CredentialVerifier[]): CredentialVerifier {
+  return {
+    accepts: (token) => verifiers.some((v) => v.accepts(token)),
+    verify(token) {
+      const v = verifiers.find((x) => x.accepts(token))
+      if (!v) throw fail('INVALID_TOKEN')
+      return v.verify(token)
+    },
+  }
+}

@@ -1,0 +1,42 @@
+import type { Role } from '../db/schema.js'
+
+export const SCOPES = ['mcp:read', 'mcp:write'] as const
+export type Scope = (typeof SCOPES)[number]
+
+export function isScope(value: string): value is Scope {
+  return (SCOPES as readonly string[]).includes(value)
+}
+
+export function parseScopes(value: string): Scope[] {
+  return [...new Set(value.split(/\s+/).filter(isScope))]
+}
+
+const ROLE_RANK: Record<Role, number> = { viewer: 0, developer: 1, admin: 2, owner: 3 }
+
+/** Roles include the ones below them: owner ⊃ admin ⊃ developer ⊃ viewer. */
+export function roleAllows(role: Role, lowest: Role): boolean {
+  return ROLE_RANK[role] >= ROLE_RANK[lowest]
+}
+
+/** Who is calling, re-established from the bearer credential on every request (sessions never authenticate). */
+export interface Principal {
+  kind: 'api_key' | 'oauth'
+  /** Binding key for sessions: `key:<api key id>` or `jwt:<jti>`. */
+  credential: string
+  credentialId: string
+  userId: string
+  membershipId: string
+  organizationId: string
+  /** The member's current role, read at verification time. */
+  role: Role
+  /** Scopes granted to the credential; effective permission is scopes ∩ role. */
+  scopes: readonly Scope[]
+  clientId?: string
+}
+
+/** Turns a bearer credential into a Principal or throws INVALID_TOKEN / TOKEN_EXPIRED / TOKEN_REVOKED. */
+export interface CredentialVerifier {
+  /** True when this verifier recognises the credential's form. */
+  accepts(token: string): boolean
+  verify(token: string): Principal
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env node
+/**
+ * service-mcp command line: `serve`, `migrate`, and admin commands for organizations, users, memberships and API keys.
+ * Settings come from SERVICE_* variables or the flags of the configuration table (`--database`, `--port`, …).
+ */
+import { parseScopes, SCOPES } from './auth/principal.js'
+import { ConfigError, loadConfig, type Config } from './config.js'
+import { openDatabase } from './db/client.js'
+import { createRepos, type Repos } from './db/repos/index.js'
+import { ROLES, type Role } from './db/schema.js'
+import { hashPassword, randomSecret } from './lib/crypto.js'
+import { createServer } from './index.js'
+
+class UsageError extends Error {}
+
+const USAGE = `Usage: service-mcp <command> [options]
+
+Server
+  serve                                   Run the server in the foreground (migrates, bootstraps an empty database)
+  migrate                                 Apply database migrations and exit
+
+Organizations
+  orgs list
+  orgs create <slug> [--name <name>]
+
+Users
+  users list
+  users create <email> [--name <name>] [--password <password>]   (password generated and printed when omitted)
+  users set-password <email> [--password <password>]
+  users disable <email> | users enable <email>
+
+Memberships
+  members list [--org <slug>]
+  members set <email> <org-slug> <role>   Add a member or change their role (${ROLES.join(', ')})
+  members remove <email> <org-slug>
+
+API keys (service_mcp_…)
+  keys create <email> [--org <slug>] [--name <name>] [--scopes "mcp:read mcp:write"] [--expires-days <n>]
+                                          Prints only the new key on stdout; it is not shown again
+  keys list [--org <slug>]
+  keys revoke <key-id>
+
+Settings: SERVICE_* environment variables or flags such as --database <file>, --port <n> (see README).`
+
+interface Parsed {
+  words: string[]
+  own: Record<string, string>
+  configFlags: string[]
+}
+
+const OWN_FLAGS = new Set(['--name', '--password', '--scopes', '--org', '--expires-days'])
+
+function parseArgs(argv: string[]): Parsed {
+  const words: string[] = []
+  const own: Record<string, string> = {}
+  const configFlags: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (!arg.startsWith('--')) {
+      words.push(arg)
+      continue
+    }
+    const [name, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined]
+    if (OWN_FLAGS.has(name!)) {
+      const value = inline ?? argv[++i]
+      if (value === undefined) throw new UsageError(`${name} needs a value`)
+      own[name!.slice(2)] = value
+    } else {
+      configFlags.push(arg)
+      if (inline === undefined && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) configFlags.push(argv[++i]!)
+    }
+  }
+  return { words, own, configFlags }
+}
+
+function out(line: string): void {
+  process.stdout.write(line + '\n')
+}
+
+function table(rows: Array<Record<string, unknown>>): void {
+  if (rows.length === 0) return out('(none)')
+  const cols = Object.keys(rows[0]!)
+  const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => String(r[c] ?? '').length)))
+  out(cols.map((c, i) => c.padEnd(width[i]!)).join('  '))
+  for (const r of rows) out(cols.map((c, i) => String(r[c] ?? '').padEnd(width[i]!)).join('  '))
+}
+
+function when(ms: number | null): string {
+  return ms === null ? '' : new Date(ms).toISOString()
+}
+
+function need(value: string | undefined, what: string): string {
+  if (!value) throw new UsageError(`missing ${what}`)
+  return value
+}
+
+function org(repos: Repos, slug: string) {
+  const o = repos.organizations.bySlug(slug)
+  if (!o) throw new UsageError(`no organization with slug ${slug}`)
+  return o
+}
+
+function user(repos: Repos, email: string) {
+  const u = repos.users.byEmail(email)
+  if (!u) throw new UsageError(`no user with email ${email}`)
+  return u
+}
+
+async function serve(flags: string[]): Promise<void> {
+  const server = await createServer({
+    argv: flags,
+    onBootstrap(result) {
+      const lines = [
+        'First start: created organization "default" with an owner account.',
+        `  email:    ${result.email}`,
+        result.generatedPassword ? `  password: ${result.generatedPassword}` : '  password: (from SERVICE_BOOTSTRAP_PASSWORD)',
+        result.generatedApiKey ? `  API key:  ${result.generatedApiKey}` : '  API key:  (from SERVICE_BOOTSTRAP_API_KEY)',
+        'These are shown once. Store them now.',
+      ]
+      process.stdout.write(lines.join('\n') + '\n')
+    },
+  })
+  const url = await server.listen()
+  server.app.log.info({ url: `${url}/mcp` }, 'MCP server listening')
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) return
+    stopping = true
+    server.app.log.info({ signal }, 'shutting down')
+    server.close().then(() => process.exit(0), (err) => {
+      server.app.log.error({ err }, 'shutdown failed')
+      process.exit(1)
+    })
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+}
+
+async function admin(config: Config, words: string[], own: Record<string, string>): Promise<void> {
+  const handle = openDatabase(config.database)
+  const repos = createRepos(handle.db)
+  try {
+    const [area, verb, ...rest] = words
+    const key = `${area ?? ''} ${verb ?? ''}`.trim()
+    switch (key) {
+      case 'orgs list':
+        return table(repos.organizations.list().map((o) => ({ id: o.id, slug: o.slug, name: o.name, created: when(o.createdAt) })))
+      case 'orgs create': {
+        const slug = need(rest[0], '<slug>')
+        if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(slug)) throw new UsageError('slug must be lowercase letters, digits and dashes')
+        if (repos.organizations.bySlug(slug)) throw new UsageError(`organization ${slug} already exists`)
+        const o = repos.organizations.create({ slug, name: own.name ?? slug })
+        return out(`created organization ${o.slug} (${o.id})`)
+      }
+      case 'users list':
+        return table(repos.users.list().map((u) => ({ id: u.id, email: u.email, name: u.name, disabled: when(u.disabledAt), created: when(u.createdAt) })))
+      case 'users create': {
+        const email = need(rest[0], '<email>')
+        if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw new UsageError('not an email address')
+        if (repos.users.byEmail(email)) throw new UsageError(`user ${email} already exists`)
+        const password = own.password ?? randomSecret(18)
+        if (password.length < 8) throw new UsageError('password must be at least 8 characters')
+        const u = repos.users.create({ email, ...(own.name ? { name: own.name } : {}), passwordHash: await hashPassword(password) })
+        out(`created user ${u.email} (${u.id})`)
+        if (!own.password) out(`password: ${password}`)
+        return
+      }
+      case 'users set-password': {
+        const u = user(repos, need(rest[0], '<email>'))
+        const password = own.password ?? randomSecret(18)
+        if (password.length < 8) throw new UsageError('password must be at least 8 characters')
+        repos.users.setPasswordHash(u.id, await hashPassword(password))
+        out(`password changed for ${u.email}`)
+        if (!own.password) out(`password: ${password}`)
+        return
+      }
+      case 'users disable':
+      case 'users enable': {
+        const u = user(repos, need(rest[0], '<email>'))
+        repos.users.setDisabled(u.id, verb === 'disable')
+        return out(`${verb}d ${u.email}`)
+      }
+      case 'members list': {
+        const list = own.org ? repos.memberships.forOrganization(org(repos, own.org).id) : repos.organizations.list().flatMap((o) => repos.memberships.forOrganization(o.id))
+        return table(list.map((m) => ({ id: m.id, email: m.email, organization: m.organizationSlug, role: m.role })))
+      }
+      case 'members set': {
+        const u = user(repos, need(rest[0], '<email>'))
+        const o = org(repos, need(rest[1], '<org-slug>'))
+        const role = need(rest[2], '<role>')
+        if (!(ROLES as readonly string[]).includes(role)) throw new UsageError(`role must be one of ${ROLES.join(', ')}`)
+        repos.memberships.upsert({ userId: u.id, organizationId: o.id, role: role as Role })
+        return out(`${u.email} is ${role} of ${o.slug}`)
+      }
+      case 'members remove': {
+        const u = user(repos, need(rest[0], '<email>'))
+        const o = org(repos, need(rest[1], '<org-slug>'))
+        if (!repos.memberships.remove(u.id, o.id)) throw new UsageError(`${u.email} is not a member of ${o.slug}`)
+        return out(`removed ${u.email} from ${o.slug}`)
+      }
+      case 'keys create': {
+        const u = user(repos, need(rest[0], '<email>'))
+        const memberships = repos.memberships.forUser(u.id)
+        const m = own.org ? memberships.find((x) => x.organizationSlug === own.org) : memberships.length === 1 ? memberships[0] : undefined
+        if (!m) throw new UsageError(own.org ? `${u.email} is not a member of ${own.org}` : `${u.email} has ${memberships.length} memberships: name one with --org`)
+        const scopes = own.scopes ? parseScopes(own.scopes) : [...SCOPES]
+        if (scopes.length === 0) throw new UsageError(`--scopes must name ${SCOPES.join(' and/or ')}`)
+        let expiresAt: number | null = null
+        if (own['expires-days'] !== undefined) {
+          const days = Number(own['expires-days'])
+          if (!Number.isInteger(days) || days < 1) throw new UsageError('--expires-days must be a positive integer')
+          expiresAt = Date.now() + days * 86_400_000
+        }
+        const { key } = repos.apiKeys.create({ membershipId: m.id, name: own.name ?? 'cli', scopes, expiresAt })
+        return out(key)
+      }
+      case 'keys list': {
+        const list = repos.apiKeys.listAll().filter((k) => !own.org || k.organizationSlug === own.org)
+        return table(list.map((k) => ({ id: k.id, key: `${k.displayPrefix}…`, name: k.name, email: k.email, organization: k.organizationSlug, scopes: k.scopes, created: when(k.createdAt), expires: when(k.expiresAt), revoked: when(k.revokedAt) })))
+      }
+      case 'keys revoke': {
+        const id = need(rest[0], '<key-id>')
+        if (!repos.apiKeys.byId(id)) throw new UsageError(`no API key ${id}`)
+        if (!repos.apiKeys.revoke(id)) return out(`${id} was already revoked`)
+        return out(`revoked ${id}; sessions bound to it end at their next request`)
+      }
+      default:
+        throw new UsageError(`unknown command: ${words.join(' ') || '(none)'}`)
+    }
+  } finally {
+    handle.close()
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { words, own, configFlags } = parseArgs(argv)
+  if (words.length === 0 || words[0] === 'help' || argv.includes('--help')) {
+    out(USAGE)
+    return
+  }
+  if (words[0] === 'serve') return serve(configFlags)
+  const config = loadConfig({ argv: configFlags })
+  if (words[0] === 'migrate') {
+    openDatabase(config.database).close()
+    return out(`migrations applied to ${config.database}`)
+  }
+  return admin(config, words, own)
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(`service-mcp: ${err.message}\n`)
+    if (err instanceof UsageError) process.stderr.write('Run service-mcp help for usage.\n')
+    process.exit(2)
+  }
+  process.stderr.write(`service-mcp: ${(err as Error).stack ?? String(err)}\n`)
+  process.exit(1)
+})

@@ -1,0 +1,201 @@
+import { readFileSync } from 'node:fs'
+
+/**
+ * Configuration: one table of settings, each with its environment variable, its command-line flag, its default and
+ * its check. Precedence: flag > environment > config file (SERVICE_CONFIG, JSON) > default. Everything is validated
+ * once at start; a bad value stops the process with a sentence that names the variable and the value.
+ * Every time constant is configurable so tests can run in milliseconds; the defaults are the contract's.
+ */
+
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level'
+
+interface Setting {
+  key: keyof RawConfig
+  env: string
+  flag: string
+  kind: Kind
+  default: unknown
+  min?: number
+  max?: number
+  doc: string
+}
+
+interface RawConfig {
+  host: string
+  port: number
+  baseUrl: string
+  database: string
+  configFile: string
+  logLevel: string
+  bootstrapEmail: string
+  bootstrapPassword: string
+  bootstrapApiKey: string
+  allowedOrigins: string[]
+  trustProxy: boolean
+  maxBodyBytes: number
+  sessionIdleMs: number
+  sessionSweepMs: number
+  sessionTouchFlushMs: number
+  heartbeatMs: number
+  toolsPageSize: number
+}
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+export const SETTINGS: readonly Setting[] = [
+  { key: 'host', env: 'SERVICE_HOST', flag: '--host', kind: 'string', default: '127.0.0.1', doc: 'Interface to listen on' },
+  { key: 'port', env: 'SERVICE_PORT', flag: '--port', kind: 'int', default: 3000, min: 0, max: 65535, doc: 'TCP port (0 picks a free port)' },
+  { key: 'baseUrl', env: 'SERVICE_BASE_URL', flag: '--base-url', kind: 'url', default: '', doc: 'Public base address; default `http://{host}:{port}`' },
+  { key: 'database', env: 'SERVICE_DATABASE', flag: '--database', kind: 'string', default: './data/service.db', doc: 'SQLite file (`:memory:` for a throwaway database)' },
+  { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase)' },
+  { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
+  { key: 'bootstrapEmail', env: 'SERVICE_BOOTSTRAP_EMAIL', flag: '--bootstrap-email', kind: 'string', default: 'owner@example.com', doc: 'Email of the owner created on an empty database' },
+  { key: 'bootstrapPassword', env: 'SERVICE_BOOTSTRAP_PASSWORD', flag: '--bootstrap-password', kind: 'string', default: '', doc: 'Password of that owner; generated and printed once when empty' },
+  { key: 'bootstrapApiKey', env: 'SERVICE_BOOTSTRAP_API_KEY', flag: '--bootstrap-api-key', kind: 'string', default: '', doc: 'Exact `service_mcp_…` key registered for that owner (both scopes); generated and printed once when empty' },
+  { key: 'allowedOrigins', env: 'SERVICE_ALLOWED_ORIGINS', flag: '--allowed-origins', kind: 'list', default: [], doc: 'Comma-separated browser origins allowed on /mcp besides the base address' },
+  { key: 'trustProxy', env: 'SERVICE_TRUST_PROXY', flag: '--trust-proxy', kind: 'bool', default: false, doc: 'Trust X-Forwarded-For (only behind your own proxy)' },
+  { key: 'maxBodyBytes', env: 'SERVICE_MAX_BODY_BYTES', flag: '--max-body-bytes', kind: 'int', default: 1_048_576, min: 1024, max: 64 * 1_048_576, doc: 'Largest accepted request body on /mcp' },
+  { key: 'sessionIdleMs', env: 'SERVICE_SESSION_IDLE_MS', flag: '--session-idle-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'Idle time after which a session expires (60 min)' },
+  { key: 'sessionSweepMs', env: 'SERVICE_SESSION_SWEEP_MS', flag: '--session-sweep-ms', kind: 'int', default: 30_000, min: 1, doc: 'How often expired sessions are closed and purged' },
+  { key: 'sessionTouchFlushMs', env: 'SERVICE_SESSION_TOUCH_FLUSH_MS', flag: '--session-touch-flush-ms', kind: 'int', default: 1_000, min: 1, doc: 'How often session activity is written to the database' },
+  { key: 'heartbeatMs', env: 'SERVICE_HEARTBEAT_MS', flag: '--heartbeat-ms', kind: 'int', default: 25_000, min: 1, doc: 'Interval of `: heartbeat` comments on open SSE streams (25 s)' },
+  { key: 'toolsPageSize', env: 'SERVICE_TOOLS_PAGE_SIZE', flag: '--tools-page-size', kind: 'int', default: 50, min: 1, max: 1000, doc: 'Tools per tools/list page' },
+]
+
+export interface Config extends RawConfig {
+  /** Origin of baseUrl, e.g. `http://127.0.0.1:3000`. */
+  baseOrigin: string
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+function parseValue(s: Setting, raw: unknown, source: string): unknown {
+  const where = `${source} (${s.env})`
+  switch (s.kind) {
+    case 'int': {
+      const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : NaN
+      if (!Number.isSafeInteger(n)) throw new ConfigError(`${where} must be an integer, got ${JSON.stringify(raw)}`)
+      if (s.min !== undefined && n < s.min) throw new ConfigError(`${where} must be at least ${s.min}, got ${n}`)
+      if (s.max !== undefined && n > s.max) throw new ConfigError(`${where} must be at most ${s.max}, got ${n}`)
+      return n
+    }
+    case 'bool': {
+      if (typeof raw === 'boolean') return raw
+      const v = String(raw).trim().toLowerCase()
+      if (['1', 'true', 'yes', 'on'].includes(v)) return true
+      if (['0', 'false', 'no', 'off', ''].includes(v)) return false
+      throw new ConfigError(`${where} must be true or false, got ${JSON.stringify(raw)}`)
+    }
+    case 'list': {
+      if (Array.isArray(raw)) return raw.map(String)
+      return String(raw).split(',').map((x) => x.trim()).filter(Boolean)
+    }
+    case 'level': {
+      const v = String(raw).trim().toLowerCase()
+      if (!LEVELS.includes(v)) throw new ConfigError(`${where} must be one of ${LEVELS.join(', ')}, got ${JSON.stringify(raw)}`)
+      return v
+    }
+    case 'url': {
+      const v = String(raw).trim()
+      if (v === '') return ''
+      let u: URL
+      try {
+        u = new URL(v)
+      } catch {
+        throw new ConfigError(`${where} must be an absolute http(s) URL, got ${JSON.stringify(raw)}`)
+      }
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`${where} must use http or https, got ${JSON.stringify(raw)}`)
+      if (u.search || u.hash || u.username || u.password) throw new ConfigError(`${where} must not contain a query, fragment or credentials`)
+      return v.replace(/\/+$/, '')
+    }
+    default:
+      if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string, got ${JSON.stringify(raw)}`)
+      return raw
+  }
+}
+
+/** Parses `--flag value` and `--flag=value` pairs; unknown flags are an error so typos do not pass silently. */
+export function parseFlags(argv: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {}
+  const known = new Map(SETTINGS.map((s) => [s.flag, s]))
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string
+    const eq = arg.indexOf('=')
+    const name = eq === -1 ? arg : arg.slice(0, eq)
+    const setting = known.get(name)
+    if (!setting) throw new ConfigError(`Unknown option ${name}. Known options: ${[...known.keys()].join(', ')}`)
+    let value: string | undefined
+    if (eq !== -1) value = arg.slice(eq + 1)
+    else if (setting.kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))) value = 'true'
+    else value = argv[++i]
+    if (value === undefined) throw new ConfigError(`Option ${name} needs a value`)
+    out[setting.key] = value
+  }
+  return out
+}
+
+export function loadConfig(options: {
+  env?: NodeJS.ProcessEnv
+  argv?: readonly string[]
+  overrides?: Partial<RawConfig>
+} = {}): Config {
+  const env = options.env ?? process.env
+  const flags = parseFlags(options.argv ?? [])
+  const configPath = flags.configFile ?? env.SERVICE_CONFIG ?? options.overrides?.configFile ?? ''
+  let fileValues: Record<string, unknown> = {}
+  if (configPath) {
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(configPath, 'utf8'))
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('the top level must be an object')
+      fileValues = parsed as Record<string, unknown>
+    } catch (err) {
+      throw new ConfigError(`Config file ${configPath} (SERVICE_CONFIG) cannot be read: ${(err as Error).message}`)
+    }
+  }
+  const raw: Record<string, unknown> = {}
+  for (const s of SETTINGS) {
+    let value: unknown = s.default
+    let source = 'default'
+    if (s.key in fileValues) [value, source] = [fileValues[s.key], `config file key "${s.key}"`]
+    if (env[s.env] !== undefined && env[s.env] !== '') [value, source] = [env[s.env], 'environment variable']
+    if (options.overrides && s.key in options.overrides) [value, source] = [options.overrides[s.key], 'override']
+    if (flags[s.key] !== undefined) [value, source] = [flags[s.key], `option ${s.flag}`]
+    raw[s.key] = source === 'default' ? value : parseValue(s, value, source === 'environment variable' ? s.env : source)
+  }
+  const cfg = raw as unknown as RawConfig
+  cfg.configFile = configPath
+  if (cfg.bootstrapApiKey && !/^service_mcp_[A-Za-z0-9_-]{32,}$/.test(cfg.bootstrapApiKey)) {
+    throw new ConfigError('SERVICE_BOOTSTRAP_API_KEY must be service_mcp_ followed by at least 32 characters of [A-Za-z0-9_-]')
+  }
+  if (cfg.bootstrapPassword && cfg.bootstrapPassword.length < 8) {
+    throw new ConfigError('SERVICE_BOOTSTRAP_PASSWORD must be at least 8 characters long')
+  }
+  if (!/^[^@\s]+@[^@\s]+$/.test(cfg.bootstrapEmail)) throw new ConfigError(`SERVICE_BOOTSTRAP_EMAIL is not an email address: ${JSON.stringify(cfg.bootstrapEmail)}`)
+  for (const origin of cfg.allowedOrigins) {
+    let u: URL | undefined
+    try {
+      u = new URL(origin)
+    } catch {
+      u = undefined
+    }
+    if (!u || u.origin !== origin) throw new ConfigError(`SERVICE_ALLOWED_ORIGINS entry ${JSON.stringify(origin)} is not an origin like https://app.example.com`)
+  }
+  const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host === '0.0.0.0' ? '127.0.0.1' : cfg.host
+  if (!cfg.baseUrl) cfg.baseUrl = `http://${hostForUrl}:${cfg.port}`
+  return { ...cfg, baseOrigin: new URL(cfg.baseUrl).origin }
+}
+
+/**
+ * Once the real port is known (listening on port 0), a default base URL follows it. Consumers read `config.baseUrl`
+ * at request time, so the object is updated in place.
+ */
+export function adoptListeningPort(config: Config, port: number, explicitBaseUrl: boolean): void {
+  if (explicitBaseUrl || config.port === port) return
+  const u = new URL(config.baseUrl)
+  u.port = String(port)
+  config.port = port
+  config.baseUrl = u.toString().replace(/\/+$/, '')
+  config.baseOrigin = u.origin
+}

@@ -1,0 +1,43 @@
+import { and, asc, eq, gt, sql } from 'drizzle-orm'
+import { newId } from '../../lib/crypto.js'
+import type { Db } from '../client.js'
+import { apps } from '../schema.js'
+
+export type App = typeof apps.$inferSelect
+
+export function appsRepo(db: Db) {
+  // Keyset pagination on the time-sortable id, always scoped by organization. Prepared once (hot path).
+  const firstPage = db.select().from(apps)
+    .where(eq(apps.organizationId, sql.placeholder('org')))
+    .orderBy(asc(apps.id)).limit(sql.placeholder('limit')).prepare()
+  const nextPage = db.select().from(apps)
+    .where(and(eq(apps.organizationId, sql.placeholder('org')), gt(apps.id, sql.placeholder('after'))))
+    .orderBy(asc(apps.id)).limit(sql.placeholder('limit')).prepare()
+
+  return {
+    create(input: { organizationId: string; name: string; description?: string; createdBy?: string | null }): App {
+      const now = Date.now()
+      const row: App = {
+        id: newId('app'),
+        organizationId: input.organizationId,
+        name: input.name,
+        description: input.description ?? '',
+        createdBy: input.createdBy ?? null,
+        createdAt: now,
+        updatedAt: now,
+      }
+      db.insert(apps).values(row).run()
+      return row
+    },
+    /** Returns up to `limit` apps of the organization after `after` (exclusive), plus whether more follow. */
+    page(organizationId: string, limit: number, after?: string): { items: App[]; more: boolean } {
+      const rows = after === undefined
+        ? firstPage.all({ org: organizationId, limit: limit + 1 })
+        : nextPage.all({ org: organizationId, after, limit: limit + 1 })
+      return { items: rows.slice(0, limit), more: rows.length > limit }
+    },
+    byId(organizationId: string, id: string): App | undefined {
+      return db.select().from(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).get()
+    },
+  }
+}

@@ -1,0 +1,25 @@
+import type { Db } from '../client.js'
+import { apiKeysRepo } from './api-keys.js'
+import { appsRepo } from './apps.js'
+import { membershipsRepo } from './memberships.js'
+import { organizationsRepo } from './organizations.js'
+import { sessionsRepo } from './sessions.js'
+import { usersRepo } from './users.js'
+
+/** Every query the server runs lives in one of these modules. */
+export function createRepos(db: Db) {
+  return {
+    organizations: organizationsRepo(db),
+    users: usersRepo(db),
+    memberships: membershipsRepo(db),
+    apiKeys: apiKeysRepo(db),
+    sessions: sessionsRepo(db),
+    apps: appsRepo(db),
+    /** Runs `fn` in one transaction: all of its writes land, or none. */
+    transaction<T>(fn: () => T): T {
+      return db.transaction(fn)
+    },
+  }
+}
+
+export type Repos = ReturnType<typeof createRepos>

@@ -1,0 +1,45 @@
+import { and, eq, isNotNull, isNull, lt, or, sql } from 'drizzle-orm'
+import type { Db } from '../client.js'
+import { sessions } from '../schema.js'
+
+export type SessionRow = typeof sessions.$inferSelect
+
+export function sessionsRepo(db: Db) {
+  const byId = db.select().from(sessions).where(eq(sessions.id, sql.placeholder('id'))).prepare()
+  const touch = db.update(sessions).set({ lastSeenAt: sql`${sql.placeholder('at')}` })
+    .where(eq(sessions.id, sql.placeholder('id'))).prepare()
+
+  return {
+    insert(row: SessionRow): void {
+      db.insert(sessions).values(row).run()
+    },
+    byId(id: string): SessionRow | undefined {
+      return byId.get({ id })
+    },
+    /** Writes the latest activity times of many sessions in one transaction (write-behind from memory). */
+    touchMany(entries: Iterable<[string, number]>): void {
+      db.transaction(() => {
+        for (const [id, at] of entries) touch.run({ id, at })
+      })
+    },
+    markInitialized(id: string, at: number): void {
+      db.update(sessions).set({ initializedAt: at }).where(eq(sessions.id, id)).run()
+    },
+    setLogLevel(id: string, level: string): void {
+      db.update(sessions).set({ logLevel: level }).where(eq(sessions.id, id)).run()
+    },
+    end(id: string, at: number): void {
+      db.update(sessions).set({ endedAt: at }).where(and(eq(sessions.id, id), isNull(sessions.endedAt))).run()
+    },
+    /** Ends every live session bound to a credential; returns their ids. */
+    endByCredential(credential: string, at: number): string[] {
+      return db.update(sessions).set({ endedAt: at })
+        .where(and(eq(sessions.credential, credential), isNull(sessions.endedAt)))
+        .returning({ id: sessions.id }).all().map((r) => r.id)
+    },
+    /** Deletes ended sessions and those idle since before `idleBefore`. */
+    purge(idleBefore: number): number {
+      return db.delete(sessions).where(or(isNotNull(sessions.endedAt), lt(sessions.lastSeenAt, idleBefore))).run().changes
+    },
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * The one error catalog. Every failure the server reports is an entry here, rendered by `render.ts` into one of
+ * four shapes: the service error body (HTTP on /mcp), the OAuth body (/oauth/*), a JSON-RPC error, or a tool result.
+ * Codes are part of the interface: a code never changes meaning once shipped. Clients match on `code`.
+ *
+ * `status` is the HTTP status when the error ends an HTTP exchange; `rpc` is the JSON-RPC code when it is rendered as
+ * a JSON-RPC error; `oauth` is the RFC 6749 code for the OAuth renderer; `expose: false` masks it as INTERNAL_ERROR.
+ */
+export interface ErrorSpec {
+  readonly status: number
+  readonly message: string
+  readonly action: string
+  readonly rpc?: number
+  readonly oauth?: string
+  readonly expose?: boolean
+}
+
+export const catalog = {
+  /** Authentication and authorization on /mcp */
+  INVALID_TOKEN: {
+    status: 401,
+    message: 'The bearer token is missing or invalid',
+    action: 'Send Authorization: Bearer <access token or service_mcp_ API key>; obtain a token through OAuth if needed',
+    oauth: 'invalid_token',
+  },
+  TOKEN_EXPIRED: {
+    status: 401,
+    message: 'The access token has expired',
+    action: 'Refresh the token, then initialize a new session',
+    oauth: 'invalid_token',
+  },
+  TOKEN_REVOKED: {
+    status: 401,
+    message: 'The token or API key has been revoked',
+    action: 'Authorize again (or create a new API key) and initialize a new session',
+    oauth: 'invalid_token',
+  },
+  INSUFFICIENT_SCOPE: {
+    status: 403,
+    message: 'The token lacks the scope this operation needs',
+    action: 'Authorize again requesting the scope named in WWW-Authenticate',
+    oauth: 'insufficient_scope',
+  },
+
+  /** Transport */
+  SESSION_NOT_FOUND: {
+    status: 404,
+    message: 'The session has expired or is invalid',
+    action: 'Initialize a new session (send initialize without Mcp-Session-Id)',
+    rpc: -32001,
+  },
+  FORBIDDEN_ORIGIN: {
+    status: 403,
+    message: 'The Origin of this request is not allowed',
+    action: 'Call from an allowed origin, or ask the operator to add it to SERVICE_ALLOWED_ORIGINS',
+  },
+  NOT_ACCEPTABLE: {
+    status: 406,
+    message: 'The Accept header must name application/json or text/event-stream',
+    action: 'Send Accept: application/json, text/event-stream',
+  },
+  UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    message: 'The request body must be application/json',
+    action: 'Send Content-Type: application/json',
+  },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    message: 'The request body exceeds the transport limit',
+    action: 'Send a smaller request',
+  },
+  UNSUPPORTED_PROTOCOL_VERSION: {
+    status: 400,
+    message: 'The MCP-Protocol-Version header names an unsupported revision or differs from the session revision',
+    action: 'Send the protocol version negotiated at initialize, or omit the header',
+  },
+  IDEMPOTENCY_CONFLICT: {
+    status: 409,
+    message: 'A call with this request id is still pending or running in this session',
+    action: 'Wait for the first call to finish, then retry with the same id to get its result',
+  },
+  RATE_LIMITED: {
+    status: 429,
+    message: 'Too many requests',
+    action: 'Wait for the number of seconds in Retry-After, then retry with the same request id',
+  },
+  NOT_FOUND: {
+    status: 404,
+    message: 'No such route',
+    action: 'Check the method and path; the MCP endpoint is /mcp',
+  },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    message: 'This HTTP method is not allowed here',
+    action: 'Use the methods listed in the Allow header',
+  },
+  BAD_REQUEST: {
+    status: 400,
+    message: 'The request is malformed',
+    action: 'Fix the request as described in details',
+  },
+
+  /** JSON-RPC protocol errors */
+  PARSE_ERROR: {
+    status: 400,
+    message: 'The body is not valid JSON',
+    action: 'Send one JSON-RPC 2.0 message encoded as JSON',
+    rpc: -32700,
+  },
+  INVALID_REQUEST: {
+    status: 400,
+    message: 'The body is not a valid JSON-RPC 2.0 message',
+    action: 'Send a JSON-RPC 2.0 request, notification or response object',
+    rpc: -32600,
+  },
+  METHOD_NOT_FOUND: {
+    status: 200,
+    message: 'Unknown method',
+    action: 'Call a method this server supports (initialize, ping, tools/list, tools/call, logging/setLevel)',
+    rpc: -32601,
+  },
+  INVALID_PARAMS: {
+    status: 200,
+    message: 'Invalid params',
+    action: 'Fix the params listed in details and retry',
+    rpc: -32602,
+  },
+
+  /** Tool failures (rendered as tool results with isError: true) */
+  RESOURCE_NOT_FOUND: {
+    status: 200,
+    message: 'The resource does not exist',
+    action: 'List the resources to find a valid id',
+  },
+  PERMISSION_DENIED: {
+    status: 200,
+    message: 'Your role in this organization does not allow this operation',
+    action: 'Ask an organization admin or owner for a role that allows it',
+  },
+  INVALID_ARGUMENTS: {
+    status: 200,
+    message: 'Invalid arguments',
+    action: 'Fix the arguments named in the message and retry',
+    rpc: -32602,
+  },
+  CONFLICT: {
+    status: 200,
+    message: 'The operation conflicts with the current state',
+    action: 'Read the current state and retry with different values',
+  },
+  CAPABILITY_REQUIRED: {
+    status: 200,
+    message: 'This operation needs a client capability that was not declared',
+    action: 'Use a client that declares the elicitation capability and reads the SSE stream of the call',
+  },
+  ELICITATION_DENIED: {
+    status: 200,
+    message: 'The user declined the confirmation',
+    action: 'Nothing was changed; call again if the user changes their mind',
+  },
+  ELICITATION_TIMEOUT: {
+    status: 200,
+    message: 'The confirmation was not answered in time',
+    action: 'Nothing was changed; call again and answer the confirmation prompt',
+  },
+  OPERATION_CANCELLED: {
+    status: 200,
+    message: 'The operation was cancelled',
+    action: 'Start it again if it is still needed',
+  },
+  OPERATION_FAILED: {
+    status: 200,
+    message: 'The operation failed',
+    action: 'Read the logs of the operation, fix the cause and retry',
+  },
+
+  /** Catch-all. Never carries stack traces or SQL to the client. */
+  INTERNAL_ERROR: {
+    status: 500,
+    message: 'Internal error',
+    action: 'Retry later; if it persists, report the X-Request-Id to the operator',
+    rpc: -32603,
+    oauth: 'server_error',
+  },
+} as const satisfies Record<string, ErrorSpec>
+
+export type ErrorCode = keyof typeof catalog
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.prototype.hasOwnProperty.call(catalog, value)
+}

@@ -1,0 +1,83 @@
+import { catalog, type ErrorSpec } from './catalog.js'
+import { ServiceError, isServiceError } from './service-error.js'
+
+/**
+ * Renderers: the only place error bodies are built. Anything that is not a ServiceError, or whose catalog entry is not
+ * exposed, is rendered as INTERNAL_ERROR so that stack traces, SQL and internal messages never reach a client.
+ */
+
+export function toServiceError(err: unknown): ServiceError {
+  if (isServiceError(err)) {
+    const spec: ErrorSpec = catalog[err.code]
+    if (spec.expose === false || spec.status >= 500) return new ServiceError('INTERNAL_ERROR', { cause: err })
+    return err
+  }
+  return new ServiceError('INTERNAL_ERROR', { cause: err })
+}
+
+export interface ServiceErrorBody {
+  error: { code: string; message: string; details: unknown; action: string }
+}
+
+export function toServiceBody(err: unknown): ServiceErrorBody {
+  const e = toServiceError(err)
+  return { error: { code: e.code, message: e.message, details: e.details ?? null, action: e.action } }
+}
+
+export interface OAuthErrorBody {
+  error: string
+  error_description: string
+}
+
+export function toOAuthBody(err: unknown): OAuthErrorBody {
+  const e = toServiceError(err)
+  const spec: ErrorSpec = catalog[e.code]
+  return { error: spec.oauth ?? 'invalid_request', error_description: e.message }
+}
+
+export interface RpcErrorObject {
+  code: number
+  message: string
+  data?: { code: string; details?: unknown; action: string }
+}
+
+export function toRpcError(err: unknown): RpcErrorObject {
+  const e = toServiceError(err)
+  const spec: ErrorSpec = catalog[e.code]
+  const data: RpcErrorObject['data'] = { code: e.code, action: e.action }
+  if (e.details !== null && e.details !== undefined) data.details = e.details
+  return { code: spec.rpc ?? -32603, message: e.message, data }
+}
+
+export interface ToolErrorResult {
+  isError: true
+  content: Array<{ type: 'text'; text: string }>
+  _meta?: { guidance: { action: string; retryAfter?: number } }
+  [key: string]: unknown
+}
+
+export function toToolResult(err: unknown): ToolErrorResult {
+  const e = toServiceError(err)
+  const guidance: { action: string; retryAfter?: number } = { action: e.action }
+  if (e.retryAfter !== undefined) guidance.retryAfter = e.retryAfter
+  return {
+    isError: true,
+    content: [{ type: 'text', text: JSON.stringify({ code: e.code, message: e.message }) }],
+    _meta: { guidance },
+  }
+}
+
+/** Builds the RFC 6750 / RFC 9728 challenge from one place. */
+export function wwwAuthenticate(params: {
+  resourceMetadata: string
+  error?: string
+  errorDescription?: string
+  scope?: string
+}): string {
+  const parts: string[] = []
+  if (params.error) parts.push(`error="${params.error}"`)
+  if (params.errorDescription) parts.push(`error_description="${params.errorDescription.replace(/["\\]/g, '')}"`)
+  if (params.scope) parts.push(`scope="${params.scope}"`)
+  parts.push(`resource_metadata="${params.resourceMetadata}"`)
+  return `Bearer ${parts.join(', ')}`
+}

@@ -1,0 +1,44 @@
+import { catalog, type ErrorCode } from './catalog.js'
+
+export interface FailOptions {
+  /** Public, structured detail for the client (validation paths, the offending value's name). */
+  details?: unknown
+  /** Replaces the catalog message with a more specific, still public, sentence. */
+  message?: string
+  /** Internal cause, logged but never sent. */
+  cause?: unknown
+  /** Extra response headers (WWW-Authenticate, Retry-After …). */
+  headers?: Record<string, string>
+  /** Seconds until a retry may succeed (rate limits). */
+  retryAfter?: number
+}
+
+/** The only error type the server throws on purpose. Everything else is masked as INTERNAL_ERROR. */
+export class ServiceError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  readonly details: unknown
+  readonly action: string
+  readonly headers: Record<string, string> | undefined
+  readonly retryAfter: number | undefined
+
+  constructor(code: ErrorCode, options: FailOptions = {}) {
+    const spec = catalog[code]
+    super(options.message ?? spec.message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'ServiceError'
+    this.code = code
+    this.status = spec.status
+    this.details = options.details ?? null
+    this.action = spec.action
+    this.headers = options.headers
+    this.retryAfter = options.retryAfter
+  }
+}
+
+export function fail(code: ErrorCode, options?: FailOptions): ServiceError {
+  return new ServiceError(code, options)
+}
+
+export function isServiceError(value: unknown): value is ServiceError {
+  return value instanceof ServiceError
+}

@@ -1,0 +1,55 @@
+/**
+ * Public API for embedding: build a server with your own tools added to (or replacing) the built-in catalog.
+ *
+ *   import { createServer, defineTool, builtinTools } from 'service-mcp'
+ *   const server = await createServer({ tools: [...builtinTools, myTool] })
+ *   await server.listen()
+ */
+import type { FastifyInstance } from 'fastify'
+import { buildApp, type BuildOptions } from './app.js'
+import { adoptListeningPort, loadConfig, type Config } from './config.js'
+
+export { defineTool } from './plugins/tools/define.js'
+export type { ToolContext, ToolDefinition, ToolAnnotations, JsonSchema } from './plugins/tools/define.js'
+export { builtinTools } from './plugins/tools/builtin/index.js'
+export { fail, ServiceError } from './errors/service-error.js'
+export type { ErrorCode } from './errors/catalog.js'
+export { loadConfig, ConfigError, type Config } from './config.js'
+export { buildApp } from './app.js'
+
+export interface CreateServerOptions extends Omit<BuildOptions, 'config'> {
+  /** Settings (any key of the configuration table); the environment and defaults fill in the rest. */
+  config?: Partial<Config>
+  /** Read SERVICE_* variables from this environment (default process.env). */
+  env?: NodeJS.ProcessEnv
+  /** Command-line flags of the configuration table (`--port 0`, `--database x.db`). */
+  argv?: readonly string[]
+}
+
+export interface McpServer {
+  app: FastifyInstance
+  config: Config
+  /** Listens on config.host:config.port; returns the base URL (which follows the real port when port is 0). */
+  listen(): Promise<string>
+  close(): Promise<void>
+}
+
+export async function createServer(options: CreateServerOptions = {}): Promise<McpServer> {
+  const env = options.env ?? process.env
+  const argv = options.argv ?? []
+  const config = loadConfig({ env, argv, overrides: options.config ?? {} })
+  const explicitBaseUrl = Boolean(options.config?.baseUrl || env.SERVICE_BASE_URL || argv.some((a) => a.startsWith('--base-url')))
+  const { config: _c, env: _e, argv: _a, ...build } = options
+  const app = await buildApp({ ...build, config })
+  return {
+    app,
+    config,
+    async listen() {
+      await app.listen({ host: config.host, port: config.port })
+      const address = app.server.address()
+      if (address && typeof address === 'object') adoptListeningPort(config, address.port, explicitBaseUrl)
+      return config.baseUrl
+    },
+    close: () => app.close(),
+  }
+}

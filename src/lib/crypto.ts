@@ -1,0 +1,80 @@
+import { createHash, randomBytes, randomUUID, scrypt, timingSafeEqual } from 'node:crypto'
+
+/** SHA-256 as lowercase hex. Used for high-entropy secrets (API keys, codes, refresh tokens): no key derivation needed. */
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value).digest('hex')
+}
+
+/** Constant-time comparison of two strings (hashes or encodings), safe for differing lengths. */
+export function constantTimeEqual(a: string, b: string): boolean {
+  const ab = Buffer.from(a)
+  const bb = Buffer.from(b)
+  const len = Math.max(ab.length, bb.length, 32)
+  const pa = Buffer.alloc(len)
+  const pb = Buffer.alloc(len)
+  ab.copy(pa)
+  bb.copy(pb)
+  return timingSafeEqual(pa, pb) && ab.length === bb.length
+}
+
+/** URL-safe random secret with `bytes` of entropy. */
+export function randomSecret(bytes = 32): string {
+  return randomBytes(bytes).toString('base64url')
+}
+
+const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz'
+
+/**
+ * Time-sortable identifier `<prefix>_<10 time chars><16 random chars>` (Crockford base32), so keyset pagination by id
+ * follows creation order.
+ */
+export function newId(prefix: string): string {
+  let t = Date.now()
+  let time = ''
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time
+    t = Math.floor(t / 32)
+  }
+  const rnd = randomBytes(10)
+  let rand = ''
+  for (let i = 0; i < 16; i++) {
+    const bit = i * 5
+    const byte = bit >> 3
+    const shift = bit & 7
+    const v = (((rnd[byte] ?? 0) << 8) | (rnd[byte + 1] ?? 0)) >> (11 - shift)
+    rand += CROCKFORD[v & 31]
+  }
+  return `${prefix}_${time}${rand}`
+}
+
+export function newSessionId(): string {
+  return randomUUID()
+}
+
+const SCRYPT = { N: 16384, r: 8, p: 1, keylen: 32 }
+
+function scryptAsync(password: string, salt: Buffer, keylen: number, opts: { N: number; r: number; p: number }): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    scrypt(password, salt, keylen, { ...opts, maxmem: 64 * 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key)))
+  })
+}
+
+/** Password hash `scrypt$N$r$p$salt$hash` (base64url parts). */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16)
+  const key = await scryptAsync(password.normalize('NFKC'), salt, SCRYPT.keylen, SCRYPT)
+  return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64url')}$${key.toString('base64url')}`
+}
+
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const parts = stored.split('$')
+  if (parts.length !== 6 || parts[0] !== 'scrypt') return false
+  const [, n, r, p, saltB64, keyB64] = parts as [string, string, string, string, string, string]
+  const expected = Buffer.from(keyB64, 'base64url')
+  const key = await scryptAsync(password.normalize('NFKC'), Buffer.from(saltB64, 'base64url'), expected.length, {
+    N: Number(n),
+    r: Number(r),
+    p: Number(p),
+  })
+  return key.length === expected.length && timingSafeEqual(key, expected)
+}

@@ -1,0 +1,50 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { apiKeyVerifier } from '../auth/api-key-verifier.js'
+import type { CredentialVerifier, Principal } from '../auth/principal.js'
+import { fail } from '../errors/service-error.js'
+import { PLUGIN } from './names.js'
+
+export interface Auth {
+  /** Adds a verifier for another credential form (the OAuth plugin adds JWT access tokens). */
+  addVerifier(verifier: CredentialVerifier): void
+  /** The Principal for an Authorization header value; throws INVALID_TOKEN, TOKEN_EXPIRED or TOKEN_REVOKED. */
+  authenticate(authorization: string | undefined): Principal
+  /** Called whenever a credential is found revoked, so sessions bound to it end. */
+  onRevoked(listener: (credential: string) => void): void
+  revoked(credential: string): void
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    auth: Auth
+  }
+}
+
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/
+
+/** One verifier interface for every credential form; API keys are built in. */
+const authPlugin: FastifyPluginAsync = async (fastify) => {
+  const verifiers: CredentialVerifier[] = []
+  const listeners: Array<(credential: string) => void> = []
+  const auth: Auth = {
+    addVerifier: (v) => void verifiers.push(v),
+    onRevoked: (l) => void listeners.push(l),
+    revoked(credential) {
+      for (const l of listeners) l(credential)
+    },
+    authenticate(authorization) {
+      if (!authorization) throw fail('INVALID_TOKEN', { message: 'The Authorization header is missing' })
+      const m = BEARER.exec(authorization)
+      if (!m) throw fail('INVALID_TOKEN', { message: 'The Authorization header must be "Bearer <token>"' })
+      const token = m[1] as string
+      const verifier = verifiers.find((v) => v.accepts(token))
+      if (!verifier) throw fail('INVALID_TOKEN')
+      return verifier.verify(token)
+    },
+  }
+  auth.addVerifier(apiKeyVerifier(fastify.repos, (credential) => auth.revoked(credential)))
+  fastify.decorate('auth', auth)
+}
+
+export default fp(authPlugin, { name: PLUGIN.auth, fastify: '5.x', dependencies: [PLUGIN.db] })

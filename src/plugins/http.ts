@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Config } from '../config.js'
+import { toServiceBody, toServiceError } from '../errors/render.js'
+import { fail, isServiceError, ServiceError } from '../errors/service-error.js'
+import { SERVICE_MCP_VERSION } from '../version.js'
+import { PLUGIN } from './names.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config
+  }
+}
+
+/** Maps Fastify's own errors (body size, media type, bad JSON) onto the catalog. */
+export function fromFastifyError(err: FastifyError | Error): ServiceError {
+  if (isServiceError(err)) return err
+  const code = (err as FastifyError).code
+  switch (code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return fail('PAYLOAD_TOO_LARGE')
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return fail('UNSUPPORTED_MEDIA_TYPE')
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return fail('BAD_REQUEST', { message: 'The body is not valid JSON' })
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return fail('BAD_REQUEST', { message: 'Content-Length does not match the body' })
+    default:
+      break
+  }
+  if (err.name === 'SyntaxError' || (err as FastifyError).statusCode === 400) return fail('BAD_REQUEST', { message: 'The request is malformed' })
+  return toServiceError(err)
+}
+
+/** Logs server-side failures with their cause; client errors stay at debug level. */
+export function logFailure(request: FastifyRequest, original: unknown, rendered: ServiceError): void {
+  if (rendered.status >= 500) request.log.error({ err: original }, 'request failed')
+  else request.log.debug({ code: rendered.code }, 'request refused')
+}
+
+export function sendServiceError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
+  const e = fromFastifyError(err as Error)
+  logFailure(request, err, e)
+  const rendered = toServiceError(e)
+  if (rendered.headers) reply.headers(rendered.headers)
+  if (rendered.retryAfter !== undefined) reply.header('retry-after', String(rendered.retryAfter))
+  return reply.code(rendered.status).type('application/json; charset=utf-8').send(toServiceBody(rendered))
+}
+
+/**
+ * Concerns of every response: the X-Service-MCP-Version and X-Request-Id headers, the 404 body and the default error
+ * body. Route plugins with another error shape (OAuth) set their own handler in their own context.
+ */
+const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts) => {
+  fastify.decorate('config', opts.config)
+  fastify.addHook('onRequest', async (request, reply) => {
+    reply.header('x-service-mcp-version', SERVICE_MCP_VERSION)
+    reply.header('x-request-id', request.id)
+  })
+  fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, fail('NOT_FOUND')))
+  fastify.setErrorHandler((err, request, reply) => sendServiceError(request, reply, err))
+}
+
+export const genReqId = (): string => randomUUID()
+
+export default fp(httpPlugin, { name: PLUGIN.http, fastify: '5.x' })

@@ -1,0 +1,60 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Config } from '../../config.js'
+import { fail } from '../../errors/service-error.js'
+
+export interface Acceptance {
+  json: boolean
+  sse: boolean
+}
+
+/** Reads Accept: `*\/*` and `application/*` count for JSON; `q=0` excludes a type; no header accepts anything. */
+export function parseAccept(header: string | undefined): Acceptance {
+  if (header === undefined || header.trim() === '') return { json: true, sse: true }
+  const out: Acceptance = { json: false, sse: false }
+  for (const part of header.split(',')) {
+    const [rawType, ...params] = part.split(';')
+    const type = (rawType ?? '').trim().toLowerCase()
+    const q = params.map((p) => p.trim().toLowerCase()).find((p) => p.startsWith('q='))
+    if (q !== undefined && Number(q.slice(2)) === 0) continue
+    if (type === 'application/json' || type === 'application/*') out.json = true
+    if (type === 'text/event-stream' || type === 'text/*') out.sse = true
+    if (type === '*/*') out.json = out.sse = true
+  }
+  return out
+}
+
+export function isJsonContentType(header: string | undefined): boolean {
+  if (!header) return false
+  return header.split(';')[0]!.trim().toLowerCase() === 'application/json'
+}
+
+function allowedOrigin(config: Config, origin: string): boolean {
+  return origin === config.baseOrigin || config.allowedOrigins.includes(origin)
+}
+
+/**
+ * DNS-rebinding defence and CORS: a request with an Origin must come from the base address or an allowed origin;
+ * allowed browser origins get CORS headers that expose Mcp-Session-Id and WWW-Authenticate.
+ */
+export function checkOrigin(config: Config, request: FastifyRequest, reply: FastifyReply): void {
+  const origin = request.headers.origin
+  if (origin === undefined) return
+  if (!allowedOrigin(config, origin)) throw fail('FORBIDDEN_ORIGIN', { details: { origin } })
+  reply.header('access-control-allow-origin', origin)
+  reply.header('vary', 'Origin')
+  reply.header('access-control-expose-headers', 'Mcp-Session-Id, WWW-Authenticate, X-Request-Id, X-Service-MCP-Version, MCP-Protocol-Version, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining')
+}
+
+export function preflightHeaders(reply: FastifyReply): void {
+  reply.header('access-control-allow-methods', 'GET, POST, DELETE, OPTIONS')
+  reply.header('access-control-allow-headers', 'Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID')
+  reply.header('access-control-max-age', '600')
+}
+
+const SESSION_ID = /^[\x21-\x7e]{1,128}$/
+
+export function sessionIdHeader(request: FastifyRequest): string | undefined {
+  const value = request.headers['mcp-session-id']
+  if (typeof value !== 'string' || !SESSION_ID.test(value)) return undefined
+  return value
+}

@@ -1,0 +1,238 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Principal } from '../../auth/principal.js'
+import { toServiceError, wwwAuthenticate } from '../../errors/render.js'
+import { fail, type ServiceError } from '../../errors/service-error.js'
+import { SseStream } from '../../lib/sse.js'
+import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
+import { isProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
+import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
+import { fromFastifyError, logFailure, sendServiceError } from '../http.js'
+import { PLUGIN } from '../names.js'
+import { checkOrigin, isJsonContentType, parseAccept, preflightHeaders, sessionIdHeader } from './headers.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null
+  }
+}
+
+const JSON_RPC_CODES = new Set(['PARSE_ERROR', 'INVALID_REQUEST'])
+
+/**
+ * Streamable HTTP at /mcp. Checks run in this order: Origin (403), credential (401), Accept (406), Content-Type (415),
+ * body size (413), JSON (400/-32700), envelope (400/-32600), session (404), MCP-Protocol-Version (400), then dispatch.
+ */
+const transportPlugin: FastifyPluginAsync = async (fastify) => {
+  const { config, rpc, sessions, auth, heartbeats } = fastify
+  const resourceMetadata = () => `${config.baseUrl}/.well-known/oauth-protected-resource/mcp`
+
+  fastify.decorateRequest('principal', null)
+  fastify.removeAllContentTypeParsers()
+  fastify.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: config.maxBodyBytes }, (_req, body, done) => done(null, body))
+
+  fastify.addHook('onRequest', async (request, reply) => {
+    checkOrigin(config, request, reply)
+    if (request.method === 'OPTIONS') return
+    request.principal = auth.authenticate(request.headers.authorization)
+  })
+
+  fastify.setErrorHandler((err, request, reply) => {
+    const e = fromFastifyError(err as Error)
+    const rendered = toServiceError(e)
+    if (JSON_RPC_CODES.has(rendered.code)) {
+      logFailure(request, err, rendered)
+      return reply.code(rendered.status).send(errorResponse(null, rendered))
+    }
+    if (rendered.status === 401) {
+      const sent = request.headers.authorization !== undefined
+      reply.header('www-authenticate', wwwAuthenticate({ resourceMetadata: resourceMetadata(), ...(sent ? { error: 'invalid_token', errorDescription: rendered.message } : {}) }))
+    }
+    if (rendered.code === 'INSUFFICIENT_SCOPE') {
+      const scope = (rendered.details as { scope?: string } | null)?.scope
+      reply.header('www-authenticate', wwwAuthenticate({ resourceMetadata: resourceMetadata(), error: 'insufficient_scope', errorDescription: rendered.message, ...(scope ? { scope } : {}) }))
+    }
+    return sendServiceError(request, reply, rendered)
+  })
+
+  /** The session named by Mcp-Session-Id, usable only with the credential that created it. */
+  function resolveSession(request: FastifyRequest, principal: Principal): Session {
+    const id = sessionIdHeader(request)
+    if (id === undefined) throw fail('SESSION_NOT_FOUND', { message: 'The Mcp-Session-Id header is missing or malformed' })
+    const session = sessions.get(id)
+    if (!session || session.credential !== principal.credential || session.membershipId !== principal.membershipId) {
+      throw fail('SESSION_NOT_FOUND')
+    }
+    const header = request.headers['mcp-protocol-version']
+    if (header !== undefined && header !== session.protocolVersion) {
+      throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header, session: session.protocolVersion } })
+    }
+    sessions.touch(session)
+    return session
+  }
+
+  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session): SseStream {
+    reply.hijack()
+    const stream = new SseStream(reply.raw)
+    stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
+    heartbeats.add(stream)
+    const runtime = runtimeOf(session)
+    runtime.streams.add(stream)
+    stream.onClose(() => {
+      session.runtime?.streams.delete(stream)
+      if (session.runtime?.standalone === stream) session.runtime.standalone = null
+      releaseRuntime(session)
+      request.log.debug({ stream: stream.id }, 'SSE stream closed')
+    })
+    return stream
+  }
+
+  fastify.route({
+    method: 'POST',
+    url: '/mcp',
+    bodyLimit: config.maxBodyBytes,
+    async handler(request, reply) {
+      const principal = request.principal!
+      const accept = parseAccept(request.headers.accept)
+      if (!accept.json && !accept.sse) throw fail('NOT_ACCEPTABLE')
+      if (!isJsonContentType(request.headers['content-type'])) throw fail('UNSUPPORTED_MEDIA_TYPE')
+      let body: unknown
+      try {
+        body = JSON.parse(request.body as string)
+      } catch {
+        throw fail('PARSE_ERROR')
+      }
+      const batch = Array.isArray(body)
+      const items: unknown[] = batch ? (body as unknown[]) : [body]
+      if (batch && items.length === 0) throw fail('INVALID_REQUEST', { message: 'An empty batch is not a JSON-RPC message' })
+      const classified = items.map((m) => rpc.classify(m))
+      if (!batch && classified[0]!.kind === 'invalid') {
+        const c = classified[0] as { details: unknown }
+        throw fail('INVALID_REQUEST', { details: c.details })
+      }
+
+      // initialize: creates the session, never inside a batch, never with a session id.
+      const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
+      if (init && init.kind === 'request') {
+        if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
+        if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
+        const header = request.headers['mcp-protocol-version']
+        if (typeof header === 'string' && !isProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
+        return handleInitialize(request, reply, principal, init.message, accept.json)
+      }
+
+      const session = resolveSession(request, principal)
+      if (batch && session.protocolVersion !== '2025-03-26') {
+        throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
+      }
+
+      // Answers and notifications are handled in order; requests are prepared (method, params) and prechecked.
+      const answers: Array<JsonRpcResponse | PreparedRequest> = []
+      const refusals: ServiceError[] = []
+      for (const c of classified) {
+        if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
+        else if (c.kind === 'notification') rpc.notify(c.message, { session, principal, log: request.log })
+        else if (c.kind === 'response') {
+          const refused = rpc.acceptResponse(c.message, session, principal)
+          if (refused) refusals.push(refused)
+        } else {
+          const prepared = rpc.prepare(c.message)
+          if (!('def' in prepared)) answers.push(prepared)
+          else if (prepared.def.sessionless) answers.push(errorResponse(c.message.id, fail('INVALID_REQUEST', { message: `${c.message.method} is not allowed in an existing session` })))
+          else answers.push(prepared)
+        }
+      }
+      if (answers.length === 0) {
+        if (refusals.length > 0) throw refusals[0]!
+        return reply.code(202).send()
+      }
+      const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
+      for (const call of calls) call.def.precheck?.(call.params, { session, principal })
+      const stream = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, { session, principal })))
+
+      if (stream) {
+        const sse = openStream(request, reply, session)
+        const sink: MessageSink = { streaming: true, send: (m) => sse.send(m) !== null }
+        for (const a of answers) if (!('def' in a)) sink.send(a)
+        await Promise.all(calls.map(async (call) => {
+          const response = await rpc.run(call, { session, principal, sink, log: request.log })
+          if (response) sink.send(response)
+        }))
+        sse.end()
+        return reply
+      }
+
+      const responses = await Promise.all(answers.map((a) => ('def' in a ? rpc.run(a, { session, principal, sink: NULL_SINK, log: request.log }) : a)))
+      const sent = responses.filter((r): r is JsonRpcResponse => r !== null)
+      reply.header('mcp-session-id', session.id)
+      if (sent.length === 0) return reply.code(202).send()
+      return reply.type('application/json').send(batch ? sent : sent[0])
+    },
+  })
+
+  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean) {
+    const prepared = rpc.prepare(message)
+    if (!('def' in prepared)) return reply.type('application/json').send(prepared)
+    let session: Session | undefined
+    const response = await rpc.run(prepared, { session: null, principal, sink: NULL_SINK, log: request.log, onSessionStarted: (s) => { session = s } })
+    if (!session || !response) return reply.type('application/json').send(response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
+    request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
+    if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
+    const sse = openStream(request, reply, session)
+    sse.send(response)
+    sse.end()
+    return reply
+  }
+
+  fastify.route({
+    method: 'GET',
+    url: '/mcp',
+    exposeHeadRoute: false,
+    async handler(request, reply) {
+      const principal = request.principal!
+      if (!parseAccept(request.headers.accept).sse) throw fail('NOT_ACCEPTABLE', { message: 'GET /mcp opens an SSE stream: Accept must include text/event-stream' })
+      const session = resolveSession(request, principal)
+      const previous = session.runtime?.standalone
+      const stream = openStream(request, reply, session)
+      // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
+      runtimeOf(session).standalone = stream
+      previous?.end()
+      return reply
+    },
+  })
+
+  fastify.route({
+    method: 'DELETE',
+    url: '/mcp',
+    async handler(request, reply) {
+      const session = resolveSession(request, request.principal!)
+      sessions.close(session)
+      return reply.code(204).send()
+    },
+  })
+
+  fastify.route({
+    method: 'OPTIONS',
+    url: '/mcp',
+    async handler(_request, reply) {
+      preflightHeaders(reply)
+      return reply.code(204).send()
+    },
+  })
+
+  fastify.route({
+    method: ['PUT', 'PATCH', 'HEAD'],
+    url: '/mcp',
+    async handler(_request, reply) {
+      reply.header('allow', 'GET, POST, DELETE, OPTIONS')
+      throw fail('METHOD_NOT_ALLOWED')
+    },
+  })
+}
+
+export default fp(transportPlugin, {
+  name: PLUGIN.transport,
+  fastify: '5.x',
+  encapsulate: true,
+  dependencies: [PLUGIN.http, PLUGIN.rpc, PLUGIN.auth, PLUGIN.sessions, PLUGIN.tools],
+})

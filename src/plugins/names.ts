@@ -1,0 +1,10 @@
+/** Plugin names, used for `fastify-plugin` metadata and `dependencies`; never spelled as literals elsewhere. */
+export const PLUGIN = {
+  http: 'mcp-http',
+  db: 'mcp-db',
+  rpc: 'mcp-rpc',
+  auth: 'mcp-auth',
+  sessions: 'mcp-sessions',
+  tools: 'mcp-tools',
+  transport: 'mcp-transport',
+} as const

@@ -1,0 +1,106 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { HeartbeatRegistry } from '../lib/sse.js'
+import { atLeast, isProtocolVersion, LATEST_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
+import { SessionStore } from '../sessions/session-store.js'
+import { validatorFor } from '../validation/index.js'
+import { SERVER_NAME, SERVER_VERSION } from '../version.js'
+import { PLUGIN } from './names.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    sessions: SessionStore
+    heartbeats: HeartbeatRegistry
+  }
+}
+
+interface InitializeParams {
+  protocolVersion: string
+  capabilities: Record<string, unknown>
+  clientInfo: { name: string; version: string }
+}
+
+/**
+ * Session lifecycle: `initialize` (revision negotiation, session bound to the credential, membership and
+ * organization), `notifications/initialized`, `ping`, `logging/setLevel` and `notifications/cancelled`.
+ */
+const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
+  const { config, rpc, repos, auth } = fastify
+  const store = new SessionStore(repos, {
+    idleMs: config.sessionIdleMs,
+    sweepMs: config.sessionSweepMs,
+    touchFlushMs: config.sessionTouchFlushMs,
+  }, fastify.log)
+  const heartbeats = new HeartbeatRegistry(config.heartbeatMs)
+  fastify.decorate('sessions', store)
+  fastify.decorate('heartbeats', heartbeats)
+  auth.onRevoked((credential) => store.endByCredential(credential))
+  fastify.addHook('onReady', async () => store.start())
+  fastify.addHook('preClose', async () => {
+    heartbeats.stop()
+    store.stop()
+  })
+
+  rpc.registerRequest<InitializeParams>({
+    method: 'initialize',
+    params: validatorFor('mcp/initialize.params'),
+    sessionless: true,
+    handle(params, ctx) {
+      const version = isProtocolVersion(params.protocolVersion) ? params.protocolVersion : LATEST_PROTOCOL_VERSION
+      const session = store.create({
+        credential: ctx.principal.credential,
+        membershipId: ctx.principal.membershipId,
+        organizationId: ctx.principal.organizationId,
+        protocolVersion: version,
+        clientInfo: { name: params.clientInfo.name, version: params.clientInfo.version },
+        clientCapabilities: params.capabilities,
+      })
+      ctx.onSessionStarted?.(session)
+      const serverInfo: Record<string, string> = { name: SERVER_NAME, version: SERVER_VERSION }
+      if (atLeast(version, '2025-06-18')) serverInfo.title = 'Service MCP server'
+      return {
+        protocolVersion: version,
+        capabilities: { tools: { listChanged: false }, logging: {} },
+        serverInfo,
+        instructions: 'Tools act on the organization of the signed-in member. Call service_whoami to see who and where you are.',
+      }
+    },
+  })
+
+  rpc.registerNotification({
+    method: 'notifications/initialized',
+    params: validatorFor('mcp/empty.params'),
+    handle: (_params, ctx) => store.markInitialized(ctx.session),
+  })
+
+  rpc.registerRequest({
+    method: 'ping',
+    params: validatorFor('mcp/empty.params'),
+    handle: () => ({}),
+  })
+
+  rpc.registerRequest<{ level: LogLevel }>({
+    method: 'logging/setLevel',
+    params: validatorFor('mcp/logging-set-level.params'),
+    handle(params, ctx) {
+      store.setLogLevel(ctx.session!, params.level)
+      return {}
+    },
+  })
+
+  rpc.registerNotification<{ requestId: RequestId; reason?: string }>({
+    method: 'notifications/cancelled',
+    params: validatorFor('mcp/cancelled.params'),
+    handle(params, ctx) {
+      // Unknown or finished ids are ignored: the race between an answer and a cancel is normal.
+      const controller = ctx.session.runtime?.inflight.get(params.requestId)
+      controller?.abort(new Error(params.reason ?? 'cancelled by the client'))
+    },
+  })
+}
+
+export default fp(sessionsPlugin, {
+  name: PLUGIN.sessions,
+  fastify: '5.x',
+  dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.auth],
+})

@@ -1,0 +1,62 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Principal, Scope } from '../../auth/principal.js'
+import type { Repos } from '../../db/repos/index.js'
+import type { Role } from '../../db/schema.js'
+import type { LogLevel, ProtocolVersion, RequestId } from '../../rpc/types.js'
+import type { Session } from '../../sessions/session.js'
+import type { SchemaId } from '../../validation/index.js'
+
+export type JsonSchema = Record<string, unknown>
+
+export interface ToolAnnotations {
+  readOnlyHint?: boolean
+  destructiveHint?: boolean
+  idempotentHint?: boolean
+  openWorldHint?: boolean
+}
+
+/** What a tool handler receives besides its validated arguments. */
+export interface ToolContext {
+  principal: Principal
+  session: Session
+  protocolVersion: ProtocolVersion
+  repos: Repos
+  /** Aborted when the client sends notifications/cancelled for this call (or the session ends). */
+  signal: AbortSignal
+  requestId: RequestId
+  /** Sends notifications/progress when the call carried a progressToken; `progress` must increase. */
+  progress(progress: number, total?: number, message?: string): void
+  /** Sends notifications/message when the level passes the session's logging/setLevel threshold. */
+  log(level: LogLevel, data: unknown, logger?: string): void
+  /** Server-side logger (never sent to the client). */
+  logger: FastifyBaseLogger
+}
+
+/**
+ * A tool is one module exporting one definition. Schemas are JSON Schema objects (compiled once when the server
+ * starts) or the id of a schema under schemas/ (precompiled at build time).
+ */
+export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, unknown>> {
+  name: string
+  title: string
+  description: string
+  inputSchema: JsonSchema | SchemaId
+  outputSchema?: JsonSchema | SchemaId
+  /** OAuth scope the token must carry. */
+  scope: Scope
+  /** Lowest role allowed to call it (roles include the ones below them). */
+  role: Role
+  annotations?: ToolAnnotations
+  /** Calls are confirmed by the user through elicitation before the handler runs. */
+  confirm?: boolean
+  /** Streams progress and log lines while it runs; answered as SSE. */
+  longRunning?: boolean
+  /** Calls per member per minute. */
+  rateLimitPerMinute?: number
+  handler(args: I, ctx: ToolContext): Promise<O> | O
+}
+
+/** Identity function that gives a tool definition its types. */
+export function defineTool<I = Record<string, unknown>, O = Record<string, unknown>>(def: ToolDefinition<I, O>): ToolDefinition<I, O> {
+  return def
+}

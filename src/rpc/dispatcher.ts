@@ -1,0 +1,269 @@
+import type { ValidateFunction } from 'ajv'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Principal } from '../auth/principal.js'
+import { toRpcError } from '../errors/render.js'
+import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
+import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '../sessions/session.js'
+import { validationDetails, validatorFor } from '../validation/index.js'
+import {
+  logLevelRank,
+  type Classified,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+  type LogLevel,
+  type RequestId,
+} from './types.js'
+
+/**
+ * The one JSON-RPC dispatcher. Plugins register methods here; the transport hands it parsed messages. Validation
+ * order is parse (transport) → envelope → method → params, each against validators precompiled from schemas/.
+ * Methods never see HTTP: they get a context with the session, the principal, an AbortSignal and senders.
+ */
+
+/** Where messages related to one request go: the request's SSE stream, or nowhere for a plain JSON answer. */
+export interface MessageSink {
+  /** Sends a message; returns false when it could not be delivered (no stream, or the stream is gone). */
+  send(message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse): boolean
+  readonly streaming: boolean
+}
+
+export const NULL_SINK: MessageSink = { send: () => false, streaming: false }
+
+export interface CallContext {
+  /** Null only for methods that create the session (initialize). */
+  session: Session | null
+  principal: Principal
+  requestId: RequestId
+  signal: AbortSignal
+  sink: MessageSink
+  log: FastifyBaseLogger
+  /** Called by a session-creating method (initialize) with the new session. */
+  onSessionStarted?(session: Session): void
+}
+
+export interface PrecheckContext {
+  session: Session | null
+  principal: Principal
+}
+
+export interface RequestMethod<P = Record<string, unknown>> {
+  method: string
+  params: ValidateFunction
+  /** True for methods that run without a session (initialize creates it). */
+  sessionless?: boolean
+  /**
+   * Runs before the answer's format is chosen and may refuse the whole HTTP exchange with a status
+   * (INSUFFICIENT_SCOPE → 403). Errors here are never JSON-RPC errors.
+   */
+  precheck?(params: P, ctx: PrecheckContext): void
+  /** True when the answer should be an SSE stream even though the client also accepts JSON. */
+  prefersStream?(params: P, ctx: PrecheckContext): boolean
+  handle(params: P, ctx: CallContext): Promise<Record<string, unknown>> | Record<string, unknown>
+}
+
+export interface NotificationMethod<P = Record<string, unknown>> {
+  method: string
+  params: ValidateFunction
+  handle(params: P, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void
+}
+
+export interface PreparedRequest {
+  message: JsonRpcRequest
+  def: RequestMethod
+  params: Record<string, unknown>
+}
+
+const validateRequest = validatorFor('jsonrpc/request')
+const validateNotification = validatorFor('jsonrpc/notification')
+const validateResponse = validatorFor('jsonrpc/response')
+
+/** Validators are type guards; calling through this keeps TypeScript from narrowing the value to never on failure. */
+function passes(validate: ValidateFunction, value: unknown): boolean {
+  return validate(value) === true
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function readableId(value: unknown): RequestId | null {
+  return typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : null
+}
+
+export function errorResponse(id: RequestId | null, err: unknown): JsonRpcResponse {
+  return { jsonrpc: '2.0', id, error: toRpcError(err) }
+}
+
+export class Dispatcher {
+  private readonly requests = new Map<string, RequestMethod>()
+  private readonly notifications = new Map<string, NotificationMethod>()
+
+  registerRequest<P>(def: RequestMethod<P>): void {
+    if (this.requests.has(def.method)) throw new Error(`JSON-RPC method ${def.method} is already registered`)
+    this.requests.set(def.method, def as unknown as RequestMethod)
+  }
+
+  registerNotification<P>(def: NotificationMethod<P>): void {
+    if (this.notifications.has(def.method)) throw new Error(`JSON-RPC notification ${def.method} is already registered`)
+    this.notifications.set(def.method, def as unknown as NotificationMethod)
+  }
+
+  hasMethod(method: string): boolean {
+    return this.requests.has(method)
+  }
+
+  /** Envelope check: tells requests, notifications and responses apart, or says why the value is none of them. */
+  classify(value: unknown): Classified {
+    if (!isObject(value)) return { kind: 'invalid', id: null, details: { reason: 'a JSON-RPC message must be an object' } }
+    if ('method' in value) {
+      if ('id' in value) {
+        if (passes(validateRequest, value)) return { kind: 'request', message: value as unknown as JsonRpcRequest }
+        return { kind: 'invalid', id: readableId(value.id), details: validationDetails(validateRequest.errors) }
+      }
+      if (passes(validateNotification, value)) return { kind: 'notification', message: value as unknown as JsonRpcNotification }
+      return { kind: 'invalid', id: null, details: validationDetails(validateNotification.errors) }
+    }
+    if ('result' in value || 'error' in value) {
+      if (passes(validateResponse, value)) return { kind: 'response', message: value as unknown as JsonRpcResponse }
+      return { kind: 'invalid', id: null, details: validationDetails(validateResponse.errors) }
+    }
+    return { kind: 'invalid', id: readableId(value.id), details: { reason: 'neither a request, a notification nor a response' } }
+  }
+
+  /** Method then params. Returns the prepared call, or the JSON-RPC error response to send instead. */
+  prepare(message: JsonRpcRequest): PreparedRequest | JsonRpcResponse {
+    const def = this.requests.get(message.method)
+    if (!def) return errorResponse(message.id, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}` }))
+    const params = message.params ?? {}
+    if (!passes(def.params, params)) {
+      return errorResponse(message.id, fail('INVALID_PARAMS', { message: `Invalid params for ${message.method}`, details: validationDetails(def.params.errors) }))
+    }
+    return { message, def, params }
+  }
+
+  /**
+   * Runs a prepared request. Returns its response, or null when it was cancelled (a cancelled request gets no
+   * response). Requests with a session are tracked so `notifications/cancelled` can abort them.
+   */
+  async run(prepared: PreparedRequest, ctx: Omit<CallContext, 'signal' | 'requestId'>): Promise<JsonRpcResponse | null> {
+    const { message, def, params } = prepared
+    const controller = new AbortController()
+    const runtime = ctx.session ? runtimeOf(ctx.session) : null
+    if (runtime) {
+      if (runtime.inflight.has(message.id)) {
+        return errorResponse(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
+      }
+      runtime.inflight.set(message.id, controller)
+    }
+    const callCtx: CallContext = { ...ctx, requestId: message.id, signal: controller.signal }
+    try {
+      const result = await Promise.resolve().then(() => def.handle(params, callCtx))
+      if (controller.signal.aborted) return null
+      return { jsonrpc: '2.0', id: message.id, result }
+    } catch (err) {
+      if (controller.signal.aborted) return null
+      if (!isServiceError(err)) ctx.log.error({ err, method: message.method }, 'JSON-RPC method failed')
+      return errorResponse(message.id, err)
+    } finally {
+      if (runtime && runtime.inflight.get(message.id) === controller) runtime.inflight.delete(message.id)
+      if (ctx.session) releaseRuntime(ctx.session)
+    }
+  }
+
+  /** Notifications get no answer; unknown or malformed ones are ignored (logged at debug). */
+  notify(message: JsonRpcNotification, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void {
+    const def = this.notifications.get(message.method)
+    if (!def) {
+      ctx.log.debug({ method: message.method }, 'ignored unknown notification')
+      return
+    }
+    const params = message.params ?? {}
+    if (!passes(def.params, params)) {
+      ctx.log.debug({ method: message.method, details: validationDetails(def.params.errors) }, 'ignored malformed notification')
+      return
+    }
+    def.handle(params, ctx)
+  }
+
+  /**
+   * A client's answer to one of our requests. It resolves the waiting request only when it comes from the same session
+   * and membership; otherwise the answer is refused (the caller turns that into HTTP 400) and the wait goes on.
+   */
+  acceptResponse(message: JsonRpcResponse, session: Session, principal: Principal): ServiceError | null {
+    const pending = message.id === null ? undefined : session.runtime?.pending.get(message.id)
+    if (!pending || message.id === null) {
+      return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(message.id)} is awaiting an answer in this session` })
+    }
+    if (pending.membershipId !== principal.membershipId) {
+      return fail('INVALID_REQUEST', { message: 'This answer does not come from the member the request was sent to' })
+    }
+    session.runtime!.pending.delete(message.id)
+    if (pending.timer) clearTimeout(pending.timer)
+    if (message.error) pending.reject(new OutboundRequestError('error', message.error.message, message.error))
+    else pending.resolve(message.result ?? {})
+    releaseRuntime(session)
+    return null
+  }
+
+  /**
+   * Sends a request to the client over `sink` and waits for its answer, at most `timeoutMs`. On timeout the client is
+   * told with `notifications/cancelled`. Rejects with OutboundRequestError (local only, never sent).
+   */
+  request(
+    session: Session,
+    principal: Principal,
+    sink: MessageSink,
+    method: string,
+    params: Record<string, unknown>,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<Record<string, unknown>> {
+    const runtime = runtimeOf(session)
+    const id = runtime.nextId()
+    return new Promise((resolve, reject) => {
+      const cleanup = () => {
+        runtime.pending.delete(id)
+        options.signal?.removeEventListener('abort', onAbort)
+        releaseRuntime(session)
+      }
+      const onAbort = () => {
+        const entry = runtime.pending.get(id)
+        if (entry?.timer) clearTimeout(entry.timer)
+        cleanup()
+        sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'The request was cancelled' } })
+        reject(new OutboundRequestError('aborted', 'the request was aborted'))
+      }
+      const timer = setTimeout(() => {
+        cleanup()
+        sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `No answer within ${options.timeoutMs} ms` } })
+        reject(new OutboundRequestError('timeout', `no answer within ${options.timeoutMs} ms`))
+      }, options.timeoutMs)
+      runtime.pending.set(id, {
+        method,
+        membershipId: principal.membershipId,
+        timer,
+        resolve: (r) => {
+          options.signal?.removeEventListener('abort', onAbort)
+          resolve(r)
+        },
+        reject: (e) => {
+          options.signal?.removeEventListener('abort', onAbort)
+          reject(e)
+        },
+      })
+      if (options.signal?.aborted) return onAbort()
+      options.signal?.addEventListener('abort', onAbort, { once: true })
+      if (!sink.send({ jsonrpc: '2.0', id, method, params })) {
+        clearTimeout(timer)
+        cleanup()
+        reject(new OutboundRequestError('closed', 'no stream to send the request on'))
+      }
+    })
+  }
+}
+
+/** Sends a `notifications/message` when `level` passes the session's `logging/setLevel` threshold. */
+export function sendLog(ctx: CallContext, level: LogLevel, logger: string, data: unknown): void {
+  if (!ctx.session || logLevelRank(level) < logLevelRank(ctx.session.logLevel)) return
+  ctx.sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level, logger, data } })
+}

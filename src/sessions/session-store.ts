@@ -1,0 +1,193 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Repos } from '../db/repos/index.js'
+import type { SessionRow } from '../db/repos/sessions.js'
+import { newSessionId } from '../lib/crypto.js'
+import { isProtocolVersion, LOG_LEVELS, type LogLevel, type ProtocolVersion } from '../rpc/types.js'
+import type { Session } from './session.js'
+
+export interface SessionStoreOptions {
+  idleMs: number
+  sweepMs: number
+  touchFlushMs: number
+}
+
+export interface NewSession {
+  credential: string
+  membershipId: string
+  organizationId: string
+  protocolVersion: ProtocolVersion
+  clientInfo: { name: string; version: string }
+  clientCapabilities: Record<string, unknown>
+}
+
+/**
+ * Sessions live in SQLite (so they survive a restart) and, while in use, in memory.
+ *
+ * The in-memory Map is kept in last-activity order: a touch moves the session to the end. Expiry therefore only ever
+ * looks at the head of the Map (cost proportional to what expires, not to how many sessions exist), and activity
+ * times reach the database in batches rather than one write per request.
+ */
+export class SessionStore {
+  private readonly live = new Map<string, Session>()
+  private readonly dirty = new Map<string, number>()
+  private flushTimer: NodeJS.Timeout | null = null
+  private sweepTimer: NodeJS.Timeout | null = null
+
+  constructor(
+    private readonly repos: Repos,
+    private readonly options: SessionStoreOptions,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  start(): void {
+    this.flushTimer = setInterval(() => this.flush(), this.options.touchFlushMs)
+    this.flushTimer.unref()
+    this.sweepTimer = setInterval(() => this.sweep(), this.options.sweepMs)
+    this.sweepTimer.unref()
+  }
+
+  stop(): void {
+    if (this.flushTimer) clearInterval(this.flushTimer)
+    if (this.sweepTimer) clearInterval(this.sweepTimer)
+    this.flushTimer = this.sweepTimer = null
+    this.flush()
+    for (const s of this.live.values()) s.runtime?.close('server shutting down')
+    this.live.clear()
+  }
+
+  get size(): number {
+    return this.live.size
+  }
+
+  create(input: NewSession, now = Date.now()): Session {
+    const row: SessionRow = {
+      id: newSessionId(),
+      credential: input.credential,
+      membershipId: input.membershipId,
+      organizationId: input.organizationId,
+      protocolVersion: input.protocolVersion,
+      clientInfo: input.clientInfo,
+      clientCapabilities: input.clientCapabilities,
+      logLevel: 'info',
+      initializedAt: null,
+      createdAt: now,
+      lastSeenAt: now,
+      endedAt: null,
+    }
+    this.repos.sessions.insert(row)
+    const session = this.fromRow(row)
+    this.live.set(session.id, session)
+    return session
+  }
+
+  /** The live session with this id, or undefined when unknown, ended or idle for too long. */
+  get(id: string, now = Date.now()): Session | undefined {
+    let session = this.live.get(id)
+    if (!session) {
+      const row = this.repos.sessions.byId(id)
+      if (!row || row.endedAt !== null || !isProtocolVersion(row.protocolVersion)) return undefined
+      session = this.fromRow(row)
+      this.live.set(id, session)
+    }
+    if (session.lastSeenAt + this.options.idleMs <= now) {
+      this.expire(session)
+      return undefined
+    }
+    return session
+  }
+
+  /** Restarts the idle timer. */
+  touch(session: Session, now = Date.now()): void {
+    session.lastSeenAt = now
+    this.live.delete(session.id)
+    this.live.set(session.id, session)
+    this.dirty.set(session.id, now)
+  }
+
+  markInitialized(session: Session): void {
+    if (session.initialized) return
+    session.initialized = true
+    this.repos.sessions.markInitialized(session.id, Date.now())
+  }
+
+  setLogLevel(session: Session, level: LogLevel): void {
+    session.logLevel = level
+    this.repos.sessions.setLogLevel(session.id, level)
+  }
+
+  /** DELETE: the session is closed and its streams end. */
+  close(session: Session, reason = 'session closed'): void {
+    this.repos.sessions.end(session.id, Date.now())
+    this.drop(session, reason)
+  }
+
+  /** The credential was revoked: every session bound to it ends, with its streams. */
+  endByCredential(credential: string, reason = 'credential revoked'): number {
+    const ids = this.repos.sessions.endByCredential(credential, Date.now())
+    for (const id of ids) {
+      const s = this.live.get(id)
+      if (s) this.drop(s, reason)
+    }
+    for (const s of [...this.live.values()]) if (s.credential === credential) this.drop(s, reason)
+    return ids.length
+  }
+
+  /** Writes pending activity times in one transaction. */
+  flush(): void {
+    if (this.dirty.size === 0) return
+    const entries = [...this.dirty]
+    this.dirty.clear()
+    try {
+      this.repos.sessions.touchMany(entries)
+    } catch (err) {
+      this.log.error({ err }, 'could not record session activity')
+    }
+  }
+
+  /** Expires idle sessions from the head of the activity order, then purges ended and idle rows. */
+  sweep(now = Date.now()): number {
+    let expired = 0
+    for (const session of this.live.values()) {
+      if (session.lastSeenAt + this.options.idleMs > now) break
+      this.expire(session)
+      expired++
+    }
+    this.flush()
+    try {
+      this.repos.sessions.purge(now - this.options.idleMs)
+    } catch (err) {
+      this.log.error({ err }, 'could not purge sessions')
+    }
+    return expired
+  }
+
+  private expire(session: Session): void {
+    this.dirty.delete(session.id)
+    this.drop(session, 'session expired')
+  }
+
+  private drop(session: Session, reason: string): void {
+    session.ended = true
+    this.live.delete(session.id)
+    this.dirty.delete(session.id)
+    session.runtime?.close(reason)
+    session.runtime = null
+  }
+
+  private fromRow(row: SessionRow): Session {
+    const level = (LOG_LEVELS as readonly string[]).includes(row.logLevel) ? (row.logLevel as LogLevel) : 'info'
+    return {
+      id: row.id,
+      credential: row.credential,
+      membershipId: row.membershipId,
+      organizationId: row.organizationId,
+      protocolVersion: row.protocolVersion as ProtocolVersion,
+      canElicit: typeof row.clientCapabilities.elicitation === 'object' && row.clientCapabilities.elicitation !== null,
+      logLevel: level,
+      initialized: row.initializedAt !== null,
+      lastSeenAt: row.lastSeenAt,
+      ended: false,
+      runtime: null,
+    }
+  }
+}

@@ -1,0 +1,79 @@
+import type { SseStream } from '../lib/sse.js'
+import type { LogLevel, ProtocolVersion, RequestId } from '../rpc/types.js'
+
+/** A server-to-client request awaiting the client's answer (elicitation uses this). */
+export interface PendingOutbound {
+  method: string
+  /** Only an answer from the same membership may resolve it. */
+  membershipId: string
+  resolve(result: Record<string, unknown>): void
+  reject(error: Error): void
+  timer: NodeJS.Timeout | null
+}
+
+/** Raised locally (never sent) when an outbound request cannot complete. */
+export class OutboundRequestError extends Error {
+  constructor(readonly reason: 'timeout' | 'closed' | 'aborted' | 'error', message: string, readonly data?: unknown) {
+    super(message)
+    this.name = 'OutboundRequestError'
+  }
+}
+
+/**
+ * Live state of a session that is doing something: requests in flight, requests we sent and await, open streams.
+ * Created on first use and dropped when empty, so an idle session costs only its `Session` record.
+ */
+export class SessionRuntime {
+  readonly inflight = new Map<RequestId, AbortController>()
+  readonly pending = new Map<RequestId, PendingOutbound>()
+  readonly streams = new Set<SseStream>()
+  standalone: SseStream | null = null
+  private nextOutboundId = 1
+
+  nextId(): number {
+    return this.nextOutboundId++
+  }
+
+  get empty(): boolean {
+    return this.inflight.size === 0 && this.pending.size === 0 && this.streams.size === 0
+  }
+
+  /** Aborts everything in flight, rejects what we await and ends every stream. */
+  close(reason: string): void {
+    for (const ac of this.inflight.values()) ac.abort(new Error(reason))
+    this.inflight.clear()
+    for (const p of this.pending.values()) {
+      if (p.timer) clearTimeout(p.timer)
+      p.reject(new OutboundRequestError('closed', reason))
+    }
+    this.pending.clear()
+    for (const s of this.streams) s.end()
+    this.streams.clear()
+    this.standalone = null
+  }
+}
+
+export interface Session {
+  readonly id: string
+  /** `key:<api key id>` or `jwt:<jti>`: the credential the session is bound to. */
+  readonly credential: string
+  readonly membershipId: string
+  readonly organizationId: string
+  readonly protocolVersion: ProtocolVersion
+  /** The client declared `capabilities.elicitation` at initialize. */
+  readonly canElicit: boolean
+  logLevel: LogLevel
+  initialized: boolean
+  lastSeenAt: number
+  ended: boolean
+  runtime: SessionRuntime | null
+}
+
+export function runtimeOf(session: Session): SessionRuntime {
+  return (session.runtime ??= new SessionRuntime())
+}
+
+/** Drops the runtime of a session that has nothing in flight any more. */
+export function releaseRuntime(session: Session): void {
+  if (session.runtime?.empty) session.runtime = null
+}

@@ -1,0 +1,4 @@
+/** Release date of this build; sent as X-Service-MCP-Version on every response. Bump it with every release. */
+export const SERVICE_MCP_VERSION = '2026-11-21'
+export const SERVER_NAME = 'service-mcp'
+export const SERVER_VERSION = '0.1.0'

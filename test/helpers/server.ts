@@ -1,0 +1,64 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Config } from '../../src/config.js'
+import { createServer, type CreateServerOptions, type McpServer } from '../../src/index.js'
+
+/** Fixed credentials of the bootstrapped owner in every test server. */
+export const OWNER_EMAIL = 'owner@example.com'
+export const OWNER_PASSWORD = 'correct horse battery staple'
+export const OWNER_KEY = 'service_mcp_' + 'T'.repeat(43)
+
+export interface TestServer extends McpServer {
+  url: string
+  mcpUrl: string
+  apiKey: string
+  dbPath: string
+}
+
+interface Teardown {
+  teardown(fn: () => unknown): void
+}
+
+/** A fresh temporary database file, deleted at teardown. */
+export function tempDatabase(t: Teardown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'service-mcp-test-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return join(dir, 'test.db')
+}
+
+/**
+ * Starts a real server on 127.0.0.1, port 0, with a temporary SQLite file and the owner bootstrapped with OWNER_KEY.
+ * The environment is not read, so settings come only from `config`.
+ */
+export async function startServer(
+  t: Teardown,
+  options: { config?: Partial<Config>; dbPath?: string } & Omit<CreateServerOptions, 'config' | 'env'> = {},
+): Promise<TestServer> {
+  const dbPath = options.dbPath ?? tempDatabase(t)
+  const { config, dbPath: _d, ...rest } = options
+  const server = await createServer({
+    env: {},
+    logger: false,
+    ...rest,
+    config: {
+      host: '127.0.0.1',
+      port: 0,
+      database: dbPath,
+      logLevel: 'silent',
+      bootstrapEmail: OWNER_EMAIL,
+      bootstrapPassword: OWNER_PASSWORD,
+      bootstrapApiKey: OWNER_KEY,
+      ...config,
+    },
+  })
+  const url = await server.listen()
+  let closed = false
+  const close = async () => {
+    if (closed) return
+    closed = true
+    await server.close()
+  }
+  t.teardown(close)
+  return { ...server, close, url, mcpUrl: `${url}/mcp`, apiKey: OWNER_KEY, dbPath }
+}
