@@ -24,27 +24,32 @@ export function randomSecret(bytes = 32): string {
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz'
 
+function base32(value: number, length: number): string {
+  let out = ''
+  for (let i = 0; i < length; i++) {
+    out = CROCKFORD[value % 32] + out
+    value = Math.floor(value / 32)
+  }
+  return out
+}
+
+let lastMs = -1
+let sequence = 0
+
 /**
- * Time-sortable identifier `<prefix>_<10 time chars><16 random chars>` (Crockford base32), so keyset pagination by id
- * follows creation order.
+ * Time-sortable identifier `<prefix>_<10 time chars><4 sequence chars><12 random chars>` (Crockford base32). Within one
+ * millisecond the sequence increases, so keyset pagination by id follows creation order even for ids made together.
  */
 export function newId(prefix: string): string {
-  let t = Date.now()
-  let time = ''
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD[t % 32] + time
-    t = Math.floor(t / 32)
+  const now = Date.now()
+  if (now === lastMs && sequence < 0xfffff) sequence++
+  else {
+    lastMs = now
+    sequence = randomBytes(2).readUInt16BE() // random start within the lower half keeps ids unguessable but ordered
   }
-  const rnd = randomBytes(10)
-  let rand = ''
-  for (let i = 0; i < 16; i++) {
-    const bit = i * 5
-    const byte = bit >> 3
-    const shift = bit & 7
-    const v = (((rnd[byte] ?? 0) << 8) | (rnd[byte + 1] ?? 0)) >> (11 - shift)
-    rand += CROCKFORD[v & 31]
-  }
-  return `${prefix}_${time}${rand}`
+  const rnd = randomBytes(8)
+  const random = base32(rnd.readUInt32BE(0) % 0x40000000, 6) + base32(rnd.readUInt32BE(4) % 0x40000000, 6)
+  return `${prefix}_${base32(now, 10)}${base32(sequence, 4)}${random}`
 }
 
 export function newSessionId(): string {
@@ -71,10 +76,17 @@ export async function verifyPassword(password: string, stored: string): Promise<
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false
   const [, n, r, p, saltB64, keyB64] = parts as [string, string, string, string, string, string]
   const expected = Buffer.from(keyB64, 'base64url')
-  const key = await scryptAsync(password.normalize('NFKC'), Buffer.from(saltB64, 'base64url'), expected.length, {
-    N: Number(n),
-    r: Number(r),
-    p: Number(p),
-  })
+  // An empty or truncated hash would compare equal to an equally short derived key: never accept it.
+  if (expected.length < 16) return false
+  let key: Buffer
+  try {
+    key = await scryptAsync(password.normalize('NFKC'), Buffer.from(saltB64, 'base64url'), expected.length, {
+      N: Number(n),
+      r: Number(r),
+      p: Number(p),
+    })
+  } catch {
+    return false // malformed or unaffordable parameters in the stored value
+  }
   return key.length === expected.length && timingSafeEqual(key, expected)
 }
