@@ -72,7 +72,7 @@ export class ConfigError extends Error {
 }
 
 function parseValue(s: Setting, raw: unknown, source: string): unknown {
-  const where = `${source} (${s.env})`
+  const where = source === s.env ? s.env : `${source} (${s.env})`
   switch (s.kind) {
     case 'int': {
       const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : NaN
@@ -143,7 +143,8 @@ export function loadConfig(options: {
 } = {}): Config {
   const env = options.env ?? process.env
   const flags = parseFlags(options.argv ?? [])
-  const configPath = flags.configFile ?? env.SERVICE_CONFIG ?? options.overrides?.configFile ?? ''
+  // Same precedence as every other setting: flag > override > environment.
+  const configPath = flags.configFile ?? options.overrides?.configFile ?? env.SERVICE_CONFIG ?? ''
   let fileValues: Record<string, unknown> = {}
   if (configPath) {
     try {
@@ -160,9 +161,10 @@ export function loadConfig(options: {
     let source = 'default'
     if (s.key in fileValues) [value, source] = [fileValues[s.key], `config file key "${s.key}"`]
     if (env[s.env] !== undefined && env[s.env] !== '') [value, source] = [env[s.env], 'environment variable']
-    if (options.overrides && s.key in options.overrides) [value, source] = [options.overrides[s.key], 'override']
+    if (options.overrides && options.overrides[s.key] !== undefined) [value, source] = [options.overrides[s.key], 'override']
     if (flags[s.key] !== undefined) [value, source] = [flags[s.key], `option ${s.flag}`]
-    raw[s.key] = source === 'default' ? value : parseValue(s, value, source === 'environment variable' ? s.env : source)
+    // Defaults are copied so no caller can mutate the shared table (allowedOrigins is an array).
+    raw[s.key] = source === 'default' ? (Array.isArray(value) ? [...value] : value) : parseValue(s, value, source === 'environment variable' ? s.env : source)
   }
   const cfg = raw as unknown as RawConfig
   cfg.configFile = configPath
@@ -192,10 +194,11 @@ export function loadConfig(options: {
  * at request time, so the object is updated in place.
  */
 export function adoptListeningPort(config: Config, port: number, explicitBaseUrl: boolean): void {
-  if (explicitBaseUrl || config.port === port) return
+  const previous = config.port
+  config.port = port
+  if (explicitBaseUrl || previous === port) return
   const u = new URL(config.baseUrl)
   u.port = String(port)
-  config.port = port
   config.baseUrl = u.toString().replace(/\/+$/, '')
   config.baseOrigin = u.origin
 }
