@@ -46,7 +46,8 @@ export function toRpcError(err: unknown): RpcErrorObject {
   const spec: ErrorSpec = catalog[e.code]
   const data: RpcErrorObject['data'] = { code: e.code, action: e.action }
   if (e.details !== null && e.details !== undefined) data.details = e.details
-  return { code: spec.rpc ?? -32603, message: e.message, data }
+  // Exposed codes without a JSON-RPC number of their own use -32000, the generic implementation-defined server error.
+  return { code: spec.rpc ?? -32000, message: e.message, data }
 }
 
 export interface ToolErrorResult {

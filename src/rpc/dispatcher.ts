@@ -226,13 +226,15 @@ export class Dispatcher {
         options.signal?.removeEventListener('abort', onAbort)
         releaseRuntime(session)
       }
-      const onAbort = () => {
+      const abortNow = (sent: boolean) => {
         const entry = runtime.pending.get(id)
         if (entry?.timer) clearTimeout(entry.timer)
         cleanup()
-        sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'The request was cancelled' } })
+        // Only a request that was actually sent may be cancelled (MCP: cancellations reference issued requests).
+        if (sent) sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'The request was cancelled' } })
         reject(new OutboundRequestError('aborted', 'the request was aborted'))
       }
+      const onAbort = () => abortNow(true)
       const timer = setTimeout(() => {
         cleanup()
         sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `No answer within ${options.timeoutMs} ms` } })
@@ -251,7 +253,7 @@ export class Dispatcher {
           reject(e)
         },
       })
-      if (options.signal?.aborted) return onAbort()
+      if (options.signal?.aborted) return abortNow(false)
       options.signal?.addEventListener('abort', onAbort, { once: true })
       if (!sink.send({ jsonrpc: '2.0', id, method, params })) {
         clearTimeout(timer)
