@@ -35,8 +35,24 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.decorate('sessions', store)
   fastify.decorate('heartbeats', heartbeats)
   auth.onRevoked((credential) => store.endByCredential(credential))
+
+  // Keys revoked by another process (the CLI) end their sessions, and close their streams, within one sweep interval
+  // even if the revoked key is never presented again.
+  let revocationsCheckedAt = Date.now()
+  const revocationWatch = setInterval(() => {
+    const since = revocationsCheckedAt
+    revocationsCheckedAt = Date.now()
+    try {
+      for (const id of repos.apiKeys.revokedSince(since - 1000)) auth.revoked(`key:${id}`)
+    } catch (err) {
+      fastify.log.error({ err }, 'could not check for revoked keys')
+    }
+  }, config.sessionSweepMs)
+  revocationWatch.unref()
+
   fastify.addHook('onReady', async () => store.start())
   fastify.addHook('preClose', async () => {
+    clearInterval(revocationWatch)
     heartbeats.stop()
     store.stop()
   })

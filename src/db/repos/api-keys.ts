@@ -1,4 +1,4 @@
-import { and, desc, eq, isNull, sql } from 'drizzle-orm'
+import { and, desc, eq, gte, isNull, sql } from 'drizzle-orm'
 import { newId, randomSecret, sha256Hex } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { apiKeys, memberships, organizations, users, type Role } from '../schema.js'
@@ -105,6 +105,10 @@ export function apiKeysRepo(db: Db) {
         .innerJoin(users, eq(users.id, memberships.userId))
         .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
         .orderBy(desc(apiKeys.createdAt)).all()
+    },
+    /** Ids of keys revoked at or after `since` (also by another process, such as the CLI). */
+    revokedSince(since: number): string[] {
+      return db.select({ id: apiKeys.id }).from(apiKeys).where(gte(apiKeys.revokedAt, since)).all().map((r) => r.id)
     },
     /** Marks a key revoked; returns false when it does not exist or was already revoked. */
     revoke(id: string): boolean {

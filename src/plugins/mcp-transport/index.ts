@@ -18,10 +18,12 @@ declare module 'fastify' {
 }
 
 const JSON_RPC_CODES = new Set(['PARSE_ERROR', 'INVALID_REQUEST'])
+const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
 
 /**
- * Streamable HTTP at /mcp. Checks run in this order: Origin (403), credential (401), Accept (406), Content-Type (415),
- * body size (413), JSON (400/-32700), envelope (400/-32600), session (404), MCP-Protocol-Version (400), then dispatch.
+ * Streamable HTTP at /mcp. Checks run in this order: Origin (403) and credential (401) before the body is read; then
+ * body size (413) and media type (415) while it is read; then Accept (406), JSON (400/-32700), envelope (400/-32600),
+ * session (404), MCP-Protocol-Version (400), and dispatch.
  */
 const transportPlugin: FastifyPluginAsync = async (fastify) => {
   const { config, rpc, sessions, auth, heartbeats } = fastify
@@ -33,7 +35,8 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
 
   fastify.addHook('onRequest', async (request, reply) => {
     checkOrigin(config, request, reply)
-    if (request.method === 'OPTIONS') return
+    // Preflights carry no credentials, and an unsupported method is answered 405 whoever asks.
+    if (!AUTHENTICATED_METHODS.has(request.method)) return
     request.principal = auth.authenticate(request.headers.authorization)
   })
 
