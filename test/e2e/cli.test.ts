@@ -1,0 +1,263 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t, { type Test } from 'tap'
+import { request } from 'undici'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+
+// About 30 CLI processes, each loading TypeScript through tsx: allow more than the default per-file limit, still bounded.
+t.setTimeout(180_000)
+const KEY_LINE = /^service_mcp_[A-Za-z0-9_-]{43}$/
+
+/** The caller's environment without any SERVICE_* setting, plus `extra`. */
+function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE_') && !k.startsWith('TAP')) env[k] = v
+  return { ...env, NODE_OPTIONS: '', ...extra }
+}
+
+function spawnCli(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+}
+
+interface Run {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs the CLI to completion (bounded). */
+function cli(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawnCli(args, env)
+    let stdout = ''
+    let stderr = ''
+    child.stdout!.on('data', (d) => (stdout += d))
+    child.stderr!.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`service-mcp ${args.join(' ')} did not finish in ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`))
+    }, timeoutMs)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'service-mcp-cli-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** The first column of a table row whose cells include `needle`. */
+function rowWith(table: string, needle: string): string[] | undefined {
+  return table.split('\n').map((l) => l.trim().split(/\s{2,}/)).find((cells) => cells.includes(needle))
+}
+
+t.test('admin commands against a temporary database', async (t) => {
+  const db = join(tempDir(t), 'db.sqlite')
+  const env = { SERVICE_DATABASE: db }
+  const ok = async (args: string[], extraEnv: Record<string, string> = {}) => {
+    const r = await cli(args, { ...env, ...extraEnv })
+    t.equal(r.code, 0, `service-mcp ${args.join(' ')} exits 0${r.stderr ? `\n${r.stderr}` : ''}`)
+    t.equal(r.stderr, '', `service-mcp ${args.join(' ')}: nothing on stderr`)
+    return r
+  }
+
+  const migrate = await ok(['migrate'])
+  t.match(migrate.stdout, /migrations applied/)
+  t.match(migrate.stdout, db)
+
+  const [orgCreated, user] = await Promise.all([
+    ok(['orgs', 'create', 'acme', '--name', 'Acme']),
+    ok(['users', 'create', 'dev@example.com', '--password', 'longenough1']),
+  ])
+  t.match(orgCreated.stdout, /created organization acme \(org_/)
+  const orgs = await ok(['orgs', 'list'])
+  const acme = rowWith(orgs.stdout, 'acme')
+  t.ok(acme, 'acme is listed')
+  t.match(acme?.[0], /^org_/)
+  t.ok(acme?.includes('Acme'), 'with its name')
+
+  t.match(user.stdout, /created user dev@example\.com \(usr_/)
+  t.notMatch(user.stdout, /longenough1|password:/, 'a given password is not printed')
+  t.match((await ok(['users', 'list'])).stdout, /dev@example\.com/)
+
+  t.match((await ok(['members', 'set', 'dev@example.com', 'acme', 'developer'])).stdout, /dev@example\.com is developer of acme/)
+  const members = await ok(['members', 'list', '--org', 'acme'])
+  const member = rowWith(members.stdout, 'dev@example.com')
+  t.ok(member, 'the member is listed')
+  t.ok(member?.includes('acme') && member.includes('developer'), 'with organization and role')
+
+  // --database flag works as well as SERVICE_DATABASE.
+  const viaFlag = await cli(['orgs', 'list', '--database', db], {})
+  t.equal(viaFlag.code, 0)
+  t.ok(rowWith(viaFlag.stdout, 'acme'), '--database names the same file')
+
+  const created = await ok(['keys', 'create', 'dev@example.com', '--org', 'acme', '--scopes', 'mcp:read'])
+  const lines = created.stdout.split('\n')
+  t.equal(lines.length, 2, 'one line and its newline')
+  t.equal(lines[1], '', 'ends with a newline')
+  t.match(lines[0], KEY_LINE, 'stdout holds exactly the key')
+  const key = lines[0]!
+
+  const [list, listAcme, listDefault] = await Promise.all([ok(['keys', 'list']), ok(['keys', 'list', '--org', 'acme']), ok(['keys', 'list', '--org', 'default'])])
+  t.notOk(list.stdout.includes(key), 'the full key is never listed')
+  t.notOk(list.stdout.includes(key.slice(0, 30)), 'not even most of it')
+  const row = rowWith(list.stdout, 'dev@example.com')
+  t.ok(row, 'the key is listed')
+  t.match(row?.[0], /^key_/)
+  t.ok(row?.some((c) => c.startsWith('service_mcp_') && c.endsWith('…') && c.length < key.length), 'shown masked')
+  t.ok(row?.some((c) => c === 'mcp:read'), 'with its scopes')
+  const id = row![0]!
+  t.match(listAcme.stdout, id)
+  t.notMatch(listDefault.stdout, id, '--org filters')
+
+  t.match((await ok(['keys', 'revoke', id])).stdout, new RegExp(`revoked ${id}`))
+  const timestamps = (cells: string[] | undefined) => (cells ?? []).filter((c) => /^\d{4}-\d{2}-\d{2}T[\d:.]+Z$/.test(c)).length
+  const revokedRow = rowWith((await ok(['keys', 'list'])).stdout, id)
+  t.equal(timestamps(row), 1, 'before: only the creation time')
+  t.equal(timestamps(revokedRow), 2, 'after: a revocation time is shown too')
+  t.match((await ok(['keys', 'revoke', id])).stdout, /already revoked/, 'revoking twice is harmless')
+
+  t.test('errors exit 2 with a clear message', async (t) => {
+    const cases: Array<{ args: string[]; env?: Record<string, string>; message: RegExp }> = [
+      { args: ['frobnicate'], message: /unknown command: frobnicate/ },
+      { args: ['keys', 'create', 'nobody@example.com', '--org', 'acme'], message: /no user with email nobody@example\.com/ },
+      { args: ['members', 'set', 'dev@example.com', 'acme', 'superuser'], message: /role must be one of viewer, developer, admin, owner/ },
+      { args: ['members', 'set', 'dev@example.com', 'nope', 'viewer'], message: /no organization with slug nope/ },
+      { args: ['keys', 'create', 'dev@example.com', '--org', 'default'], message: /not a member of default/ },
+      { args: ['keys', 'revoke', 'key_doesnotexist'], message: /no API key key_doesnotexist/ },
+      { args: ['users', 'create', 'dev@example.com', '--password', 'longenough1'], message: /already exists/ },
+      { args: ['users', 'create', 'x@example.com', '--password', 'short'], message: /at least 8 characters/ },
+      { args: ['orgs', 'create', 'Bad Slug'], message: /slug must be/ },
+      { args: ['orgs', 'list', '--prot', '1'], message: /Unknown option --prot/ },
+      { args: ['serve'], env: { SERVICE_PORT: 'abc' }, message: /SERVICE_PORT.*"abc"/ },
+      { args: ['serve', '--port', '70000'], message: /--port.*70000/ },
+    ]
+    const runs = await Promise.all(cases.map((c) => cli(c.args, { ...env, ...(c.env ?? {}) })))
+    for (const [i, c] of cases.entries()) {
+      const r = runs[i]!
+      const label = `service-mcp ${c.args.join(' ')}`
+      t.equal(r.code, 2, `${label}: exit code 2`)
+      t.match(r.stderr, /^service-mcp: /, `${label}: prefixed message`)
+      t.match(r.stderr, c.message, `${label}: ${c.message}`)
+      t.notMatch(r.stderr, /\n\s+at /, `${label}: no stack trace`)
+      t.equal(r.stdout, '', `${label}: nothing on stdout`)
+    }
+  })
+
+  t.test('help', async (t) => {
+    const r = await cli(['help'], env)
+    t.equal(r.code, 0)
+    t.match(r.stdout, /Usage: service-mcp <command>/)
+    t.match(r.stdout, /keys create/)
+  })
+})
+
+interface Served {
+  child: ChildProcess
+  url: string
+  stdout: () => string
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Starts `serve` and waits for the "MCP server listening" log line (bounded). */
+function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<Served> {
+  const child = spawnCli(['serve'], env)
+  let out = ''
+  let err = ''
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`serve did not start in ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
+    }, timeoutMs)
+    child.stderr!.on('data', (d) => (err += d))
+    child.stdout!.on('data', (d) => {
+      out += d
+      for (const line of out.split('\n')) {
+        if (!line.startsWith('{')) continue
+        let parsed: { msg?: string; url?: string }
+        try {
+          parsed = JSON.parse(line)
+        } catch {
+          continue
+        }
+        if (parsed.msg === 'MCP server listening' && parsed.url) {
+          clearTimeout(timer)
+          resolve({ child, url: parsed.url, stdout: () => out, exited })
+          return
+        }
+      }
+    })
+    void exited.then(({ code }) => {
+      clearTimeout(timer)
+      reject(new Error(`serve exited with ${code} before listening\nstdout: ${out}\nstderr: ${err}`))
+    })
+  })
+}
+
+async function stop(t: Test, served: Served): Promise<void> {
+  served.child.kill('SIGTERM')
+  const killer = setTimeout(() => served.child.kill('SIGKILL'), 15_000)
+  const { code, signal } = await served.exited
+  clearTimeout(killer)
+  t.equal(signal, null, 'not killed by a signal')
+  t.equal(code, 0, 'SIGTERM shuts down with exit code 0')
+}
+
+t.test('serve: bootstrap once, then never again', async (t) => {
+  const db = join(tempDir(t), 'db.sqlite')
+  const env = { SERVICE_DATABASE: db, SERVICE_PORT: '0', SERVICE_LOG_LEVEL: 'info' }
+
+  const first = await startServe(env)
+  t.teardown(() => void first.child.kill('SIGKILL'))
+  t.match(first.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/, 'the real URL, not port 0')
+  t.notMatch(first.url, /:0\//)
+  const out1 = first.stdout()
+  t.equal(out1.match(/First start/g)?.length, 1, 'the bootstrap block is printed once')
+  const password = /^ {2}password: (\S+)$/m.exec(out1)?.[1]
+  const key = /^ {2}API key: {2}(\S+)$/m.exec(out1)?.[1]
+  t.ok(password && password.length >= 16, 'a generated password is shown')
+  t.match(key, KEY_LINE, 'a generated API key is shown')
+  t.match(out1, /email: {4}owner@example\.com/)
+
+  // The server is real: the printed key authenticates at the printed URL.
+  const init = await request(first.url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'cli-test', version: '1' } } }),
+  })
+  t.equal(init.statusCode, 200, 'the bootstrap key works')
+  t.ok(init.headers['mcp-session-id'], 'a session was created')
+  await init.body.text()
+
+  await stop(t, first)
+  const logLines = first.stdout().split('\n').filter((l) => l.startsWith('{'))
+  t.ok(logLines.some((l) => /"msg":"shutting down"/.test(l)), 'the shutdown is logged')
+  t.notOk(first.stdout().split('\n').filter((l) => l.startsWith('{')).some((l) => l.includes(key!) || l.includes(password!)), 'secrets never reach the log lines')
+
+  const second = await startServe(env)
+  t.teardown(() => void second.child.kill('SIGKILL'))
+  t.notMatch(second.stdout(), /First start|password:|API key:/, 'no bootstrap block on a database that has users')
+  const again = await request(second.url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'cli-test', version: '1' } } }),
+  })
+  t.equal(again.statusCode, 200, 'the key from the first start still works')
+  await again.body.text()
+  await stop(t, second)
+
+  // The CLI sees the bootstrapped owner in the same database.
+  const users = await cli(['users', 'list'], { SERVICE_DATABASE: db })
+  t.match(users.stdout, /owner@example\.com/)
+})
