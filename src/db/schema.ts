@@ -82,4 +82,8 @@ export const apps = sqliteTable('apps', {
   createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
   createdAt: createdAt(),
   updatedAt: integer('updated_at').notNull(),
-}, (t) => [uniqueIndex('apps_org_name_idx').on(t.organizationId, t.name)])
+}, (t) => [
+  uniqueIndex('apps_org_name_idx').on(t.organizationId, t.name),
+  // Keyset pages walk (organization, id) without sorting the organization's apps.
+  index('apps_org_id_idx').on(t.organizationId, t.id),
+])

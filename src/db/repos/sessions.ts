@@ -6,12 +6,27 @@ export type SessionRow = typeof sessions.$inferSelect
 
 export function sessionsRepo(db: Db) {
   const byId = db.select().from(sessions).where(eq(sessions.id, sql.placeholder('id'))).prepare()
+  // initialize is a hot path: the INSERT is built and prepared once.
+  const insert = db.insert(sessions).values({
+    id: sql.placeholder('id'),
+    credential: sql.placeholder('credential'),
+    membershipId: sql.placeholder('membershipId'),
+    organizationId: sql.placeholder('organizationId'),
+    protocolVersion: sql.placeholder('protocolVersion'),
+    clientInfo: sql.placeholder('clientInfo'),
+    clientCapabilities: sql.placeholder('clientCapabilities'),
+    logLevel: sql.placeholder('logLevel'),
+    initializedAt: sql.placeholder('initializedAt'),
+    createdAt: sql.placeholder('createdAt'),
+    lastSeenAt: sql.placeholder('lastSeenAt'),
+    endedAt: sql.placeholder('endedAt'),
+  }).prepare()
   const touch = db.update(sessions).set({ lastSeenAt: sql`${sql.placeholder('at')}` })
     .where(eq(sessions.id, sql.placeholder('id'))).prepare()
 
   return {
     insert(row: SessionRow): void {
-      db.insert(sessions).values(row).run()
+      insert.run(row)
     },
     byId(id: string): SessionRow | undefined {
       return byId.get({ id })

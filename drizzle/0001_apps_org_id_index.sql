@@ -1,0 +1,1 @@
+CREATE INDEX `apps_org_id_idx` ON `apps` (`organization_id`,`id`);
