@@ -124,11 +124,11 @@ export class SessionStore {
   /** The credential was revoked: every session bound to it ends, with its streams. */
   endByCredential(credential: string, reason = 'credential revoked'): number {
     const ids = this.repos.sessions.endByCredential(credential, Date.now())
+    // Every session in memory has a live row, so the ids the database ended are all that must be dropped here.
     for (const id of ids) {
       const s = this.live.get(id)
       if (s) this.drop(s, reason)
     }
-    for (const s of [...this.live.values()]) if (s.credential === credential) this.drop(s, reason)
     return ids.length
   }
 
