@@ -1,18 +1,27 @@
-import { and, asc, eq, gt, sql } from 'drizzle-orm'
+import { and, asc, eq, gt, sql, type Placeholder } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { apps } from '../schema.js'
 
 export type App = typeof apps.$inferSelect
 
+/**
+ * A bound `LIMIT ?` makes SQLite re-prepare the statement on every execution (the planner may use a bound LIMIT, so
+ * binding one expires the statement): 7.6 µs instead of 2.1 µs per empty page. Wrapping it in CAST hides the value
+ * from the planner. Drizzle renders an SQL object in limit() as is; its type only admits a Placeholder.
+ */
+function boundLimit(name: string): Placeholder {
+  return sql`cast(${sql.placeholder(name)} as integer)` as unknown as Placeholder
+}
+
 export function appsRepo(db: Db) {
   // Keyset pagination on the time-sortable id, always scoped by organization. Prepared once (hot path).
   const firstPage = db.select().from(apps)
     .where(eq(apps.organizationId, sql.placeholder('org')))
-    .orderBy(asc(apps.id)).limit(sql.placeholder('limit')).prepare()
+    .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
   const nextPage = db.select().from(apps)
     .where(and(eq(apps.organizationId, sql.placeholder('org')), gt(apps.id, sql.placeholder('after'))))
-    .orderBy(asc(apps.id)).limit(sql.placeholder('limit')).prepare()
+    .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
 
   return {
     create(input: { organizationId: string; name: string; description?: string; createdBy?: string | null }): App {
