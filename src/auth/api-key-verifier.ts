@@ -30,6 +30,7 @@ export function apiKeyVerifier(repos: Repos, onRevoked: (credential: string) => 
         organizationId: match.organizationId,
         role: match.role,
         scopes: parseScopes(match.scopes),
+        expiresAt: match.expiresAt,
       }
     },
   }

@@ -18,7 +18,10 @@ export function roleAllows(role: Role, lowest: Role): boolean {
   return ROLE_RANK[role] >= ROLE_RANK[lowest]
 }
 
-/** Who is calling, re-established from the bearer credential on every request (sessions never authenticate). */
+/**
+ * Who is calling, re-established from the bearer credential on every request (sessions never authenticate). Shared
+ * between requests through the credential cache, so it is frozen: never mutate one.
+ */
 export interface Principal {
   kind: 'api_key' | 'oauth'
   /** Binding key for sessions: `key:<api key id>` or `jwt:<jti>`. */
@@ -31,6 +34,8 @@ export interface Principal {
   role: Role
   /** Scopes granted to the credential; effective permission is scopes ∩ role. */
   scopes: readonly Scope[]
+  /** When the credential stops being valid (ms since epoch), or null for a key without expiry. */
+  expiresAt: number | null
   clientId?: string
 }
 

@@ -6,7 +6,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { packageRoot } from '../lib/package-root.js'
 import * as schema from './schema.js'
 
-export type Db = BetterSQLite3Database<typeof schema>
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database }
 
 export interface DatabaseHandle {
   db: Db

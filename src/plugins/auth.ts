@@ -1,8 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { apiKeyVerifier } from '../auth/api-key-verifier.js'
+import { CredentialCache } from '../auth/credential-cache.js'
 import type { CredentialVerifier, Principal } from '../auth/principal.js'
 import { fail } from '../errors/service-error.js'
+import { sha256Hex } from '../lib/crypto.js'
 import { PLUGIN } from './names.js'
 
 export interface Auth {
@@ -27,10 +29,14 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/
 const authPlugin: FastifyPluginAsync = async (fastify) => {
   const verifiers: CredentialVerifier[] = []
   const listeners: Array<(credential: string) => void> = []
+  const changes = fastify.repos.credentialChanges
+  const cache = new CredentialCache({ changed: () => changes.takeChanged() })
   const auth: Auth = {
     addVerifier: (v) => void verifiers.push(v),
     onRevoked: (l) => void listeners.push(l),
     revoked(credential) {
+      // Whoever reports a revocation may not have gone through a repository write this process can see (the CLI).
+      cache.clear()
       for (const l of listeners) l(credential)
     },
     authenticate(authorization) {
@@ -38,9 +44,14 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       const m = BEARER.exec(authorization)
       if (!m) throw fail('INVALID_TOKEN', { message: 'The Authorization header must be "Bearer <token>"' })
       const token = m[1] as string
+      const key = sha256Hex(token)
+      const cached = cache.get(key)
+      if (cached) return cached
       const verifier = verifiers.find((v) => v.accepts(token))
       if (!verifier) throw fail('INVALID_TOKEN')
-      return verifier.verify(token)
+      const principal = verifier.verify(token)
+      cache.set(key, principal)
+      return principal
     },
   }
   auth.addVerifier(apiKeyVerifier(fastify.repos, (credential) => auth.revoked(credential)))

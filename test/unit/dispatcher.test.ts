@@ -53,6 +53,7 @@ function fakePrincipal(overrides: Partial<Principal> = {}): Principal {
     organizationId: 'org_1',
     role: 'owner',
     scopes: ['mcp:read', 'mcp:write'],
+    expiresAt: null,
     ...overrides,
   }
 }

@@ -1,6 +1,7 @@
 import { and, desc, eq, gte, isNull, sql } from 'drizzle-orm'
 import { newId, randomSecret, sha256Hex } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
+import type { CredentialChanges } from './credential-changes.js'
 import { apiKeys, memberships, organizations, users, type Role } from '../schema.js'
 
 export const API_KEY_PREFIX = 'service_mcp_'
@@ -42,7 +43,7 @@ const summary = {
   revokedAt: apiKeys.revokedAt,
 }
 
-export function apiKeysRepo(db: Db) {
+export function apiKeysRepo(db: Db, changes: CredentialChanges) {
   // Hot path (every request with an API key): prepared once.
   const candidates = db
     .select({
@@ -112,7 +113,9 @@ export function apiKeysRepo(db: Db) {
     },
     /** Marks a key revoked; returns false when it does not exist or was already revoked. */
     revoke(id: string): boolean {
-      return db.update(apiKeys).set({ revokedAt: Date.now() }).where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt))).run().changes > 0
+      const revoked = db.update(apiKeys).set({ revokedAt: Date.now() }).where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt))).run().changes > 0
+      changes.bump()
+      return revoked
     },
   }
 }

@@ -1,6 +1,7 @@
 import type { Db } from '../client.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'
+import { credentialChanges } from './credential-changes.js'
 import { membershipsRepo } from './memberships.js'
 import { organizationsRepo } from './organizations.js'
 import { sessionsRepo } from './sessions.js'
@@ -8,11 +9,14 @@ import { usersRepo } from './users.js'
 
 /** Every query the server runs lives in one of these modules. */
 export function createRepos(db: Db) {
+  const changes = credentialChanges(db)
   return {
+    /** Moves whenever a credential may resolve differently; the credential cache watches it. */
+    credentialChanges: changes,
     organizations: organizationsRepo(db),
-    users: usersRepo(db),
-    memberships: membershipsRepo(db),
-    apiKeys: apiKeysRepo(db),
+    users: usersRepo(db, changes),
+    memberships: membershipsRepo(db, changes),
+    apiKeys: apiKeysRepo(db, changes),
     sessions: sessionsRepo(db),
     apps: appsRepo(db),
     /** Runs `fn` in one transaction: all of its writes land, or none. */

@@ -1,6 +1,7 @@
 import { and, asc, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
+import type { CredentialChanges } from './credential-changes.js'
 import { memberships, organizations, users, type Role } from '../schema.js'
 
 export type Membership = typeof memberships.$inferSelect
@@ -29,7 +30,7 @@ const view = {
   createdAt: memberships.createdAt,
 }
 
-export function membershipsRepo(db: Db) {
+export function membershipsRepo(db: Db, changes: CredentialChanges) {
   const joined = () =>
     db.select(view).from(memberships)
       .innerJoin(users, eq(users.id, memberships.userId))
@@ -41,6 +42,7 @@ export function membershipsRepo(db: Db) {
         .where(and(eq(memberships.userId, input.userId), eq(memberships.organizationId, input.organizationId))).get()
       if (existing) {
         db.update(memberships).set({ role: input.role }).where(eq(memberships.id, existing.id)).run()
+        changes.bump()
         return { ...existing, role: input.role }
       }
       const row: Membership = { id: newId('mem'), ...input, createdAt: Date.now() }
@@ -50,6 +52,7 @@ export function membershipsRepo(db: Db) {
     remove(userId: string, organizationId: string): boolean {
       const res = db.delete(memberships)
         .where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId))).run()
+      changes.bump()
       return res.changes > 0
     },
     byId(id: string): MembershipView | undefined {

@@ -1,6 +1,7 @@
 import { asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
+import type { CredentialChanges } from './credential-changes.js'
 import { users } from '../schema.js'
 
 export type User = typeof users.$inferSelect
@@ -9,7 +10,7 @@ export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase()
 }
 
-export function usersRepo(db: Db) {
+export function usersRepo(db: Db, changes: CredentialChanges) {
   return {
     create(input: { email: string; name?: string; passwordHash: string | null }): User {
       const email = normalizeEmail(input.email)
@@ -38,6 +39,7 @@ export function usersRepo(db: Db) {
     },
     setDisabled(id: string, disabled: boolean): void {
       db.update(users).set({ disabledAt: disabled ? Date.now() : null }).where(eq(users.id, id)).run()
+      changes.bump()
     },
     count(): number {
       return db.select({ n: count() }).from(users).get()?.n ?? 0

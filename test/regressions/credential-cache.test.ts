@@ -1,0 +1,38 @@
+import t from 'tap'
+import { openDatabase } from '../../src/db/client.js'
+import { createRepos } from '../../src/db/repos/index.js'
+import { callTool, openSession, post } from '../helpers/mcp.js'
+import { createMember } from '../helpers/seed.js'
+import { startServer } from '../helpers/server.js'
+
+// Verified credentials are cached in memory. A change made by another process must still count on the very next
+// request, long before the revocation watcher's next sweep.
+t.test('changes made by another process reach the next request despite the credential cache', async (t) => {
+  const server = await startServer(t, { config: { sessionSweepMs: 3_600_000 } })
+  const member = createMember(server, { role: 'viewer' })
+  const { headers } = await openSession(server.mcpUrl, member.key)
+  const whoami = async () => (await post(server.mcpUrl, callTool('service_whoami'), headers))
+  t.equal((await whoami()).json.result.structuredContent.role, 'viewer')
+
+  const cli = openDatabase(server.dbPath, { migrate: false })
+  t.teardown(() => cli.close())
+  const other = createRepos(cli.db)
+  other.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'developer' })
+  t.equal((await whoami()).json.result.structuredContent.role, 'developer', 'a role changed by the CLI applies at once')
+
+  t.ok(other.apiKeys.revoke(member.keyId))
+  const revoked = await whoami()
+  t.equal(revoked.status, 401)
+  t.equal(revoked.json.error.code, 'TOKEN_REVOKED', 'a key revoked by the CLI is refused at once')
+})
+
+t.test('a key revoked in this process is refused on the next request', async (t) => {
+  const server = await startServer(t)
+  const member = createMember(server, { role: 'viewer' })
+  const { headers } = await openSession(server.mcpUrl, member.key)
+  t.equal((await post(server.mcpUrl, callTool('service_whoami'), headers)).status, 200)
+  server.app.repos.apiKeys.revoke(member.keyId)
+  const res = await post(server.mcpUrl, callTool('service_whoami'), headers)
+  t.equal(res.status, 401)
+  t.equal(res.json.error.code, 'TOKEN_REVOKED')
+})
