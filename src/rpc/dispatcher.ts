@@ -4,6 +4,7 @@ import type { Principal } from '../auth/principal.js'
 import { toRpcError } from '../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
 import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '../sessions/session.js'
+import { CallAbort } from './call-abort.js'
 import { validationDetails, validatorFor } from '../validation/index.js'
 import {
   logLevelRank,
@@ -148,7 +149,7 @@ export class Dispatcher {
    */
   async run(prepared: PreparedRequest, ctx: Omit<CallContext, 'signal' | 'requestId'>): Promise<JsonRpcResponse | null> {
     const { message, def, params } = prepared
-    const controller = new AbortController()
+    const controller = new CallAbort()
     const runtime = ctx.session ? runtimeOf(ctx.session) : null
     if (runtime) {
       if (runtime.inflight.has(message.id)) {
@@ -156,13 +157,19 @@ export class Dispatcher {
       }
       runtime.inflight.set(message.id, controller)
     }
-    const callCtx: CallContext = { ...ctx, requestId: message.id, signal: controller.signal }
+    const callCtx: CallContext = {
+      ...ctx,
+      requestId: message.id,
+      get signal() {
+        return controller.signal
+      },
+    }
     try {
       const result = await Promise.resolve().then(() => def.handle(params, callCtx))
-      if (controller.signal.aborted) return null
+      if (controller.aborted) return null
       return { jsonrpc: '2.0', id: message.id, result }
     } catch (err) {
-      if (controller.signal.aborted) return null
+      if (controller.aborted) return null
       if (!isServiceError(err)) ctx.log.error({ err, method: message.method }, 'JSON-RPC method failed')
       return errorResponse(message.id, err)
     } finally {

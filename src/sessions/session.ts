@@ -1,4 +1,5 @@
 import type { SseStream } from '../lib/sse.js'
+import type { CallAbort } from '../rpc/call-abort.js'
 import type { LogLevel, ProtocolVersion, RequestId } from '../rpc/types.js'
 
 /** A server-to-client request awaiting the client's answer (elicitation uses this). */
@@ -24,7 +25,7 @@ export class OutboundRequestError extends Error {
  * Created on first use and dropped when empty, so an idle session costs only its `Session` record.
  */
 export class SessionRuntime {
-  readonly inflight = new Map<RequestId, AbortController>()
+  readonly inflight = new Map<RequestId, CallAbort>()
   readonly pending = new Map<RequestId, PendingOutbound>()
   readonly streams = new Set<SseStream>()
   standalone: SseStream | null = null

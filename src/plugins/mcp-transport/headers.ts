@@ -3,14 +3,29 @@ import type { Config } from '../../config.js'
 import { fail } from '../../errors/service-error.js'
 
 export interface Acceptance {
-  json: boolean
-  sse: boolean
+  readonly json: boolean
+  readonly sse: boolean
 }
+
+const ACCEPT_ANY: Acceptance = Object.freeze({ json: true, sse: true })
+// Clients send one Accept value over and over; remember the last few parsed ones (bounded, so junk cannot grow it).
+const acceptMemo = new Map<string, Acceptance>()
+const ACCEPT_MEMO_SIZE = 64
 
 /** Reads Accept: `*\/*` and `application/*` count for JSON; `q=0` excludes a type; no header accepts anything. */
 export function parseAccept(header: string | undefined): Acceptance {
-  if (header === undefined || header.trim() === '') return { json: true, sse: true }
-  const out: Acceptance = { json: false, sse: false }
+  if (header === undefined) return ACCEPT_ANY
+  const known = acceptMemo.get(header)
+  if (known !== undefined) return known
+  const parsed = Object.freeze(parseAcceptValue(header))
+  if (acceptMemo.size >= ACCEPT_MEMO_SIZE) acceptMemo.delete(acceptMemo.keys().next().value as string)
+  acceptMemo.set(header, parsed)
+  return parsed
+}
+
+function parseAcceptValue(header: string): Acceptance {
+  if (header.trim() === '') return ACCEPT_ANY
+  const out = { json: false, sse: false }
   for (const part of header.split(',')) {
     const [rawType, ...params] = part.split(';')
     const type = (rawType ?? '').trim().toLowerCase()
@@ -25,6 +40,7 @@ export function parseAccept(header: string | undefined): Acceptance {
 
 export function isJsonContentType(header: string | undefined): boolean {
   if (!header) return false
+  if (header === 'application/json') return true
   return header.split(';')[0]!.trim().toLowerCase() === 'application/json'
 }
 

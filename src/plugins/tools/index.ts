@@ -110,7 +110,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       session: ctx.session!,
       protocolVersion: ctx.session!.protocolVersion,
       repos,
-      signal: ctx.signal,
+      get signal() {
+        return ctx.signal // made on first use (CallAbort)
+      },
       requestId: ctx.requestId,
       logger: ctx.log,
       progress(progress, total, message) {
