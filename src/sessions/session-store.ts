@@ -26,10 +26,17 @@ export interface NewSession {
  * The in-memory Map is kept in last-activity order: a touch moves the session to the end. Expiry therefore only ever
  * looks at the head of the Map (cost proportional to what expires, not to how many sessions exist), and activity
  * times reach the database in batches rather than one write per request.
+ *
+ * New sessions are written behind too: rows created during one event-loop turn are inserted together in one
+ * transaction right after it (setImmediate), which costs a third of one commit per session. Until then the row lives
+ * only in `unsaved`, and every other write of the session goes there instead of to the database. Anything that
+ * writes sessions in the database by another key (endByCredential) saves them first.
  */
 export class SessionStore {
   private readonly live = new Map<string, Session>()
   private readonly dirty = new Map<string, number>()
+  private readonly unsaved = new Map<string, SessionRow>()
+  private saveScheduled = false
   private flushTimer: NodeJS.Timeout | null = null
   private sweepTimer: NodeJS.Timeout | null = null
 
@@ -50,7 +57,7 @@ export class SessionStore {
     if (this.flushTimer) clearInterval(this.flushTimer)
     if (this.sweepTimer) clearInterval(this.sweepTimer)
     this.flushTimer = this.sweepTimer = null
-    this.flush()
+    this.flush() // saves unsaved sessions too
     for (const s of this.live.values()) s.runtime?.close('server shutting down')
     this.live.clear()
   }
@@ -74,10 +81,27 @@ export class SessionStore {
       lastSeenAt: now,
       endedAt: null,
     }
-    this.repos.sessions.insert(row)
+    this.unsaved.set(row.id, row)
+    if (!this.saveScheduled) {
+      this.saveScheduled = true
+      setImmediate(() => this.saveNew())
+    }
     const session = this.fromRow(row)
     this.live.set(session.id, session)
     return session
+  }
+
+  /** Inserts the sessions created since the last save. A failure is logged: those sessions work until a restart. */
+  saveNew(): void {
+    this.saveScheduled = false
+    if (this.unsaved.size === 0) return
+    const rows = [...this.unsaved.values()]
+    this.unsaved.clear()
+    try {
+      this.repos.sessions.insertMany(rows)
+    } catch (err) {
+      this.log.error({ err, sessions: rows.length }, 'could not save new sessions')
+    }
   }
 
   /** The live session with this id, or undefined when unknown, ended or idle for too long. */
@@ -107,22 +131,29 @@ export class SessionStore {
   markInitialized(session: Session): void {
     if (session.initialized) return
     session.initialized = true
-    this.repos.sessions.markInitialized(session.id, Date.now())
+    const now = Date.now()
+    const row = this.unsaved.get(session.id)
+    if (row) row.initializedAt = now
+    else this.repos.sessions.markInitialized(session.id, now)
   }
 
   setLogLevel(session: Session, level: LogLevel): void {
     session.logLevel = level
-    this.repos.sessions.setLogLevel(session.id, level)
+    const row = this.unsaved.get(session.id)
+    if (row) row.logLevel = level
+    else this.repos.sessions.setLogLevel(session.id, level)
   }
 
   /** DELETE: the session is closed and its streams end. */
   close(session: Session, reason = 'session closed'): void {
-    this.repos.sessions.end(session.id, Date.now())
+    // A session closed before it was saved never reaches the database.
+    if (!this.unsaved.delete(session.id)) this.repos.sessions.end(session.id, Date.now())
     this.drop(session, reason)
   }
 
   /** The credential was revoked: every session bound to it ends, with its streams. */
   endByCredential(credential: string, reason = 'credential revoked'): number {
+    this.saveNew()
     const ids = this.repos.sessions.endByCredential(credential, Date.now())
     // Every session in memory has a live row, so the ids the database ended are all that must be dropped here.
     for (const id of ids) {
@@ -132,8 +163,9 @@ export class SessionStore {
     return ids.length
   }
 
-  /** Writes pending activity times in one transaction. */
+  /** Saves new sessions, then writes pending activity times in one transaction. */
   flush(): void {
+    this.saveNew()
     if (this.dirty.size === 0) return
     const entries = [...this.dirty]
     this.dirty.clear()
@@ -163,6 +195,7 @@ export class SessionStore {
 
   private expire(session: Session): void {
     this.dirty.delete(session.id)
+    this.unsaved.delete(session.id)
     this.drop(session, 'session expired')
   }
 

@@ -28,6 +28,12 @@ export function sessionsRepo(db: Db) {
     insert(row: SessionRow): void {
       insert.run(row)
     },
+    /** Inserts new sessions in one transaction: a commit per batch rather than per session. */
+    insertMany(rows: Iterable<SessionRow>): void {
+      db.transaction(() => {
+        for (const row of rows) insert.run(row)
+      })
+    },
     byId(id: string): SessionRow | undefined {
       return byId.get({ id })
     },
