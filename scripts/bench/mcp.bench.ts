@@ -1,10 +1,10 @@
 /**
- * Load benchmark of /mcp over real loopback sockets. The server runs in a child process (`node src/cli.ts serve`), so
- * its CPU and memory are separate from this load generator.
+ * Load benchmark of /mcp over real loopback sockets. The server runs in a child process (`node dist/src/cli.js serve`,
+ * what `npm start` runs; `npm run bench` builds it first), so its CPU and memory are separate from this load generator.
  *
  *   npx tsx scripts/bench/mcp.bench.ts [--duration 5] [--warmup 1] [--concurrency 1,16,64] [--sessions 10000]
  *                                      [--apps 0,20] [--scenarios call,init,memory] [--cpu-prof <dir>] [--json <file>]
- *                                      [--server-entry src/cli.ts | dist/src/cli.js] [--no-probe] [--pre-sql "<sql>"]
+ *                                      [--server-entry dist/src/cli.js | src/cli.ts] [--no-probe] [--pre-sql "<sql>"]
  *
  * Every flag also reads BENCH_<NAME> from the environment (BENCH_DURATION=10, BENCH_CPU_PROF=/tmp/prof, …).
  *
@@ -18,11 +18,11 @@
  *   memory  N idle sessions (initialize + notifications/initialized each): server memory before/after, per session.
  *
  * Memory is read two ways: VmRSS of the child from /proc/<pid>/status, and process.memoryUsage() after a forced full
- * GC, taken inside the child by scripts/bench/probe.ts (preloaded; the child runs with --expose-gc).
+ * GC, taken inside the child by scripts/bench/probe.mjs (preloaded; the child runs with --expose-gc).
  * Only 127.0.0.1 is used. The script ends by itself: every phase is bounded and the child is always killed.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createNetServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -34,7 +34,7 @@ import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const PROBE = pathToFileURL(join(ROOT, 'scripts', 'bench', 'probe.ts')).href
+const PROBE = pathToFileURL(join(ROOT, 'scripts', 'bench', 'probe.mjs')).href
 const API_KEY = 'service_mcp_' + 'B'.repeat(43)
 const PASSWORD = 'benchmark password 123'
 const PROTOCOL = '2025-11-25'
@@ -87,14 +87,17 @@ const OPTS = {
   scenarios: new Set(option('scenarios', 'call,init,memory').split(',').map((s) => s.trim())),
   cpuProfDir: option('cpu-prof', ''),
   json: option('json', ''),
-  /** The server's entry point: src/cli.ts runs through tsx; a .js file (e.g. dist/src/cli.js after `npm run build`) runs as is. */
-  serverEntry: resolve(ROOT, option('server-entry', 'src/cli.ts')),
+  /** The server's entry point: the build (what `npm start` runs) by default; src/cli.ts runs through tsx. */
+  serverEntry: resolve(ROOT, option('server-entry', 'dist/src/cli.js')),
   /** SQL run on each server's database (second connection) before its load starts: try an index without editing src. */
   preSql: option('pre-sql', ''),
   /** Without the probe (and its IPC channel) the memory scenario reports VmRSS only. */
   probe: !(flags['no-probe'] ?? ['1', 'true'].includes(process.env.BENCH_NO_PROBE ?? '')),
 }
 for (const s of OPTS.scenarios) if (!['call', 'ping', 'init', 'memory'].includes(s)) throw new Error(`Unknown scenario ${s} (call, ping, init, memory)`)
+if (!existsSync(OPTS.serverEntry)) {
+  throw new Error(`${OPTS.serverEntry} does not exist: run \`npm run build\` first (\`npm run bench\` does), or pass --server-entry src/cli.ts`)
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The server child
@@ -150,7 +153,7 @@ async function startChild(label: string): Promise<ServerChild> {
   tempDirs.add(dir)
   const dbPath = join(dir, 'bench.db')
   const nodeArgs = ['--expose-gc']
-  if (OPTS.serverEntry.endsWith('.ts') || OPTS.probe) nodeArgs.push('--import', 'tsx') // the probe is TypeScript too
+  if (OPTS.serverEntry.endsWith('.ts')) nodeArgs.push('--import', 'tsx')
   if (OPTS.probe) nodeArgs.push('--import', PROBE)
   // One directory per scenario; Node names the files itself (CPU.<date>.<pid>.<thread>.…): the main thread's profile is
   // the largest one (tsx's module-loader thread writes its own, small one).
