@@ -1,5 +1,6 @@
 import type { App } from '../../../db/repos/apps.js'
 import { fail } from '../../../errors/service-error.js'
+import { isoTime } from '../../../lib/iso-time.js'
 import { decodeCursor, encodeCursor } from '../cursor.js'
 import { defineTool } from '../define.js'
 
@@ -8,8 +9,8 @@ export function appView(app: App) {
     id: app.id,
     name: app.name,
     description: app.description,
-    created_at: new Date(app.createdAt).toISOString(),
-    updated_at: new Date(app.updatedAt).toISOString(),
+    created_at: isoTime(app.createdAt),
+    updated_at: isoTime(app.updatedAt),
   }
 }
 
