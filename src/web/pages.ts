@@ -1,0 +1,264 @@
+import { html, layout, type SafeHtml } from './html.js'
+
+export interface SignInPageData {
+  action: string
+  csrf: string
+  email?: string
+  error?: string
+  clientName?: string
+}
+
+export interface ConsentScope {
+  name: string
+  description: string
+}
+
+export interface ConsentOrganization {
+  membershipId: string
+  name: string
+  slug: string
+  role: string
+}
+
+export interface ConsentPageData {
+  action: string
+  csrf: string
+  clientName: string
+  clientId: string
+  redirectHost: string
+  scopes: ConsentScope[]
+  organizations: ConsentOrganization[]
+  userEmail: string
+}
+
+export interface ErrorPageData {
+  title: string
+  message: string
+  detail?: string
+}
+
+export interface AccountMembership {
+  membershipId: string
+  organizationName: string
+  organizationSlug: string
+  role: string
+}
+
+export interface AccountKey {
+  id: string
+  name: string
+  displayPrefix: string
+  scopes: string
+  organizationName: string
+  createdAt: number
+  lastUsedAt: number | null
+  expiresAt: number | null
+  revokedAt: number | null
+}
+
+export interface AccountClient {
+  clientId: string
+  clientName: string
+  organizationName: string
+  scopes: string
+  authorizedAt: number
+  lastUsedAt: number | null
+}
+
+export interface AccountPageData {
+  csrf: string
+  userEmail: string
+  memberships: AccountMembership[]
+  keys: AccountKey[]
+  clients: AccountClient[]
+  /** Shown once, right after creation or rotation. */
+  newKey?: { name: string; key: string }
+  notice?: string
+  /** Clock for the expired status; defaults to Date.now(). */
+  now?: number
+}
+
+function csrfField(csrf: string): SafeHtml {
+  return html`<input type="hidden" name="csrf" value="${csrf}">`
+}
+
+/** `YYYY-MM-DD HH:MM UTC`, or an em dash for never. */
+export function formatDate(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms)) return '—'
+  return new Date(ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC'
+}
+
+export function signInPage(p: SignInPageData): string {
+  const hasEmail = p.email !== undefined && p.email !== ''
+  // After a failed attempt the email is kept, so the cursor goes straight to the password.
+  const body = html`<h1>Sign in</h1>
+${p.clientName !== undefined && html`<p class="muted">to continue to <strong>${p.clientName}</strong></p>`}
+${p.error !== undefined && html`<div class="error" role="alert">${p.error}</div>`}
+<form method="post" action="${p.action}">
+${csrfField(p.csrf)}
+<label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="username" required${hasEmail ? '' : html` autofocus`} value="${p.email ?? ''}">
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required${hasEmail ? html` autofocus` : ''}>
+<button type="submit" class="block">Sign in</button>
+</form>`
+  return layout({ title: 'Sign in', body })
+}
+
+export function consentPage(p: ConsentPageData): string {
+  const [first, ...others] = p.organizations
+  let orgChooser: SafeHtml
+  if (first === undefined) {
+    orgChooser = html`<div class="error" role="alert">You are not a member of any organization, so this application cannot be authorized.</div>`
+  } else if (others.length === 0) {
+    orgChooser = html`<p>Organization: <strong>${first.name}</strong> <span class="mono muted">${first.slug}</span> · ${first.role}</p>
+<input type="hidden" name="membership" value="${first.membershipId}">`
+  } else {
+    orgChooser = html`<fieldset>
+<legend>Organization</legend>
+${p.organizations.map(
+  (o, i) => html`<label class="choice"><input type="radio" name="membership" value="${o.membershipId}"${i === 0 ? html` checked` : ''}><span><strong>${o.name}</strong> <span class="mono muted">${o.slug}</span> · ${o.role}</span></label>
+`,
+)}</fieldset>`
+  }
+  // Deny comes first in the form so an implicit submission (Enter) is the harmless choice.
+  const body = html`<h1>Authorize ${p.clientName}</h1>
+<p>The application at</p>
+<p class="host mono" id="redirect-host">${p.redirectHost}</p>
+<p>wants to access this server as <strong>${p.userEmail}</strong>. Continue only if you recognise this address: you will be sent back to it.</p>
+<h2>It will be able to</h2>
+<ul>
+${p.scopes.map((s) => html`<li><span class="mono">${s.name}</span>: ${s.description}</li>
+`)}</ul>
+<form method="post" action="${p.action}">
+${csrfField(p.csrf)}
+${orgChooser}
+<div class="actions">
+<button type="submit" name="decision" value="deny" class="secondary">Deny</button>
+${first !== undefined && html`<button type="submit" name="decision" value="approve">Allow</button>`}
+</div>
+</form>
+<p class="small muted">Client ID: <span class="mono">${p.clientId}</span></p>`
+  return layout({ title: `Authorize ${p.clientName}`, body })
+}
+
+export function errorPage(p: ErrorPageData): string {
+  const body = html`<h1>${p.title}</h1>
+<div class="error" role="alert">${p.message}</div>
+${p.detail !== undefined && html`<p class="small muted mono">${p.detail}</p>`}`
+  return layout({ title: p.title, body })
+}
+
+function keyStatus(k: AccountKey, now: number): 'active' | 'revoked' | 'expired' {
+  if (k.revokedAt !== null) return 'revoked'
+  if (k.expiresAt !== null && k.expiresAt <= now) return 'expired'
+  return 'active'
+}
+
+function keyRow(k: AccountKey, csrf: string, now: number): SafeHtml {
+  const status = keyStatus(k, now)
+  const id = encodeURIComponent(k.id)
+  const actions =
+    status === 'active'
+      ? html`<form method="post" action="/account/keys/${id}/rotate" class="inline">${csrfField(csrf)}<button type="submit" class="secondary small">Rotate</button></form><form method="post" action="/account/keys/${id}/revoke" class="inline">${csrfField(csrf)}<button type="submit" class="danger small">Revoke</button></form>`
+      : ''
+  const expiry = status === 'active' && k.expiresAt !== null ? html`<br><span class="muted">expires ${formatDate(k.expiresAt)}</span>` : ''
+  return html`<tr data-key-id="${k.id}">
+<td>${k.name}<br><span class="mono muted">${k.displayPrefix}…</span></td>
+<td>${k.organizationName}</td>
+<td class="mono wrap">${k.scopes}</td>
+<td>${formatDate(k.createdAt)}</td>
+<td>${formatDate(k.lastUsedAt)}</td>
+<td class="wrap"><span class="status-${status}">${status}</span>${expiry}</td>
+<td>${actions}</td>
+</tr>
+`
+}
+
+function clientRow(c: AccountClient, csrf: string): SafeHtml {
+  return html`<tr data-client-id="${c.clientId}">
+<td>${c.clientName}<br><span class="mono muted">${c.clientId}</span></td>
+<td>${c.organizationName}</td>
+<td class="mono wrap">${c.scopes}</td>
+<td>${formatDate(c.authorizedAt)}</td>
+<td>${formatDate(c.lastUsedAt)}</td>
+<td><form method="post" action="/account/clients/${encodeURIComponent(c.clientId)}/revoke" class="inline">${csrfField(csrf)}<button type="submit" class="danger small">Revoke access</button></form></td>
+</tr>
+`
+}
+
+function membershipLabel(m: AccountMembership): string {
+  return `${m.organizationName} (${m.organizationSlug}) · ${m.role}`
+}
+
+function createKeyForm(p: AccountPageData): SafeHtml {
+  const [first, ...others] = p.memberships
+  if (first === undefined) return html`<p class="muted">You need to be a member of an organization to create a key.</p>`
+  const membership =
+    others.length === 0
+      ? html`<p>Organization: <strong>${membershipLabel(first)}</strong></p>
+<input type="hidden" name="membership" value="${first.membershipId}">`
+      : html`<label for="key-membership">Organization</label>
+<select id="key-membership" name="membership">
+${p.memberships.map((m) => html`<option value="${m.membershipId}">${membershipLabel(m)}</option>
+`)}</select>`
+  return html`<form method="post" action="/account/keys">
+${csrfField(p.csrf)}
+<label for="key-name">Name</label>
+<input id="key-name" name="name" type="text" required maxlength="100" autocomplete="off">
+${membership}
+<fieldset>
+<legend>Scopes</legend>
+<label class="choice"><input type="checkbox" name="scope" value="mcp:read" checked><span><span class="mono">mcp:read</span>: list and read</span></label>
+<label class="choice"><input type="checkbox" name="scope" value="mcp:write"><span><span class="mono">mcp:write</span>: create, change and delete</span></label>
+</fieldset>
+<button type="submit">Create key</button>
+</form>`
+}
+
+export function accountPage(p: AccountPageData): string {
+  const now = p.now ?? Date.now()
+  const body = html`<div class="header">
+<h1>Your account</h1>
+<form method="post" action="/account/signout" class="inline">${csrfField(p.csrf)}<button type="submit" class="secondary small">Sign out</button></form>
+</div>
+<p>Signed in as <strong>${p.userEmail}</strong></p>
+${p.notice !== undefined && html`<div class="notice" role="status">${p.notice}</div>`}
+${
+  p.memberships.length > 0 &&
+  html`<ul class="small">
+${p.memberships.map((m) => html`<li>${m.organizationName} <span class="mono muted">${m.organizationSlug}</span> · ${m.role}</li>
+`)}</ul>`
+}
+<h2>API keys</h2>
+${
+  p.newKey !== undefined &&
+  html`<div class="notice" role="status">
+<strong>Copy your new key now — it will not be shown again</strong>
+<p class="small">Name: ${p.newKey.name}</p>
+<code class="secret" id="new-key">${p.newKey.key}</code>
+</div>`
+}
+${
+  p.keys.length === 0
+    ? html`<p class="muted">You have no API keys.</p>`
+    : html`<div class="table-wrap"><table>
+<thead><tr><th>Name and prefix</th><th>Organization</th><th>Scopes</th><th>Created</th><th>Last used</th><th>Status</th><th></th></tr></thead>
+<tbody>
+${p.keys.map((k) => keyRow(k, p.csrf, now))}</tbody>
+</table></div>`
+}
+<h2>Create a key</h2>
+${createKeyForm(p)}
+<h2>Authorized applications</h2>
+${
+  p.clients.length === 0
+    ? html`<p class="muted">No applications are authorized to use your account.</p>`
+    : html`<div class="table-wrap"><table>
+<thead><tr><th>Application</th><th>Organization</th><th>Scopes</th><th>Authorized</th><th>Last used</th><th></th></tr></thead>
+<tbody>
+${p.clients.map((c) => clientRow(c, p.csrf))}</tbody>
+</table></div>`
+}`
+  return layout({ title: 'Your account', body, wide: true })
+}

@@ -1,0 +1,299 @@
+import { createHash } from 'node:crypto'
+import t from 'tap'
+import { pageHeaders } from '../../src/web/headers.js'
+import { escapeHtml, html, raw, SafeHtml, STYLESHEET, STYLESHEET_HASH } from '../../src/web/html.js'
+import {
+  accountPage,
+  consentPage,
+  errorPage,
+  signInPage,
+  type AccountPageData,
+  type ConsentPageData,
+} from '../../src/web/pages.js'
+
+const EVIL = `<script>alert(1)</script>"'&`
+const EVIL_ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;'
+const NOW = Date.UTC(2026, 10, 21, 12, 0)
+
+const consentData = (orgs: ConsentPageData['organizations']): ConsentPageData => ({
+  action: '/authorize/consent?request=r1',
+  csrf: 'csrf-token',
+  clientName: EVIL,
+  clientId: 'mcp_client"1',
+  redirectHost: 'app.example.com',
+  userEmail: 'dev@acme.test',
+  scopes: [
+    { name: 'mcp:read', description: 'List and read' },
+    { name: 'mcp:write', description: 'Create, change and delete' },
+  ],
+  organizations: orgs,
+})
+
+const accountData = (over: Partial<AccountPageData> = {}): AccountPageData => ({
+  csrf: 'csrf-token',
+  userEmail: 'dev@acme.test',
+  memberships: [{ membershipId: 'mem_1', organizationName: 'Acme', organizationSlug: 'acme', role: 'developer' }],
+  keys: [
+    {
+      id: 'key_active',
+      name: 'laptop',
+      displayPrefix: 'service_mcp_abcd',
+      scopes: 'mcp:read mcp:write',
+      organizationName: 'Acme',
+      createdAt: Date.UTC(2026, 0, 2, 3, 4),
+      lastUsedAt: null,
+      expiresAt: null,
+      revokedAt: null,
+    },
+    {
+      id: 'key_revoked',
+      name: 'old',
+      displayPrefix: 'service_mcp_efgh',
+      scopes: 'mcp:read',
+      organizationName: 'Acme',
+      createdAt: Date.UTC(2025, 5, 1),
+      lastUsedAt: Date.UTC(2025, 6, 1),
+      expiresAt: null,
+      revokedAt: Date.UTC(2025, 7, 1),
+    },
+    {
+      id: 'key_expired',
+      name: 'ci',
+      displayPrefix: 'service_mcp_ijkl',
+      scopes: 'mcp:read',
+      organizationName: 'Acme',
+      createdAt: Date.UTC(2025, 5, 1),
+      lastUsedAt: null,
+      expiresAt: NOW - 1,
+      revokedAt: null,
+    },
+    {
+      id: 'a/b"c',
+      name: EVIL,
+      displayPrefix: 'service_mcp_mnop',
+      scopes: 'mcp:read',
+      organizationName: 'Acme',
+      createdAt: NOW,
+      lastUsedAt: null,
+      expiresAt: NOW + 86_400_000,
+      revokedAt: null,
+    },
+  ],
+  clients: [
+    {
+      clientId: 'mcp_x/y"z',
+      clientName: EVIL,
+      organizationName: 'Acme',
+      scopes: 'mcp:read',
+      authorizedAt: NOW,
+      lastUsedAt: null,
+    },
+  ],
+  now: NOW,
+  ...over,
+})
+
+function allPages(): Record<string, string> {
+  return {
+    signIn: signInPage({ action: '/signin', csrf: 'c', clientName: EVIL, email: EVIL, error: EVIL }),
+    consentOne: consentPage(consentData([{ membershipId: 'm1', name: EVIL, slug: 'acme', role: 'owner' }])),
+    consentMany: consentPage(
+      consentData([
+        { membershipId: 'm1', name: 'Acme', slug: 'acme', role: 'owner' },
+        { membershipId: 'm2', name: EVIL, slug: 'beta', role: 'viewer' },
+      ]),
+    ),
+    consentNone: consentPage(consentData([])),
+    error: errorPage({ title: EVIL, message: EVIL, detail: EVIL }),
+    account: accountPage(accountData({ newKey: { name: EVIL, key: 'service_mcp_' + 'K'.repeat(43) }, notice: EVIL })),
+    accountEmpty: accountPage(accountData({ keys: [], clients: [], memberships: [] })),
+  }
+}
+
+t.test('escapeHtml and the html tag', async (t) => {
+  t.equal(escapeHtml(EVIL), EVIL_ESCAPED)
+  t.equal(escapeHtml(null), '')
+  t.equal(escapeHtml(undefined), '')
+  t.equal(escapeHtml(42), '42')
+  const inner = html`<b>${'<i>'}</b>`
+  t.ok(inner instanceof SafeHtml)
+  t.equal(String(html`<p>${inner}${['<', raw('<hr>'), html`${'&'}`]}${null}${undefined}${false}</p>`), '<p><b>&lt;i&gt;</b>&lt;<hr>&amp;</p>')
+  t.equal(html`<a title="${`" onclick="x`}">`.value, '<a title="&quot; onclick=&quot;x">')
+})
+
+t.test('every page is a complete document without scripts or style attributes', async (t) => {
+  for (const [name, page] of Object.entries(allPages())) {
+    t.ok(page.startsWith('<!doctype html>\n<html lang="en">'), `${name}: doctype and lang`)
+    t.match(page, '<meta charset="utf-8">', `${name}: charset`)
+    t.match(page, '<meta name="viewport" content="width=device-width,initial-scale=1">', `${name}: viewport`)
+    t.match(page, '<meta name="referrer" content="no-referrer">', `${name}: referrer`)
+    t.notMatch(page, /<script/i, `${name}: no script element`)
+    t.notMatch(page, /\sstyle=/i, `${name}: no style attribute (the CSP would block it)`)
+    t.notMatch(page, /\son[a-z]+=/i, `${name}: no event handler attribute`)
+    t.equal(page.split('<style>').length, 2, `${name}: exactly one style element`)
+    for (const form of page.match(/<form[^>]*>/g) ?? []) t.match(form, 'method="post"', `${name}: ${form}`)
+    const forms = page.split('<form').length - 1
+    t.equal(page.split('<input type="hidden" name="csrf"').length - 1, forms, `${name}: a csrf field in each form`)
+  }
+})
+
+t.test('the CSP hash matches the embedded stylesheet', async (t) => {
+  const page = signInPage({ action: '/signin', csrf: 'c' })
+  const embedded = /<style>([\s\S]*?)<\/style>/.exec(page)?.[1]
+  t.equal(embedded, STYLESHEET)
+  const hash = 'sha256-' + createHash('sha256').update(embedded ?? '', 'utf8').digest('base64')
+  t.equal(hash, STYLESHEET_HASH)
+  const csp = pageHeaders()['content-security-policy'] ?? ''
+  t.match(csp, `style-src '${hash}'`)
+  t.match(csp, "default-src 'none'")
+  t.match(csp, "frame-ancestors 'none'")
+  t.notMatch(csp, 'form-action', 'form-action would block the consent redirect in Chromium')
+  t.notMatch(csp, 'script-src')
+  t.notMatch(STYLESHEET, /<\/style/i)
+  t.notMatch(STYLESHEET, /url\(|@import/, 'no external resources')
+})
+
+t.test('page headers', async (t) => {
+  t.same(pageHeaders(), {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    pragma: 'no-cache',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': `default-src 'none'; style-src '${STYLESHEET_HASH}'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
+    'cross-origin-opener-policy': 'same-origin',
+  })
+})
+
+t.test('sign-in page', async (t) => {
+  const page = signInPage({ action: '/authorize/signin?r=1&x=2', csrf: 'tok"en', clientName: EVIL, error: 'Wrong email or password.' })
+  t.match(page, '<title>Sign in</title>')
+  t.match(page, '<h1>Sign in</h1>')
+  t.match(page, `to continue to <strong>${EVIL_ESCAPED}</strong>`)
+  t.notMatch(page, EVIL)
+  t.match(page, 'action="/authorize/signin?r=1&amp;x=2"')
+  t.match(page, '<input type="hidden" name="csrf" value="tok&quot;en">')
+  t.match(page, /<input id="email" name="email" type="email" autocomplete="username" required autofocus/)
+  t.match(page, /<input id="password" name="password" type="password" autocomplete="current-password" required>/)
+  t.match(page, '<div class="error" role="alert">Wrong email or password.</div>')
+  t.match(page, /<button type="submit"[^>]*>Sign in<\/button>/)
+
+  const plain = signInPage({ action: '/signin', csrf: 'c' })
+  t.notMatch(plain, 'to continue to')
+  t.notMatch(plain, 'role="alert"')
+
+  const again = signInPage({ action: '/signin', csrf: 'c', email: EVIL })
+  t.match(again, `value="${EVIL_ESCAPED}"`)
+  t.notMatch(again, EVIL)
+  t.match(again, /id="password"[^>]*autofocus/, 'a kept email moves the focus to the password')
+  t.notMatch(again, /id="email"[^>]*autofocus/)
+})
+
+t.test('consent page', async (t) => {
+  const one = consentPage(consentData([{ membershipId: 'mem"1', name: 'Acme', slug: 'acme', role: 'owner' }]))
+  t.match(one, `<title>Authorize ${EVIL_ESCAPED}</title>`)
+  t.match(one, `<h1>Authorize ${EVIL_ESCAPED}</h1>`)
+  t.notMatch(one, EVIL)
+  t.match(one, '<p class="host mono" id="redirect-host">app.example.com</p>')
+  t.match(one, '<strong>dev@acme.test</strong>')
+  t.match(one, '<span class="mono">mcp:read</span>: List and read')
+  t.match(one, '<span class="mono">mcp:write</span>: Create, change and delete')
+  t.match(one, '<input type="hidden" name="membership" value="mem&quot;1">')
+  t.notMatch(one, 'type="radio"')
+  t.match(one, '<button type="submit" name="decision" value="approve">Allow</button>')
+  t.match(one, /<button type="submit" name="decision" value="deny"[^>]*>Deny<\/button>/)
+  t.ok(one.indexOf('value="deny"') < one.indexOf('value="approve"'), 'Deny is the implicit submission')
+  t.match(one, 'Client ID: <span class="mono">mcp_client&quot;1</span>')
+  t.equal(one.split('<form').length, 2, 'both buttons in one form')
+
+  const many = consentPage(
+    consentData([
+      { membershipId: 'm1', name: 'Acme', slug: 'acme', role: 'owner' },
+      { membershipId: 'm2', name: EVIL, slug: 'beta', role: 'viewer' },
+    ]),
+  )
+  t.match(many, '<input type="radio" name="membership" value="m1" checked>')
+  t.match(many, '<input type="radio" name="membership" value="m2">')
+  t.equal(many.split(' checked').length - 1, 1, 'only the first is checked')
+  t.notMatch(many, 'type="hidden" name="membership"')
+  t.notMatch(many, EVIL)
+
+  const none = consentPage(consentData([]))
+  t.notMatch(none, 'value="approve"', 'nothing to approve without an organization')
+  t.match(none, 'value="deny"')
+})
+
+t.test('error page', async (t) => {
+  const page = errorPage({ title: 'Invalid redirect URI', message: EVIL, detail: 'redirect_uri mismatch' })
+  t.match(page, '<title>Invalid redirect URI</title>')
+  t.match(page, '<h1>Invalid redirect URI</h1>')
+  t.match(page, EVIL_ESCAPED)
+  t.notMatch(page, EVIL)
+  t.match(page, 'redirect_uri mismatch')
+  t.notMatch(errorPage({ title: 'x', message: 'y' }), 'mono">')
+})
+
+t.test('account page', async (t) => {
+  const newKey = 'service_mcp_' + 'K'.repeat(43)
+  const page = accountPage(accountData({ newKey: { name: 'laptop', key: newKey }, notice: 'Key created.' }))
+  t.match(page, '<h1>Your account</h1>')
+  t.match(page, 'dev@acme.test')
+  t.match(page, /<form method="post" action="\/account\/signout"[^>]*><input type="hidden" name="csrf" value="csrf-token">/)
+  t.match(page, '<div class="notice" role="status">Key created.</div>')
+  t.match(page, 'Copy your new key now — it will not be shown again')
+  t.match(page, `<code class="secret" id="new-key">${newKey}</code>`)
+  t.equal(page.split(newKey).length - 1, 1, 'the new key appears once')
+  t.notMatch(accountPage(accountData()), 'id="new-key"', 'no key box without a new key')
+
+  t.match(page, '<tr data-key-id="key_active">')
+  t.match(page, '<td>2026-01-02 03:04 UTC</td>')
+  t.match(page, '<span class="status-active">active</span>')
+  t.match(page, 'action="/account/keys/key_active/rotate"')
+  t.match(page, 'action="/account/keys/key_active/revoke"')
+  t.match(page, /Rotate<\/button>/)
+  t.match(page, /<button type="submit" class="danger small">Revoke<\/button>/)
+
+  const row = (id: string) => page.split('<tr ').find((r) => r.startsWith(`data-key-id="${id}"`))?.split('</tr>')[0] ?? ''
+  t.match(row('key_revoked'), '<span class="status-revoked">revoked</span>')
+  t.notMatch(row('key_revoked'), '<form', 'no actions on a revoked key')
+  t.match(row('key_expired'), '<span class="status-expired">expired</span>')
+  t.notMatch(row('key_expired'), '<form', 'no actions on an expired key')
+  t.match(row('a/b&quot;c'), 'expires 2026-11-22 12:00 UTC')
+
+  // Ids are URI-encoded in paths, then HTML-escaped like everything else.
+  t.match(page, '<tr data-key-id="a/b&quot;c">')
+  t.match(page, 'action="/account/keys/a%2Fb%22c/rotate"')
+  t.match(page, 'action="/account/keys/a%2Fb%22c/revoke"')
+  t.match(page, '<tr data-client-id="mcp_x/y&quot;z">')
+  t.match(page, 'action="/account/clients/mcp_x%2Fy%22z/revoke"')
+  t.match(page, 'Revoke access</button>')
+  t.notMatch(page, EVIL)
+  t.match(page, EVIL_ESCAPED)
+
+  t.match(page, '<form method="post" action="/account/keys">')
+  t.match(page, /<input id="key-name" name="name" type="text" required maxlength="100"/)
+  t.match(page, '<input type="hidden" name="membership" value="mem_1">')
+  t.notMatch(page, '<select')
+  t.match(page, '<input type="checkbox" name="scope" value="mcp:read" checked>')
+  t.match(page, '<input type="checkbox" name="scope" value="mcp:write">')
+  t.match(page, /<button type="submit">Create key<\/button>/)
+
+  const two = accountPage(
+    accountData({
+      memberships: [
+        { membershipId: 'mem_1', organizationName: 'Acme', organizationSlug: 'acme', role: 'developer' },
+        { membershipId: 'mem_2', organizationName: 'Beta', organizationSlug: 'beta', role: 'viewer' },
+      ],
+    }),
+  )
+  t.match(two, '<select id="key-membership" name="membership">')
+  t.match(two, '<option value="mem_2">Beta (beta) · viewer</option>')
+  t.notMatch(two, 'type="hidden" name="membership"')
+
+  const empty = accountPage(accountData({ keys: [], clients: [], memberships: [] }))
+  t.match(empty, 'You have no API keys.')
+  t.match(empty, 'No applications are authorized to use your account.')
+  t.notMatch(empty, '<table')
+  t.notMatch(empty, 'action="/account/keys"', 'no create form without a membership')
+})
