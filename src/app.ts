@@ -4,8 +4,10 @@ import type { Config } from './config.js'
 import type { DatabaseHandle } from './db/client.js'
 import authPlugin from './plugins/auth.js'
 import dbPlugin from './plugins/db.js'
+import discoveryPlugin from './plugins/discovery.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import transportPlugin from './plugins/mcp-transport/index.js'
+import oauthPlugin from './plugins/oauth/index.js'
 import rpcPlugin from './plugins/rpc.js'
 import sessionsPlugin from './plugins/sessions.js'
 import toolsPlugin from './plugins/tools/index.js'
@@ -33,6 +35,10 @@ export const REDACT = [
   'refresh_token',
   'code',
   'code_verifier',
+  'client_secret',
+  'csrf',
+  'req.headers["set-cookie"]',
+  'res.headers["set-cookie"]',
 ]
 
 /** Builds the Fastify application; plugins are registered in dependency order. Never listens. */
@@ -58,6 +64,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(dbPlugin, { path: config.database, ...(options.database ? { handle: options.database } : {}) })
   await app.register(rpcPlugin)
   await app.register(authPlugin)
+  await app.register(oauthPlugin)
+  await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
   await app.register(transportPlugin)

@@ -38,7 +38,17 @@ interface RawConfig {
   sessionTouchFlushMs: number
   heartbeatMs: number
   toolsPageSize: number
+  accessTokenTtlMs: number
+  refreshTokenIdleMs: number
+  refreshTokenMaxMs: number
+  authCodeTtlMs: number
+  authRequestTtlMs: number
+  browserSessionTtlMs: number
+  redirectSchemes: string[]
 }
+
+/** Redirect URI schemes refused whatever the configuration says. */
+export const FORBIDDEN_REDIRECT_SCHEMES = ['javascript', 'vbscript', 'data', 'blob', 'file', 'about', 'mailto', 'filesystem', 'view-source', 'ws', 'wss', 'ftp']
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
@@ -60,6 +70,13 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'sessionTouchFlushMs', env: 'SERVICE_SESSION_TOUCH_FLUSH_MS', flag: '--session-touch-flush-ms', kind: 'int', default: 1_000, min: 1, doc: 'How often session activity is written to the database' },
   { key: 'heartbeatMs', env: 'SERVICE_HEARTBEAT_MS', flag: '--heartbeat-ms', kind: 'int', default: 25_000, min: 1, doc: 'Interval of `: heartbeat` comments on open SSE streams (25 s)' },
   { key: 'toolsPageSize', env: 'SERVICE_TOOLS_PAGE_SIZE', flag: '--tools-page-size', kind: 'int', default: 50, min: 1, max: 1000, doc: 'Tools per tools/list page' },
+  { key: 'accessTokenTtlMs', env: 'SERVICE_ACCESS_TOKEN_TTL_MS', flag: '--access-token-ttl-ms', kind: 'int', default: 3_600_000, min: 1000, doc: 'Lifetime of OAuth access tokens (3600 s)' },
+  { key: 'refreshTokenIdleMs', env: 'SERVICE_REFRESH_TOKEN_IDLE_MS', flag: '--refresh-token-idle-ms', kind: 'int', default: 30 * 86_400_000, min: 1, doc: 'A refresh token unused this long expires; each use extends it (30 days)' },
+  { key: 'refreshTokenMaxMs', env: 'SERVICE_REFRESH_TOKEN_MAX_MS', flag: '--refresh-token-max-ms', kind: 'int', default: 365 * 86_400_000, min: 1, doc: 'Absolute cap on a refresh-token family, from the first authorization (365 days)' },
+  { key: 'authCodeTtlMs', env: 'SERVICE_AUTH_CODE_TTL_MS', flag: '--auth-code-ttl-ms', kind: 'int', default: 600_000, min: 1, max: 600_000, doc: 'Lifetime of authorization codes (10 min, the most allowed)' },
+  { key: 'authRequestTtlMs', env: 'SERVICE_AUTH_REQUEST_TTL_MS', flag: '--auth-request-ttl-ms', kind: 'int', default: 900_000, min: 1, doc: 'How long a started authorization may wait for sign-in and consent (15 min)' },
+  { key: 'browserSessionTtlMs', env: 'SERVICE_BROWSER_SESSION_TTL_MS', flag: '--browser-session-ttl-ms', kind: 'int', default: 43_200_000, min: 1, doc: 'How long a browser sign-in lasts (12 h)' },
+  { key: 'redirectSchemes', env: 'SERVICE_REDIRECT_SCHEMES', flag: '--redirect-schemes', kind: 'list', default: [], doc: 'Private-use redirect URI schemes clients may register, e.g. `cursor,vscode` (none by default)' },
 ]
 
 export interface Config extends RawConfig {
@@ -183,6 +200,12 @@ export function loadConfig(options: {
       u = undefined
     }
     if (!u || u.origin !== origin) throw new ConfigError(`SERVICE_ALLOWED_ORIGINS entry ${JSON.stringify(origin)} is not an origin like https://app.example.com`)
+  }
+  for (const scheme of cfg.redirectSchemes) {
+    // A private-use scheme is a reverse domain name or a product name; the web and dangerous schemes are never one.
+    if (!/^[a-z][a-z0-9+.-]*$/.test(scheme) || ['http', 'https', ...FORBIDDEN_REDIRECT_SCHEMES].includes(scheme)) {
+      throw new ConfigError(`SERVICE_REDIRECT_SCHEMES entry ${JSON.stringify(scheme)} is not a private-use scheme name such as cursor or com.example.app (lowercase, no "://")`)
+    }
   }
   const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host === '0.0.0.0' ? '127.0.0.1' : cfg.host
   if (!cfg.baseUrl) cfg.baseUrl = `http://${hostForUrl}:${cfg.port}`

@@ -87,3 +87,111 @@ export const apps = sqliteTable('apps', {
   // Keyset pages walk (organization, id) without sorting the organization's apps.
   index('apps_org_id_idx').on(t.organizationId, t.id),
 ])
+
+/** Dynamically registered OAuth clients (RFC 7591): public clients only, so there is no secret to keep. */
+export const oauthClients = sqliteTable('oauth_clients', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull(),
+  redirectUris: text('redirect_uris', { mode: 'json' }).$type<string[]>().notNull(),
+  grantTypes: text('grant_types', { mode: 'json' }).$type<string[]>().notNull(),
+  scope: text('scope').notNull(),
+  createdAt: createdAt(),
+  lastUsedAt: integer('last_used_at'),
+})
+
+/**
+ * Access-token signing keys (ES256). The newest unretired key signs; a retired key stays published in the JWKS until
+ * the tokens it signed have expired. The private key is kept as PKCS#8 PEM: the server must be able to sign.
+ */
+export const signingKeys = sqliteTable('signing_keys', {
+  kid: text('kid').primaryKey(),
+  alg: text('alg').notNull(),
+  publicJwk: text('public_jwk', { mode: 'json' }).$type<Record<string, string>>().notNull(),
+  privateKey: text('private_key').notNull(),
+  createdAt: createdAt(),
+  retiredAt: integer('retired_at'),
+})
+
+/** Browser sign-ins for the authorization and account pages. The id is the SHA-256 of the cookie value. */
+export const browserSessions = sqliteTable('browser_sessions', {
+  id: text('id').primaryKey(),
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  createdAt: createdAt(),
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [index('browser_sessions_expires_idx').on(t.expiresAt)])
+
+/**
+ * An authorization request between /oauth/authorize and the consent decision, kept server-side so that nothing the
+ * browser sends back can change it. Single use. The id is the SHA-256 of the id in the page URL; `browserBinding` is
+ * the SHA-256 of a cookie set when the request started, so another browser cannot finish it.
+ */
+export const authorizationRequests = sqliteTable('oauth_authorization_requests', {
+  id: text('id').primaryKey(),
+  browserBinding: text('browser_binding').notNull(),
+  clientId: text('client_id').notNull().references(() => oauthClients.id, { onDelete: 'cascade' }),
+  redirectUri: text('redirect_uri').notNull(),
+  scope: text('scope').notNull(),
+  state: text('state').notNull(),
+  codeChallenge: text('code_challenge').notNull(),
+  resource: text('resource').notNull(),
+  createdAt: createdAt(),
+  expiresAt: integer('expires_at').notNull(),
+  consumedAt: integer('consumed_at'),
+}, (t) => [index('oauth_authorization_requests_expires_idx').on(t.expiresAt)])
+
+/**
+ * One authorization grant: what a member approved for a client. Its refresh tokens form one rotation family; revoking
+ * the grant revokes every token issued under it.
+ */
+export const oauthGrants = sqliteTable('oauth_grants', {
+  id: text('id').primaryKey(),
+  clientId: text('client_id').notNull().references(() => oauthClients.id, { onDelete: 'cascade' }),
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  membershipId: text('membership_id').notNull().references(() => memberships.id, { onDelete: 'cascade' }),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  scope: text('scope').notNull(),
+  resource: text('resource').notNull(),
+  createdAt: createdAt(),
+  lastUsedAt: integer('last_used_at'),
+  /** Absolute end of the family, however often it is refreshed. */
+  expiresAt: integer('expires_at').notNull(),
+  revokedAt: integer('revoked_at'),
+  revokedReason: text('revoked_reason'),
+}, (t) => [index('oauth_grants_user_idx').on(t.userId), index('oauth_grants_membership_idx').on(t.membershipId)])
+
+/** Authorization codes, stored as SHA-256 only. Kept after use so a replay is recognised and revokes its grant. */
+export const authorizationCodes = sqliteTable('oauth_codes', {
+  hash: text('hash').primaryKey(),
+  clientId: text('client_id').notNull().references(() => oauthClients.id, { onDelete: 'cascade' }),
+  redirectUri: text('redirect_uri').notNull(),
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  membershipId: text('membership_id').notNull().references(() => memberships.id, { onDelete: 'cascade' }),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  scope: text('scope').notNull(),
+  resource: text('resource').notNull(),
+  codeChallenge: text('code_challenge').notNull(),
+  createdAt: createdAt(),
+  expiresAt: integer('expires_at').notNull(),
+  consumedAt: integer('consumed_at'),
+  /** The grant the code was exchanged for: what a replay revokes. */
+  grantId: text('grant_id').references(() => oauthGrants.id, { onDelete: 'set null' }),
+}, (t) => [index('oauth_codes_expires_idx').on(t.expiresAt)])
+
+/** Refresh tokens (`mcp_rt_…`), SHA-256 only. A used token is kept, marked, so presenting it again is detected. */
+export const refreshTokens = sqliteTable('oauth_refresh_tokens', {
+  hash: text('hash').primaryKey(),
+  grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
+  createdAt: createdAt(),
+  /** Idle expiry: 30 days after issue, each rotation issues a token with a fresh one. */
+  expiresAt: integer('expires_at').notNull(),
+  usedAt: integer('used_at'),
+}, (t) => [index('oauth_refresh_tokens_grant_idx').on(t.grantId)])
+
+/** Issued access tokens by `jti`: what revocation marks and what /mcp checks after the signature. */
+export const accessTokens = sqliteTable('oauth_access_tokens', {
+  jti: text('jti').primaryKey(),
+  grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
+  createdAt: createdAt(),
+  expiresAt: integer('expires_at').notNull(),
+  revokedAt: integer('revoked_at'),
+}, (t) => [index('oauth_access_tokens_grant_idx').on(t.grantId), index('oauth_access_tokens_expires_idx').on(t.expiresAt)])

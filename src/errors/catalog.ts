@@ -174,6 +174,84 @@ export const catalog = {
     action: 'Read the logs of the operation, fix the cause and retry',
   },
 
+  /** OAuth endpoints (rendered as {error, error_description}; `oauth` is the wire code) */
+  OAUTH_INVALID_REQUEST: {
+    status: 400,
+    message: 'The request is missing a parameter, repeats one, or has a malformed value',
+    action: 'Fix the parameter named in error_description',
+    oauth: 'invalid_request',
+  },
+  OAUTH_INVALID_CLIENT: {
+    status: 401,
+    message: 'Client authentication failed: unknown client_id, or a secret sent by a public client',
+    action: 'Register the client at /oauth/register and send only its client_id (no secret, PKCE instead)',
+    oauth: 'invalid_client',
+  },
+  OAUTH_INVALID_GRANT: {
+    status: 400,
+    message: 'The authorization code or refresh token is invalid, expired, already used, or was issued to another client',
+    action: 'Start the authorization again; keep the same code_verifier from challenge to exchange',
+    oauth: 'invalid_grant',
+  },
+  OAUTH_UNAUTHORIZED_CLIENT: {
+    status: 400,
+    message: 'The client is not registered for this grant type',
+    action: 'Register the client with the grant types it uses',
+    oauth: 'unauthorized_client',
+  },
+  OAUTH_UNSUPPORTED_GRANT_TYPE: {
+    status: 400,
+    message: 'Only the authorization_code and refresh_token grant types are supported',
+    action: 'Use grant_type=authorization_code or grant_type=refresh_token',
+    oauth: 'unsupported_grant_type',
+  },
+  OAUTH_UNSUPPORTED_RESPONSE_TYPE: {
+    status: 400,
+    message: 'Only response_type=code is supported',
+    action: 'Use the authorization code flow with PKCE',
+    oauth: 'unsupported_response_type',
+  },
+  OAUTH_INVALID_SCOPE: {
+    status: 400,
+    message: 'The requested scope is unknown or exceeds what the client or grant allows',
+    action: 'Request mcp:read and/or mcp:write, within the scope registered for the client',
+    oauth: 'invalid_scope',
+  },
+  OAUTH_INVALID_TARGET: {
+    status: 400,
+    message: 'The resource parameter is missing or does not name this server',
+    action: 'Send resource set to the server base address (or its /mcp endpoint), as published in the protected-resource metadata',
+    oauth: 'invalid_target',
+  },
+  OAUTH_ACCESS_DENIED: {
+    status: 403,
+    message: 'The user denied the authorization request',
+    action: 'Nothing was granted; start the authorization again if the user changes their mind',
+    oauth: 'access_denied',
+  },
+  OAUTH_INVALID_REDIRECT_URI: {
+    status: 400,
+    message: 'A redirect URI is not acceptable',
+    action: 'Register https URIs, http URIs on localhost, 127.0.0.1 or [::1], or a private-use scheme the operator allows; no fragments',
+    oauth: 'invalid_redirect_uri',
+  },
+  OAUTH_INVALID_CLIENT_METADATA: {
+    status: 400,
+    message: 'The client metadata is invalid',
+    action: 'Fix the field named in error_description',
+    oauth: 'invalid_client_metadata',
+  },
+  SIGN_IN_REQUIRED: {
+    status: 401,
+    message: 'Sign in to continue',
+    action: 'Sign in with your email and password',
+  },
+  CSRF_FAILED: {
+    status: 403,
+    message: 'This form has expired or was not sent by this site',
+    action: 'Reload the page and submit the form again',
+  },
+
   /** Catch-all. Never carries stack traces or SQL to the client. */
   INTERNAL_ERROR: {
     status: 500,

@@ -7,4 +7,6 @@ export const PLUGIN = {
   sessions: 'mcp-sessions',
   tools: 'mcp-tools',
   transport: 'mcp-transport',
+  oauth: 'mcp-oauth',
+  discovery: 'mcp-discovery',
 } as const

@@ -302,3 +302,10 @@ t.test('adoptListeningPort', async (t) => {
     t.equal(c.baseUrl, 'http://[::1]:5001')
   })
 })
+
+t.test('redirect schemes are private-use scheme names only', async (t) => {
+  t.same(loadConfig({ env: { SERVICE_REDIRECT_SCHEMES: 'cursor, com.example.app' } }).redirectSchemes, ['cursor', 'com.example.app'])
+  for (const bad of ['https', 'javascript', 'Cursor', 'cursor://', 'data']) {
+    t.throws(() => loadConfig({ env: { SERVICE_REDIRECT_SCHEMES: bad } }), ConfigError, bad)
+  }
+})

@@ -1,10 +1,15 @@
 import type { Db } from '../client.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'
+import { authorizationsRepo } from './authorizations.js'
+import { browserSessionsRepo } from './browser-sessions.js'
 import { credentialChanges } from './credential-changes.js'
 import { membershipsRepo } from './memberships.js'
+import { oauthClientsRepo } from './oauth-clients.js'
+import { oauthGrantsRepo } from './oauth-grants.js'
 import { organizationsRepo } from './organizations.js'
 import { sessionsRepo } from './sessions.js'
+import { signingKeysRepo } from './signing-keys.js'
 import { usersRepo } from './users.js'
 
 /** Every query the server runs lives in one of these modules. */
@@ -19,6 +24,11 @@ export function createRepos(db: Db) {
     apiKeys: apiKeysRepo(db, changes),
     sessions: sessionsRepo(db),
     apps: appsRepo(db),
+    oauthClients: oauthClientsRepo(db),
+    signingKeys: signingKeysRepo(db),
+    browserSessions: browserSessionsRepo(db),
+    authorizations: authorizationsRepo(db),
+    oauthGrants: oauthGrantsRepo(db, changes),
     /** Runs `fn` in one transaction: all of its writes land, or none. */
     transaction<T>(fn: () => T): T {
       return db.transaction(fn)

@@ -1,0 +1,142 @@
+import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto'
+import { createSigner, createVerifier, TokenError } from 'fast-jwt'
+import type { Repos } from '../db/repos/index.js'
+import type { SigningKey } from '../db/repos/signing-keys.js'
+import { fail } from '../errors/service-error.js'
+
+export const ACCESS_TOKEN_TYP = 'at+jwt'
+const ALG = 'ES256'
+
+/** The claims of our access tokens (decisions.md §5). */
+export interface AccessTokenClaims {
+  iss: string
+  aud: string
+  sub: string
+  org: string
+  mid: string
+  scope: string
+  client_id: string
+  jti: string
+  iat: number
+  exp: number
+}
+
+/** A new ES256 key pair, as stored: the public half as a JWK, the private half as PKCS#8 PEM. */
+export function generateSigningKey(now = Date.now()): Omit<SigningKey, 'retiredAt'> {
+  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+  const kid = randomBytes(12).toString('base64url')
+  const jwk = publicKey.export({ format: 'jwk' }) as Record<string, string>
+  return {
+    kid,
+    alg: ALG,
+    publicJwk: { kty: 'EC', crv: 'P-256', x: jwk.x!, y: jwk.y!, kid, alg: ALG, use: 'sig' },
+    privateKey: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    createdAt: now,
+  }
+}
+
+type Verify = (token: string) => AccessTokenClaims
+
+/**
+ * Signs and verifies access tokens with the keys in the database. Signing always uses the current key as stored (the
+ * CLI may rotate it from another process); verifiers are built once per key id and a key id we do not know yet is
+ * looked up again before a token is refused. A retired key verifies until the tokens it signed have expired.
+ */
+export class Keyring {
+  readonly #repos: Repos
+  readonly #issuer: () => string
+  readonly #audience: () => string
+  readonly #tokenTtlMs: number
+  readonly #signers = new Map<string, (payload: Record<string, unknown>) => string>()
+  readonly #verifiers = new Map<string, { verify: Verify; key: SigningKey }>()
+
+  /** Issuer and audience are read when first needed: with port 0 the base address is known only once listening. */
+  constructor(repos: Repos, options: { issuer: () => string; audience: () => string; accessTokenTtlMs: number }) {
+    this.#repos = repos
+    this.#issuer = options.issuer
+    this.#audience = options.audience
+    this.#tokenTtlMs = options.accessTokenTtlMs
+  }
+
+  /** Creates the first key on an empty database. */
+  ensureKey(): void {
+    if (!this.#repos.signingKeys.current()) this.#repos.signingKeys.rotate(generateSigningKey())
+  }
+
+  sign(claims: AccessTokenClaims): string {
+    const key = this.#repos.signingKeys.current()
+    if (!key) throw new Error('no signing key: the database has none that is not retired')
+    let signer = this.#signers.get(key.kid)
+    if (!signer) {
+      signer = createSigner({ algorithm: ALG, key: key.privateKey, kid: key.kid, header: { alg: ALG, typ: ACCESS_TOKEN_TYP } })
+      this.#signers.set(key.kid, signer)
+    }
+    return signer({ ...claims })
+  }
+
+  /**
+   * Verifies signature, algorithm, typ, issuer, audience and expiry. Throws TOKEN_EXPIRED for an expired token and
+   * INVALID_TOKEN for anything else, never saying more than that to the client.
+   */
+  verify(token: string): AccessTokenClaims {
+    const kid = readKid(token)
+    if (kid === undefined) throw fail('INVALID_TOKEN')
+    const entry = this.#verifierFor(kid)
+    if (!entry) throw fail('INVALID_TOKEN')
+    try {
+      return entry.verify(token)
+    } catch (err) {
+      if (err instanceof TokenError && err.code === TokenError.codes.expired) throw fail('TOKEN_EXPIRED')
+      throw fail('INVALID_TOKEN', { cause: err })
+    }
+  }
+
+  /** The JWKS: every key that signs or may still have signed an unexpired token. */
+  jwks(now = Date.now()): { keys: Array<Record<string, string>> } {
+    return { keys: this.#repos.signingKeys.all().filter((k) => this.#published(k, now)).map((k) => k.publicJwk) }
+  }
+
+  #published(key: SigningKey, now: number): boolean {
+    return key.retiredAt === null || key.retiredAt + this.#tokenTtlMs > now
+  }
+
+  #verifierFor(kid: string): { verify: Verify } | undefined {
+    let entry = this.#verifiers.get(kid)
+    if (!entry) {
+      const key = this.#repos.signingKeys.byKid(kid)
+      if (!key) return undefined
+      const publicPem = createPublicKey({ key: { ...key.publicJwk }, format: 'jwk' }).export({ format: 'pem', type: 'spki' }).toString()
+      const verify = createVerifier({
+        key: publicPem,
+        algorithms: [ALG],
+        checkTyp: ACCESS_TOKEN_TYP,
+        allowedIss: this.#issuer(),
+        allowedAud: this.#audience(),
+        requiredClaims: ['iss', 'aud', 'sub', 'org', 'mid', 'scope', 'client_id', 'jti', 'iat', 'exp'],
+        clockTolerance: 0,
+      }) as Verify
+      entry = { verify, key }
+      this.#verifiers.set(kid, entry)
+    }
+    // A key retired long ago is no longer published, so nothing it signed is accepted either.
+    if (!this.#published(entry.key, Date.now())) {
+      const fresh = this.#repos.signingKeys.byKid(kid)
+      if (!fresh || !this.#published(fresh, Date.now())) return undefined
+      entry.key = fresh
+    }
+    return entry
+  }
+}
+
+/** The `kid` of a compact JWS header, without trusting anything else in it. */
+function readKid(token: string): string | undefined {
+  const dot = token.indexOf('.')
+  if (dot <= 0 || dot > 512) return undefined
+  try {
+    const header = JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8')) as unknown
+    const kid = typeof header === 'object' && header !== null ? (header as { kid?: unknown }).kid : undefined
+    return typeof kid === 'string' && kid.length > 0 && kid.length <= 64 ? kid : undefined
+  } catch {
+    return undefined
+  }
+}

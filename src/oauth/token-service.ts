@@ -1,0 +1,200 @@
+import type { Config } from '../config.js'
+import type { OAuthClient } from '../db/repos/oauth-clients.js'
+import type { OAuthGrant } from '../db/repos/oauth-grants.js'
+import type { Repos } from '../db/repos/index.js'
+import { fail } from '../errors/service-error.js'
+import { newId, randomSecret, sha256Hex } from '../lib/crypto.js'
+import type { Keyring } from './keyring.js'
+import { checkVerifier, verifyPkce } from './pkce.js'
+import { resourceAudience } from './resource.js'
+import { normalizeScope } from './scopes.js'
+
+export const REFRESH_TOKEN_PREFIX = 'mcp_rt_'
+
+export interface TokenResponse {
+  access_token: string
+  token_type: 'Bearer'
+  expires_in: number
+  refresh_token?: string
+  scope: string
+}
+
+export interface TokenServiceOptions {
+  repos: Repos
+  keyring: Keyring
+  config: Config
+  /** Ends the sessions bound to a revoked credential (`jwt:<jti>`). */
+  onRevoked(credential: string): void
+  /** Reuse of a code or refresh token is an attack signal: the operator hears about it. */
+  onReuse(event: { kind: 'code' | 'refresh_token'; clientId: string; grantId: string | null }): void
+}
+
+/**
+ * The token endpoint's grants and the revocation endpoint, without HTTP. Checks run in the order that keeps a replay
+ * with a wrong client or verifier from revoking anything (OAuth 2.1 "Reuse of Authorization Codes"), and nothing is
+ * consumed or rotated until every check has passed.
+ */
+export class TokenService {
+  readonly #o: TokenServiceOptions
+
+  constructor(options: TokenServiceOptions) {
+    this.#o = options
+  }
+
+  client(clientId: string): OAuthClient {
+    const client = this.#o.repos.oauthClients.byId(clientId)
+    if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id' })
+    return client
+  }
+
+  exchangeCode(p: { client: OAuthClient; code: string; redirectUri: string; codeVerifier: string; resource?: string }, now = Date.now()): TokenResponse {
+    const { repos } = this.#o
+    const verifierProblem = checkVerifier(p.codeVerifier)
+    if (verifierProblem) throw fail('OAUTH_INVALID_REQUEST', { message: verifierProblem })
+    const hash = sha256Hex(p.code)
+    const code = repos.authorizations.code(hash)
+    if (!code || code.clientId !== p.client.id) throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code is invalid' })
+    if (code.expiresAt <= now) throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code has expired' })
+    if (!verifyPkce(p.codeVerifier, code.codeChallenge)) {
+      throw fail('OAUTH_INVALID_GRANT', { message: 'code_verifier does not match the code_challenge of the authorization request' })
+    }
+    if (p.redirectUri !== code.redirectUri) throw fail('OAUTH_INVALID_GRANT', { message: 'redirect_uri differs from the one of the authorization request' })
+    if (p.resource !== undefined && this.#audience(p.resource) !== code.resource) {
+      throw fail('OAUTH_INVALID_TARGET', { message: 'resource names another audience than the authorization request' })
+    }
+    // Throwing inside a transaction rolls it back, so the outcome is returned and acted on after the commit.
+    const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
+      if (!repos.authorizations.consumeCode(hash, now)) return { reused: true }
+      const membership = repos.memberships.byId(code.membershipId)
+      if (!membership || membership.userId !== code.userId) return { membershipGone: true }
+      const grant = repos.oauthGrants.createGrant({
+        id: newId('grt'),
+        clientId: code.clientId,
+        userId: code.userId,
+        membershipId: code.membershipId,
+        organizationId: code.organizationId,
+        scope: code.scope,
+        resource: code.resource,
+        createdAt: now,
+        expiresAt: now + this.#o.config.refreshTokenMaxMs,
+      })
+      repos.authorizations.setCodeGrant(hash, grant.id)
+      repos.oauthClients.markUsed(p.client.id, now)
+      return { tokens: this.#issue(p.client, grant, grant.scope, now) }
+    })
+    if ('tokens' in outcome) return outcome.tokens
+    if ('membershipGone' in outcome) throw fail('OAUTH_INVALID_GRANT', { message: 'The membership that approved this code no longer exists' })
+    // A second redemption by the rightful client: whoever holds the code, the tokens it produced are revoked.
+    const grantId = repos.authorizations.code(hash)?.grantId ?? null
+    if (grantId) this.#revokeGrant(grantId, 'authorization code reused', now)
+    this.#o.onReuse({ kind: 'code', clientId: code.clientId, grantId })
+    throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code was already used; the tokens issued for it are revoked' })
+  }
+
+  refresh(p: { client: OAuthClient; refreshToken: string; scope?: string; resource?: string }, now = Date.now()): TokenResponse {
+    const { repos } = this.#o
+    if (!p.client.grantTypes.includes('refresh_token')) {
+      throw fail('OAUTH_UNAUTHORIZED_CLIENT', { message: 'The client did not register the refresh_token grant type' })
+    }
+    const hash = sha256Hex(p.refreshToken)
+    const token = p.refreshToken.startsWith(REFRESH_TOKEN_PREFIX) ? repos.oauthGrants.refreshToken(hash) : undefined
+    const grant = token ? repos.oauthGrants.grant(token.grantId) : undefined
+    if (!token || !grant || grant.clientId !== p.client.id) throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token is invalid' })
+    if (grant.revokedAt !== null) throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token has been revoked; authorize again' })
+    if (token.usedAt !== null) return this.#refreshReused(grant, now)
+    if (token.expiresAt <= now || grant.expiresAt <= now) throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token has expired; authorize again' })
+    if (p.resource !== undefined && this.#audience(p.resource) !== grant.resource) {
+      throw fail('OAUTH_INVALID_TARGET', { message: 'resource names another audience than the grant' })
+    }
+    let scope = grant.scope
+    if (p.scope !== undefined) {
+      const requested = normalizeScope(p.scope)
+      const granted = new Set(grant.scope.split(' '))
+      if (requested === null || requested.split(' ').some((s) => !granted.has(s))) {
+        throw fail('OAUTH_INVALID_SCOPE', { message: `scope must be within the granted scope (${grant.scope})` })
+      }
+      scope = requested
+    }
+    const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
+      if (!repos.oauthGrants.useRefreshToken(hash, now)) return { reused: true }
+      const membership = repos.memberships.byId(grant.membershipId)
+      if (!membership || membership.userId !== grant.userId) return { membershipGone: true }
+      repos.oauthGrants.touchGrant(grant.id, now)
+      repos.oauthClients.markUsed(p.client.id, now)
+      return { tokens: this.#issue(p.client, grant, scope, now) }
+    })
+    if ('tokens' in outcome) return outcome.tokens
+    if ('reused' in outcome) return this.#refreshReused(grant, now)
+    this.#revokeGrant(grant.id, 'membership removed', now)
+    throw fail('OAUTH_INVALID_GRANT', { message: 'The membership behind this grant no longer exists' })
+  }
+
+  /**
+   * RFC 7009. Unknown tokens, tokens of another client and API keys are ignored (the caller still answers 200). An
+   * access token is revoked alone; a refresh token revokes its whole grant with every access token issued under it.
+   */
+  revoke(p: { client: OAuthClient; token: string }, now = Date.now()): void {
+    const { repos } = this.#o
+    if (p.token.startsWith(REFRESH_TOKEN_PREFIX)) {
+      const token = repos.oauthGrants.refreshToken(sha256Hex(p.token))
+      const grant = token ? repos.oauthGrants.grant(token.grantId) : undefined
+      if (grant && grant.clientId === p.client.id) this.#revokeGrant(grant.id, 'refresh token revoked by the client', now)
+      return
+    }
+    let claims
+    try {
+      claims = this.#o.keyring.verify(p.token)
+    } catch {
+      return // not ours, malformed or expired: nothing to revoke
+    }
+    if (claims.client_id !== p.client.id) return
+    if (repos.oauthGrants.revokeAccessToken(claims.jti, now)) this.#o.onRevoked(`jwt:${claims.jti}`)
+  }
+
+  #refreshReused(grant: OAuthGrant, now: number): never {
+    this.#revokeGrant(grant.id, 'refresh token reused', now)
+    this.#o.onReuse({ kind: 'refresh_token', clientId: grant.clientId, grantId: grant.id })
+    throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token was already used; the whole grant is revoked, authorize again' })
+  }
+
+  #revokeGrant(grantId: string, reason: string, now: number): void {
+    for (const jti of this.#o.repos.oauthGrants.revokeGrant(grantId, reason, now)) this.#o.onRevoked(`jwt:${jti}`)
+  }
+
+  #audience(resource: string): string | null {
+    return resourceAudience(resource, this.#o.config.baseUrl)
+  }
+
+  #issue(client: OAuthClient, grant: OAuthGrant, scope: string, now: number): TokenResponse {
+    const { repos, config, keyring } = this.#o
+    const jti = randomSecret(18)
+    const iat = Math.floor(now / 1000)
+    const expiresIn = Math.max(1, Math.round(config.accessTokenTtlMs / 1000))
+    const exp = Math.floor((now + config.accessTokenTtlMs) / 1000)
+    const accessToken = keyring.sign({
+      iss: config.baseUrl,
+      aud: grant.resource,
+      sub: grant.userId,
+      org: grant.organizationId,
+      mid: grant.membershipId,
+      scope,
+      client_id: grant.clientId,
+      jti,
+      iat,
+      exp,
+    })
+    repos.oauthGrants.addAccessToken({ jti, grantId: grant.id, createdAt: now, expiresAt: exp * 1000 })
+    const response: TokenResponse = { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }
+    if (client.grantTypes.includes('refresh_token')) {
+      const refreshToken = REFRESH_TOKEN_PREFIX + randomSecret(32)
+      repos.oauthGrants.addRefreshToken({
+        hash: sha256Hex(refreshToken),
+        grantId: grant.id,
+        createdAt: now,
+        expiresAt: Math.min(now + config.refreshTokenIdleMs, grant.expiresAt),
+      })
+      response.refresh_token = refreshToken
+    }
+    return response
+  }
+}

@@ -1,0 +1,108 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Config } from '../../config.js'
+import type { Repos } from '../../db/repos/index.js'
+import { fail } from '../../errors/service-error.js'
+import { constantTimeEqual, randomSecret, sha256Hex } from '../../lib/crypto.js'
+
+/**
+ * Browser state for the sign-in, consent and account pages, in two cookies:
+ * - the browser cookie, a random value set on first visit: it binds pending authorization requests to this browser
+ *   and keys the CSRF token of forms shown before sign-in;
+ * - the sign-in cookie, whose SHA-256 is the id of a browser_sessions row.
+ * Over https both use the `__Host-` prefix (Secure, Path=/, no Domain); on plain http, which browsers only trust on
+ * loopback, the prefix is not allowed, so the names are bare. HttpOnly and SameSite=Lax always.
+ */
+export class BrowserState {
+  readonly #config: Config
+  readonly #repos: Repos
+
+  constructor(config: Config, repos: Repos) {
+    this.#config = config
+    this.#repos = repos
+  }
+
+  get #secure(): boolean {
+    return this.#config.baseUrl.startsWith('https:')
+  }
+
+  #name(base: string): string {
+    return this.#secure ? `__Host-${base}` : base
+  }
+
+  #set(reply: FastifyReply, name: string, value: string, maxAgeMs: number | null): void {
+    const parts = [`${this.#name(name)}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax']
+    if (maxAgeMs !== null) parts.push(`Max-Age=${Math.max(0, Math.floor(maxAgeMs / 1000))}`)
+    if (this.#secure) parts.push('Secure')
+    const previous = reply.getHeader('set-cookie')
+    const list = previous === undefined ? [] : Array.isArray(previous) ? previous.map(String) : [String(previous)]
+    reply.header('set-cookie', [...list, parts.join('; ')])
+  }
+
+  #get(request: FastifyRequest, name: string): string | undefined {
+    const value = readCookie(request.headers.cookie, this.#name(name))
+    return value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined
+  }
+
+  /** The browser cookie, set now when missing. */
+  browserId(request: FastifyRequest, reply: FastifyReply): string {
+    const existing = this.#get(request, 'mcp_browser')
+    if (existing) return existing
+    const value = randomSecret(32)
+    this.#set(reply, 'mcp_browser', value, null)
+    // Later reads in this request must see the cookie just set.
+    request.headers.cookie = `${request.headers.cookie ? request.headers.cookie + '; ' : ''}${this.#name('mcp_browser')}=${value}`
+    return value
+  }
+
+  existingBrowserId(request: FastifyRequest): string | undefined {
+    return this.#get(request, 'mcp_browser')
+  }
+
+  /** The signed-in user, or undefined. */
+  user(request: FastifyRequest): { id: string; email: string; name: string } | undefined {
+    const cookie = this.#get(request, 'mcp_signin')
+    return cookie ? this.#repos.browserSessions.user(sha256Hex(cookie), Date.now()) : undefined
+  }
+
+  signIn(reply: FastifyReply, userId: string): void {
+    const value = randomSecret(32)
+    this.#repos.browserSessions.create({ id: sha256Hex(value), userId, expiresAt: Date.now() + this.#config.browserSessionTtlMs })
+    this.#set(reply, 'mcp_signin', value, this.#config.browserSessionTtlMs)
+  }
+
+  signOut(request: FastifyRequest, reply: FastifyReply): void {
+    const cookie = this.#get(request, 'mcp_signin')
+    if (cookie) this.#repos.browserSessions.delete(sha256Hex(cookie))
+    this.#set(reply, 'mcp_signin', '', 0)
+  }
+
+  /**
+   * The CSRF token of forms in this browser: derived from a cookie the page's origin alone can read, for `purpose`
+   * (a pending request id, or "account"). Nothing to store, and useless to anyone who lacks the cookie.
+   */
+  csrfToken(browserId: string, purpose: string): string {
+    return sha256Hex(`csrf\u0000${browserId}\u0000${purpose}`)
+  }
+
+  /** Refuses a form POST that is cross-origin or lacks the right CSRF token. */
+  checkForm(request: FastifyRequest, purpose: string, token: unknown): string {
+    const origin = request.headers.origin
+    if (origin !== undefined && origin !== this.#config.baseOrigin) throw fail('CSRF_FAILED', { message: 'This form was sent from another site' })
+    const browserId = this.existingBrowserId(request)
+    if (!browserId || typeof token !== 'string' || !constantTimeEqual(token, this.csrfToken(browserId, purpose))) {
+      throw fail('CSRF_FAILED')
+    }
+    return browserId
+  }
+}
+
+/** One cookie's value from a Cookie header (first occurrence), without decoding: our values are base64url. */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq === -1) continue
+    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
+  }
+  return undefined
+}

@@ -1,0 +1,56 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { accessTokenVerifier } from '../../oauth/access-token-verifier.js'
+import { Keyring } from '../../oauth/keyring.js'
+import { TokenService } from '../../oauth/token-service.js'
+import { PLUGIN } from '../names.js'
+import { accountPages } from './account.js'
+import { oauthApiRoutes } from './api.js'
+import { BrowserState } from './browser.js'
+import { authorizationPages } from './pages.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    oauth: { keyring: Keyring; tokens: TokenService }
+  }
+}
+
+/**
+ * The authorization server: registration, the browser flow (sign-in, consent), the token and revocation endpoints and
+ * the account page; and, on /mcp, the verifier for the access tokens it issues.
+ */
+const oauthPlugin: FastifyPluginAsync = async (fastify) => {
+  const { config, repos, auth } = fastify
+  const keyring = new Keyring(repos, { issuer: () => config.baseUrl, audience: () => config.baseUrl, accessTokenTtlMs: config.accessTokenTtlMs })
+  keyring.ensureKey()
+  const tokens = new TokenService({
+    repos,
+    keyring,
+    config,
+    onRevoked: (credential) => auth.revoked(credential),
+    onReuse: (event) => fastify.log.warn(event, 'OAuth credential reuse detected: the grant is revoked'),
+  })
+  auth.addVerifier(accessTokenVerifier(repos, keyring, (credential) => auth.revoked(credential)))
+  fastify.decorate('oauth', { keyring, tokens })
+
+  const browser = new BrowserState(config, repos)
+  await fastify.register(oauthApiRoutes, { tokens })
+  await fastify.register(authorizationPages, { browser })
+  await fastify.register(accountPages, { browser })
+
+  // Expired codes, pending requests, browser sign-ins and token rows go on the session sweep's rhythm.
+  const timer = setInterval(() => {
+    const now = Date.now()
+    try {
+      repos.authorizations.purge(now)
+      repos.browserSessions.purge(now)
+      repos.oauthGrants.purge(now)
+    } catch (err) {
+      fastify.log.error({ err }, 'could not purge expired OAuth records')
+    }
+  }, config.sessionSweepMs)
+  timer.unref()
+  fastify.addHook('onClose', async () => clearInterval(timer))
+}
+
+export default fp(oauthPlugin, { name: PLUGIN.oauth, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.auth] })

@@ -1,0 +1,250 @@
+import formbody from '@fastify/formbody'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { SCOPES } from '../../auth/principal.js'
+import type { AuthorizationRequest } from '../../db/repos/authorizations.js'
+import type { OAuthClient } from '../../db/repos/oauth-clients.js'
+import { toOAuthBody, toServiceError } from '../../errors/render.js'
+import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
+import { randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
+import { checkChallenge } from '../../oauth/pkce.js'
+import { redirectUriMatches } from '../../oauth/redirect-uri.js'
+import { resourceAudience } from '../../oauth/resource.js'
+import { normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
+import { pageHeaders } from '../../web/headers.js'
+import { consentPage, errorPage, signInPage } from '../../web/pages.js'
+import { fromFastifyError, logFailure } from '../http.js'
+import { formFields } from './api.js'
+import type { BrowserState } from './browser.js'
+
+const MAX_STATE = 1024
+// A fixed, valid scrypt hash: unknown emails cost the same time as wrong passwords.
+const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'
+
+export function sendPage(reply: FastifyReply, status: number, body: string): FastifyReply {
+  return reply.code(status).headers(pageHeaders()).send(body)
+}
+
+/** A 303 (never 307: the browser must not re-POST credentials to the client, RFC 9700 §4.12). */
+function seeOther(reply: FastifyReply, location: string): FastifyReply {
+  reply.header('cache-control', 'no-store')
+  reply.header('referrer-policy', 'no-referrer')
+  return reply.code(303).header('location', location).send()
+}
+
+function errorStatus(err: ServiceError): number {
+  return err.status >= 500 ? 500 : err.status
+}
+
+/** Sign-in and its password check, shared by the authorization flow and the account page. */
+export async function checkPassword(fastify: FastifyInstance, email: unknown, password: unknown): Promise<{ id: string } | null> {
+  if (typeof email !== 'string' || typeof password !== 'string' || email.length > 320 || password.length > 1024) return null
+  const user = fastify.repos.users.byEmail(email)
+  const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH)
+  return ok && user && user.passwordHash && user.disabledAt === null ? { id: user.id } : null
+}
+
+/**
+ * The browser side of the code flow: GET /oauth/authorize checks the request and parks it server-side, then the
+ * interaction pages sign the user in and ask for consent; the decision redirects (303) to the client.
+ */
+export async function authorizationPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
+  const { config, repos } = fastify
+  const { browser } = opts
+  await fastify.register(formbody, { bodyLimit: 16 * 1024 })
+
+  // Anything unexpected on these routes is a page, not JSON.
+  fastify.setErrorHandler((err, request, reply) => {
+    const e = toServiceError(fromFastifyError(err as Error))
+    logFailure(request, err, e)
+    return sendPage(reply, errorStatus(e), errorPage({ title: e.code === 'CSRF_FAILED' ? 'Form expired' : 'Something went wrong', message: e.message, detail: e.action }))
+  })
+
+  function redirectWith(reply: FastifyReply, redirectUri: string, params: Record<string, string>): FastifyReply {
+    const url = new URL(redirectUri)
+    for (const [k, v] of Object.entries(params)) url.searchParams.append(k, v)
+    url.searchParams.append('iss', config.baseUrl)
+    return seeOther(reply, url.href)
+  }
+
+  function redirectError(reply: FastifyReply, redirectUri: string, state: string | undefined, err: ServiceError): FastifyReply {
+    const body = toOAuthBody(err)
+    return redirectWith(reply, redirectUri, { error: body.error, error_description: body.error_description, ...(state !== undefined ? { state } : {}) })
+  }
+
+  fastify.get('/oauth/authorize', async (request, reply) => {
+    const query = request.query as Record<string, unknown>
+    // Client and redirect problems are shown here and never redirected: the redirect target is not trusted yet.
+    const single = (name: string): string | undefined => {
+      const v = query[name]
+      if (Array.isArray(v)) throw fail('OAUTH_INVALID_REQUEST', { message: `${name} is repeated` })
+      return typeof v === 'string' && v !== '' ? v : undefined
+    }
+    let client: OAuthClient | undefined
+    let redirectUri: string | undefined
+    try {
+      const clientId = single('client_id')
+      if (clientId === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'client_id is required' })
+      client = repos.oauthClients.byId(clientId)
+      if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id: register the client first' })
+      redirectUri = single('redirect_uri')
+      if (redirectUri === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is required' })
+      if (!redirectUriMatches(client.redirectUris, redirectUri)) {
+        throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is not one of the addresses registered for this client (the exact form counts: localhost and 127.0.0.1 differ)' })
+      }
+    } catch (err) {
+      if (!isServiceError(err)) throw err
+      return sendPage(reply, 400, errorPage({ title: 'This sign-in link is not valid', message: err.message, detail: 'Return to the application and start again. If this keeps happening, the application is misconfigured.' }))
+    }
+    const stateValue = query.state
+    const state = typeof stateValue === 'string' && stateValue !== '' && stateValue.length <= MAX_STATE ? stateValue : undefined
+    try {
+      if (Array.isArray(stateValue)) throw fail('OAUTH_INVALID_REQUEST', { message: 'state is repeated' })
+      for (const name of ['response_type', 'scope', 'code_challenge', 'code_challenge_method']) single(name)
+      if (Array.isArray(query.resource)) throw fail('OAUTH_INVALID_TARGET', { message: 'resource must be sent once' })
+      const responseType = single('response_type')
+      if (responseType === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'response_type is required' })
+      if (responseType !== 'code') throw fail('OAUTH_UNSUPPORTED_RESPONSE_TYPE')
+      if (typeof stateValue !== 'string' || stateValue === '') throw fail('OAUTH_INVALID_REQUEST', { message: 'state is required' })
+      if (stateValue.length > MAX_STATE) throw fail('OAUTH_INVALID_REQUEST', { message: `state must be at most ${MAX_STATE} characters` })
+      const scopeParam = single('scope')
+      if (scopeParam === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'scope is required (mcp:read, mcp:write)' })
+      const scope = normalizeScope(scopeParam)
+      if (scope === null) throw fail('OAUTH_INVALID_SCOPE', { message: `Unknown scope; the scopes are ${SCOPES.join(' and ')}` })
+      const registered = new Set(client.scope.split(' '))
+      if (scope.split(' ').some((s) => !registered.has(s))) throw fail('OAUTH_INVALID_SCOPE', { message: `The client registered only ${client.scope}` })
+      const challenge = single('code_challenge')
+      if (challenge === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge is required: PKCE with S256' })
+      const challengeProblem = checkChallenge(challenge)
+      if (challengeProblem) throw fail('OAUTH_INVALID_REQUEST', { message: challengeProblem })
+      const method = single('code_challenge_method')
+      if (method === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge_method is required and must be S256' })
+      if (method !== 'S256') throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge_method must be S256 (plain is not supported)' })
+      const resourceParam = single('resource')
+      if (resourceParam === undefined) throw fail('OAUTH_INVALID_TARGET', { message: `resource is required: send resource=${config.baseUrl}` })
+      const audience = resourceAudience(resourceParam, config.baseUrl)
+      if (audience === null) throw fail('OAUTH_INVALID_TARGET', { message: `resource must name this server: ${config.baseUrl} (or ${config.baseUrl}/mcp)` })
+
+      const browserId = browser.browserId(request, reply)
+      const requestId = randomSecret(32)
+      const now = Date.now()
+      repos.authorizations.createRequest({
+        id: sha256Hex(requestId),
+        browserBinding: sha256Hex(browserId),
+        clientId: client.id,
+        redirectUri,
+        scope,
+        state: stateValue,
+        codeChallenge: challenge,
+        resource: audience,
+        createdAt: now,
+        expiresAt: now + config.authRequestTtlMs,
+      })
+      return seeOther(reply, `/oauth/interaction/${requestId}`)
+    } catch (err) {
+      if (!isServiceError(err)) throw err
+      return redirectError(reply, redirectUri, state, err)
+    }
+  })
+
+  /** The pending request named in the URL, usable only by the browser that started it. */
+  function pending(request: FastifyRequest): { id: string; row: AuthorizationRequest; client: OAuthClient; browserId: string } {
+    const { id } = request.params as { id: string }
+    const row = /^[A-Za-z0-9_-]{43}$/.test(id) ? repos.authorizations.request(sha256Hex(id)) : undefined
+    const browserId = browser.existingBrowserId(request)
+    if (!row || row.consumedAt !== null || row.expiresAt <= Date.now() || !browserId || sha256Hex(browserId) !== row.browserBinding) {
+      throw fail('OAUTH_INVALID_REQUEST', { message: 'This authorization request has expired, was already answered, or was started in another browser. Return to the application and start again.' })
+    }
+    const client = repos.oauthClients.byId(row.clientId)
+    if (!client) throw fail('OAUTH_INVALID_CLIENT')
+    return { id, row, client, browserId }
+  }
+
+  function showConsent(reply: FastifyReply, p: ReturnType<typeof pending>, user: { id: string; email: string }, status = 200): FastifyReply {
+    const memberships = repos.memberships.forUser(user.id)
+    return sendPage(reply, status, consentPage({
+      action: `/oauth/interaction/${p.id}/consent`,
+      csrf: browser.csrfToken(p.browserId, p.id),
+      clientName: p.client.name,
+      clientId: p.client.id,
+      redirectHost: redirectHost(p.row.redirectUri),
+      scopes: p.row.scope.split(' ').map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name as keyof typeof SCOPE_DESCRIPTIONS] ?? name })),
+      organizations: memberships.map((m) => ({ membershipId: m.id, name: m.organizationName, slug: m.organizationSlug, role: m.role })),
+      userEmail: user.email,
+    }))
+  }
+
+  function showSignIn(reply: FastifyReply, p: ReturnType<typeof pending>, extra: { email?: string; error?: string } = {}, status = 200): FastifyReply {
+    return sendPage(reply, status, signInPage({ action: `/oauth/interaction/${p.id}/signin`, csrf: browser.csrfToken(p.browserId, p.id), clientName: p.client.name, ...extra }))
+  }
+
+  fastify.get('/oauth/interaction/:id', async (request, reply) => {
+    const p = pending(request)
+    const user = browser.user(request)
+    return user ? showConsent(reply, p, user) : showSignIn(reply, p)
+  })
+
+  fastify.post('/oauth/interaction/:id/signin', async (request, reply) => {
+    const p = pending(request)
+    const body = (request.body ?? {}) as Record<string, unknown>
+    browser.checkForm(request, p.id, body.csrf)
+    const user = await checkPassword(fastify, body.email, body.password)
+    if (!user) {
+      request.log.info({ client: p.client.id }, 'sign-in failed')
+      return showSignIn(reply, p, { email: typeof body.email === 'string' ? body.email.slice(0, 320) : '', error: 'Incorrect email or password.' }, 401)
+    }
+    browser.signIn(reply, user.id)
+    return seeOther(reply, `/oauth/interaction/${p.id}`)
+  })
+
+  fastify.post('/oauth/interaction/:id/consent', async (request, reply) => {
+    const p = pending(request)
+    const fields = formFields(request.body, ['csrf', 'decision', 'membership'])
+    browser.checkForm(request, p.id, fields.csrf)
+    const user = browser.user(request)
+    if (!user) return showSignIn(reply, p, { error: 'Your sign-in has expired. Sign in again.' }, 401)
+    const decision = fields.decision
+    if (decision !== 'approve' && decision !== 'deny') throw fail('BAD_REQUEST', { message: 'Choose Allow or Deny' })
+    let membership
+    if (decision === 'approve') {
+      membership = fields.membership ? repos.memberships.byId(fields.membership) : undefined
+      if (!membership || membership.userId !== user.id) {
+        return showConsent(reply, p, user, 400)
+      }
+    }
+    // Single use: a second submission (double click, back button) cannot mint a second code.
+    if (!repos.authorizations.consumeRequest(p.row.id, Date.now())) throw fail('OAUTH_INVALID_REQUEST', { message: 'This authorization request was already answered' })
+    if (decision === 'deny' || !membership) {
+      request.log.info({ client: p.client.id }, 'authorization denied')
+      return redirectError(reply, p.row.redirectUri, p.row.state, fail('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
+    }
+    const code = randomSecret(32)
+    const now = Date.now()
+    repos.authorizations.createCode({
+      hash: sha256Hex(code),
+      clientId: p.client.id,
+      redirectUri: p.row.redirectUri,
+      userId: user.id,
+      membershipId: membership.id,
+      organizationId: membership.organizationId,
+      scope: p.row.scope,
+      resource: p.row.resource,
+      codeChallenge: p.row.codeChallenge,
+      createdAt: now,
+      expiresAt: now + config.authCodeTtlMs,
+    })
+    request.log.info({ client: p.client.id, membership: membership.id }, 'authorization approved')
+    return redirectWith(reply, p.row.redirectUri, { code, state: p.row.state })
+  })
+}
+
+/** What the consent page names as the destination: the host, or the scheme of a private-use URI. */
+function redirectHost(uri: string): string {
+  try {
+    const u = new URL(uri)
+    return u.host !== '' ? u.host : `${u.protocol}//`
+  } catch {
+    return uri
+  }
+}
+
+export { errorStatus }
