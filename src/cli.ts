@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * service-mcp command line: `serve`, `migrate`, and admin commands for organizations, users, memberships and API keys.
+ * service-mcp command line: `serve`, `migrate`, and admin commands for organizations, users, memberships, API keys,
+ * OAuth clients and signing keys.
  * Settings come from SERVICE_* variables or the flags of the configuration table (`--database`, `--port`, …).
  */
 import { parseScopes, SCOPES } from './auth/principal.js'
@@ -10,6 +11,7 @@ import { createRepos, type Repos } from './db/repos/index.js'
 import { ROLES, type Role } from './db/schema.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 import { createServer } from './index.js'
+import { generateSigningKey } from './oauth/keyring.js'
 
 class UsageError extends Error {}
 
@@ -39,6 +41,11 @@ API keys (service_mcp_…)
                                           Prints only the new key on stdout; it is not shown again
   keys list [--org <slug>]
   keys revoke <key-id>
+
+OAuth
+  clients list                            Registered OAuth clients
+  signing-keys list                       Access-token signing keys (the newest unretired one signs)
+  signing-keys rotate                     New signing key; older ones keep verifying until their tokens expire
 
 Settings: SERVICE_* environment variables or flags such as --database <file>, --port <n> (see README).`
 
@@ -223,6 +230,23 @@ async function admin(config: Config, words: string[], own: Record<string, string
         if (!repos.apiKeys.byId(id)) throw new UsageError(`no API key ${id}`)
         if (!repos.apiKeys.revoke(id)) return out(`${id} was already revoked`)
         return out(`revoked ${id}; sessions bound to it end at their next request`)
+      }
+      case 'clients list':
+        return table(repos.oauthClients.list().map((c) => ({ id: c.id, name: c.name, redirect_uris: c.redirectUris.join(' '), scope: c.scope, created: when(c.createdAt), last_used: when(c.lastUsedAt) })))
+      case 'signing-keys list': {
+        const now = Date.now()
+        return table(repos.signingKeys.all().map((k) => ({
+          kid: k.kid,
+          alg: k.alg,
+          created: when(k.createdAt),
+          retired: when(k.retiredAt),
+          state: k.retiredAt === null ? 'signing' : k.retiredAt + config.accessTokenTtlMs > now ? 'verifying' : 'unpublished',
+        })))
+      }
+      case 'signing-keys rotate': {
+        const key = generateSigningKey()
+        repos.signingKeys.rotate(key)
+        return out(`new signing key ${key.kid}; earlier keys keep verifying for ${Math.round(config.accessTokenTtlMs / 1000)} s (the access-token lifetime)`)
       }
       default:
         throw new UsageError(`unknown command: ${words.join(' ') || '(none)'}`)

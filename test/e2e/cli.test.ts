@@ -162,6 +162,24 @@ t.test('admin commands against a temporary database', async (t) => {
   })
 })
 
+t.test('signing keys: rotate, list; clients list', async (t) => {
+  const env = { SERVICE_DATABASE: join(tempDir(t), 'db.sqlite') }
+  const first = await cli(['signing-keys', 'rotate'], env)
+  t.equal(first.code, 0, first.stderr)
+  const firstKid = /new signing key (\S+);/.exec(first.stdout)?.[1]
+  t.ok(firstKid, 'prints the new kid')
+  const second = await cli(['signing-keys', 'rotate'], env)
+  const secondKid = /new signing key (\S+);/.exec(second.stdout)?.[1]
+  t.not(secondKid, firstKid)
+  const list = await cli(['signing-keys', 'list'], env)
+  t.equal(list.code, 0)
+  t.equal(rowWith(list.stdout, secondKid!)?.at(-1), 'signing', 'the newest key signs')
+  t.equal(rowWith(list.stdout, firstKid!)?.at(-1), 'verifying', 'the retired key still verifies')
+  const clients = await cli(['clients', 'list'], env)
+  t.equal(clients.code, 0)
+  t.equal(clients.stderr, '')
+})
+
 interface Served {
   child: ChildProcess
   url: string

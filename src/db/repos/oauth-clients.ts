@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm'
+import { desc, eq } from 'drizzle-orm'
 import { randomSecret } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { oauthClients } from '../schema.js'
@@ -15,6 +15,9 @@ export function oauthClientsRepo(db: Db) {
     },
     byId(id: string): OAuthClient | undefined {
       return db.select().from(oauthClients).where(eq(oauthClients.id, id)).get()
+    },
+    list(): OAuthClient[] {
+      return db.select().from(oauthClients).orderBy(desc(oauthClients.createdAt)).all()
     },
     markUsed(id: string, at: number): void {
       db.update(oauthClients).set({ lastUsedAt: at }).where(eq(oauthClients.id, id)).run()
