@@ -38,7 +38,7 @@ export function fromFastifyError(err: FastifyError | Error): ServiceError {
 /** Logs server-side failures with their cause; client errors stay at debug level. */
 export function logFailure(request: FastifyRequest, original: unknown, rendered: ServiceError): void {
   if (rendered.status >= 500) request.log.error({ err: original }, 'request failed')
-  else request.log.debug({ code: rendered.code }, 'request refused')
+  else request.log.debug({ errorCode: rendered.code }, 'request refused')
 }
 
 export function sendServiceError(request: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
