@@ -86,8 +86,14 @@ export class BrowserState {
 
   /** Refuses a form POST that is cross-origin or lacks the right CSRF token. */
   checkForm(request: FastifyRequest, purpose: string, token: unknown): string {
+    // Our pages send Referrer-Policy: no-referrer, under which browsers send `Origin: null` even on a same-origin
+    // form post; Sec-Fetch-Site (which no page can forge) then tells where it came from.
     const origin = request.headers.origin
-    if (origin !== undefined && origin !== this.#config.baseOrigin) throw fail('CSRF_FAILED', { message: 'This form was sent from another site' })
+    const site = request.headers['sec-fetch-site']
+    const sameOrigin = origin === undefined
+      ? site === undefined || site === 'same-origin'
+      : origin === this.#config.baseOrigin || (origin === 'null' && site === 'same-origin')
+    if (!sameOrigin) throw fail('CSRF_FAILED', { message: 'This form was sent from another site' })
     const browserId = this.existingBrowserId(request)
     if (!browserId || typeof token !== 'string' || !constantTimeEqual(token, this.csrfToken(browserId, purpose))) {
       throw fail('CSRF_FAILED')
