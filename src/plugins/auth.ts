@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { apiKeyVerifier } from '../auth/api-key-verifier.js'
 import { CredentialCache } from '../auth/credential-cache.js'
+import { UsageRecorder } from '../auth/usage-recorder.js'
 import type { CredentialVerifier, Principal } from '../auth/principal.js'
 import { fail } from '../errors/service-error.js'
 import { sha256Hex } from '../lib/crypto.js'
@@ -31,6 +32,20 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
   const listeners: Array<(credential: string) => void> = []
   const changes = fastify.repos.credentialChanges
   const cache = new CredentialCache({ changed: () => changes.takeChanged() })
+  const usage = new UsageRecorder(fastify.repos)
+  const flushUsage = () => {
+    try {
+      usage.flush()
+    } catch (err) {
+      fastify.log.error({ err }, 'could not record credential usage')
+    }
+  }
+  const timer = setInterval(flushUsage, fastify.config.sessionTouchFlushMs)
+  timer.unref()
+  fastify.addHook('onClose', async () => {
+    clearInterval(timer)
+    flushUsage()
+  })
   const auth: Auth = {
     addVerifier: (v) => void verifiers.push(v),
     onRevoked: (l) => void listeners.push(l),
@@ -46,11 +61,15 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       const token = m[1] as string
       const key = sha256Hex(token)
       const cached = cache.get(key)
-      if (cached) return cached
+      if (cached) {
+        usage.record(cached)
+        return cached
+      }
       const verifier = verifiers.find((v) => v.accepts(token))
       if (!verifier) throw fail('INVALID_TOKEN')
       const principal = verifier.verify(token)
       cache.set(key, principal)
+      usage.record(principal)
       return principal
     },
   }

@@ -111,6 +111,10 @@ export function apiKeysRepo(db: Db, changes: CredentialChanges) {
     revokedSince(since: number): string[] {
       return db.select({ id: apiKeys.id }).from(apiKeys).where(gte(apiKeys.revokedAt, since)).all().map((r) => r.id)
     },
+    /** Records when keys were last used (write-behind from memory). */
+    touchMany(entries: ReadonlyArray<[string, number]>): void {
+      for (const [id, at] of entries) db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, id)).run()
+    },
     /** Marks a key revoked; returns false when it does not exist or was already revoked. */
     revoke(id: string): boolean {
       const revoked = db.update(apiKeys).set({ revokedAt: Date.now() }).where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt))).run().changes > 0

@@ -71,6 +71,13 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
     touchGrant(id: string, at: number): void {
       db.update(oauthGrants).set({ lastUsedAt: at }).where(eq(oauthGrants.id, id)).run()
     },
+    /** Records when grants were last used, from the jti of their access tokens (write-behind from memory). */
+    touchByJti(entries: ReadonlyArray<[string, number]>): void {
+      for (const [jti, at] of entries) {
+        db.update(oauthGrants).set({ lastUsedAt: at })
+          .where(eq(oauthGrants.id, db.select({ id: accessTokens.grantId }).from(accessTokens).where(eq(accessTokens.jti, jti)))).run()
+      }
+    },
     addRefreshToken(row: Omit<RefreshToken, 'usedAt'>): void {
       db.insert(refreshTokens).values({ ...row, usedAt: null }).run()
     },
