@@ -65,8 +65,7 @@ export class TokenService {
     // Throwing inside a transaction rolls it back, so the outcome is returned and acted on after the commit.
     const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
       if (!repos.authorizations.consumeCode(hash, now)) return { reused: true }
-      const membership = repos.memberships.byId(code.membershipId)
-      if (!membership || membership.userId !== code.userId) return { membershipGone: true }
+      if (!this.#memberActive(code.membershipId, code.userId)) return { membershipGone: true }
       const grant = repos.oauthGrants.createGrant({
         id: newId('grt'),
         clientId: code.clientId,
@@ -83,7 +82,7 @@ export class TokenService {
       return { tokens: this.#issue(p.client, grant, grant.scope, now) }
     })
     if ('tokens' in outcome) return outcome.tokens
-    if ('membershipGone' in outcome) throw fail('OAUTH_INVALID_GRANT', { message: 'The membership that approved this code no longer exists' })
+    if ('membershipGone' in outcome) throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership that approved this code is no longer active' })
     // A second redemption by the rightful client: whoever holds the code, the tokens it produced are revoked.
     const grantId = repos.authorizations.code(hash)?.grantId ?? null
     if (grantId) this.#revokeGrant(grantId, 'authorization code reused', now)
@@ -117,16 +116,15 @@ export class TokenService {
     }
     const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
       if (!repos.oauthGrants.useRefreshToken(hash, now)) return { reused: true }
-      const membership = repos.memberships.byId(grant.membershipId)
-      if (!membership || membership.userId !== grant.userId) return { membershipGone: true }
+      if (!this.#memberActive(grant.membershipId, grant.userId)) return { membershipGone: true }
       repos.oauthGrants.touchGrant(grant.id, now)
       repos.oauthClients.markUsed(p.client.id, now)
       return { tokens: this.#issue(p.client, grant, scope, now) }
     })
     if ('tokens' in outcome) return outcome.tokens
     if ('reused' in outcome) return this.#refreshReused(grant, now)
-    this.#revokeGrant(grant.id, 'membership removed', now)
-    throw fail('OAUTH_INVALID_GRANT', { message: 'The membership behind this grant no longer exists' })
+    this.#revokeGrant(grant.id, 'membership removed or user disabled', now)
+    throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership behind this grant is no longer active' })
   }
 
   /**
@@ -159,6 +157,13 @@ export class TokenService {
 
   #revokeGrant(grantId: string, reason: string, now: number): void {
     for (const jti of this.#o.repos.oauthGrants.revokeGrant(grantId, reason, now)) this.#o.onRevoked(`jwt:${jti}`)
+  }
+
+  /** The membership still exists, still belongs to the user, and the user is not disabled. */
+  #memberActive(membershipId: string, userId: string): boolean {
+    const membership = this.#o.repos.memberships.byId(membershipId)
+    const user = this.#o.repos.users.byId(userId)
+    return membership !== undefined && membership.userId === userId && user !== undefined && user.disabledAt === null
   }
 
   #audience(resource: string): string | null {

@@ -107,6 +107,8 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     openCors(reply)
     noStore(reply)
     requireForm(request)
+    // Two audiences cannot be granted at once: decisions.md §5 makes that invalid_target, not a mere repetition.
+    if (Array.isArray((request.body as Record<string, unknown> | null)?.resource)) throw fail('OAUTH_INVALID_TARGET', { message: 'resource must be sent once' })
     const fields = formFields(request.body, ['grant_type', 'code', 'redirect_uri', 'client_id', 'code_verifier', 'refresh_token', 'scope', 'resource', 'client_secret'])
     refuseClientSecrets(request, fields)
     const grantType = required(fields, 'grant_type')
