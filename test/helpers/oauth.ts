@@ -48,7 +48,7 @@ export function authorizeUrl(server: TestServer, client: RegisteredClient, p: Pk
   return `${server.url}/oauth/authorize?${q}`
 }
 
-/** A minimal cookie-keeping browser over undici: enough to walk the server's own pages. */
+/** A minimal cookie-keeping browser over undici: enough to walk the server's own pages, with a real browser's headers. */
 export class FormBrowser {
   readonly cookies = new Map<string, string>()
 
@@ -67,7 +67,9 @@ export class FormBrowser {
     if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ')
     if (body !== undefined) {
       headers['content-type'] = 'application/x-www-form-urlencoded'
-      headers.origin = this.origin
+      // What Chromium sends for a form post from a page on `origin` with Referrer-Policy: no-referrer.
+      headers.origin = 'null'
+      headers['sec-fetch-site'] = new URL(url, this.origin).origin === this.origin ? 'same-origin' : 'cross-site'
     }
     const res = await request(new URL(url, this.origin).href, { method, headers, ...(body !== undefined ? { body } : {}) })
     const setCookie = res.headers['set-cookie']
