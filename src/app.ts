@@ -8,6 +8,7 @@ import discoveryPlugin from './plugins/discovery.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import transportPlugin from './plugins/mcp-transport/index.js'
 import oauthPlugin from './plugins/oauth/index.js'
+import rateLimitsPlugin from './plugins/rate-limits.js'
 import rpcPlugin from './plugins/rpc.js'
 import sessionsPlugin from './plugins/sessions.js'
 import toolsPlugin from './plugins/tools/index.js'
@@ -61,6 +62,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     forceCloseConnections: true,
   })
   await app.register(httpPlugin, { config })
+  await app.register(rateLimitsPlugin)
   await app.register(dbPlugin, { path: config.database, ...(options.database ? { handle: options.database } : {}) })
   await app.register(rpcPlugin)
   await app.register(authPlugin)

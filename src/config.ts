@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { packageRoot } from './lib/package-root.js'
 
 /**
  * Configuration: one table of settings, each with its environment variable, its command-line flag, its default and
@@ -7,7 +9,7 @@ import { readFileSync } from 'node:fs'
  * Every time constant is configurable so tests can run in milliseconds; the defaults are the contract's.
  */
 
-type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level'
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines'
 
 interface Setting {
   key: keyof RawConfig
@@ -45,6 +47,31 @@ interface RawConfig {
   authRequestTtlMs: number
   browserSessionTtlMs: number
   redirectSchemes: string[]
+  envKey: string
+  envKeyFile: string
+  pipelines: Record<string, PipelineConfig>
+  pipelineTimeoutMs: number
+  pipelineGraceMs: number
+  elicitationTimeoutMs: number
+  rateLimitWindowMs: number
+  rateLimitOAuthMember: number
+  rateLimitApiKeyMember: number
+  rateLimitOrganization: number
+  rateLimitToolFactor: number
+  registerRateLimit: number
+  registerRateLimitWindowMs: number
+}
+
+/** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
+export interface PipelineConfig {
+  argv: string[]
+  /** Working directory; the package root by default. */
+  cwd?: string
+}
+
+/** True for 32 bytes in base64 or base64url. */
+export function isEnvKey(value: string): boolean {
+  return /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value.replace(/-/g, '+').replace(/_/g, '/'), 'base64').length === 32
 }
 
 /** Redirect URI schemes refused whatever the configuration says. */
@@ -77,6 +104,19 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'authRequestTtlMs', env: 'SERVICE_AUTH_REQUEST_TTL_MS', flag: '--auth-request-ttl-ms', kind: 'int', default: 900_000, min: 1, doc: 'How long a started authorization may wait for sign-in and consent (15 min)' },
   { key: 'browserSessionTtlMs', env: 'SERVICE_BROWSER_SESSION_TTL_MS', flag: '--browser-session-ttl-ms', kind: 'int', default: 43_200_000, min: 1, doc: 'How long a browser sign-in lasts (12 h)' },
   { key: 'redirectSchemes', env: 'SERVICE_REDIRECT_SCHEMES', flag: '--redirect-schemes', kind: 'list', default: [], doc: 'Private-use redirect URI schemes clients may register, e.g. `cursor,vscode` (none by default)' },
+  { key: 'envKey', env: 'SERVICE_ENV_KEY', flag: '--env-key', kind: 'string', default: '', doc: 'Key that encrypts env var values at rest: 32 bytes, base64; when empty, read from (or created in) SERVICE_ENV_KEY_FILE' },
+  { key: 'envKeyFile', env: 'SERVICE_ENV_KEY_FILE', flag: '--env-key-file', kind: 'string', default: '', doc: 'File holding that key, created with mode 600 on first start; default `env.key` beside the database' },
+  { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); default: `default` runs `scripts/pipelines/example.mjs`' },
+  { key: 'pipelineTimeoutMs', env: 'SERVICE_PIPELINE_TIMEOUT_MS', flag: '--pipeline-timeout-ms', kind: 'int', default: 1_800_000, min: 1, doc: 'A pipeline run still going after this long is stopped and fails (30 min)' },
+  { key: 'pipelineGraceMs', env: 'SERVICE_PIPELINE_GRACE_MS', flag: '--pipeline-grace-ms', kind: 'int', default: 5_000, min: 1, doc: 'Time between SIGTERM and SIGKILL when a run is cancelled or the server stops' },
+  { key: 'elicitationTimeoutMs', env: 'SERVICE_ELICITATION_TIMEOUT_MS', flag: '--elicitation-timeout-ms', kind: 'int', default: 120_000, min: 1, doc: 'How long a confirmation prompt waits for the user (120 s)' },
+  { key: 'rateLimitWindowMs', env: 'SERVICE_RATE_LIMIT_WINDOW_MS', flag: '--rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the /mcp and per-tool rate limits (1 min)' },
+  { key: 'rateLimitOAuthMember', env: 'SERVICE_RATE_LIMIT_OAUTH_MEMBER', flag: '--rate-limit-oauth-member', kind: 'int', default: 60, min: 1, doc: '/mcp requests per window per member using OAuth' },
+  { key: 'rateLimitApiKeyMember', env: 'SERVICE_RATE_LIMIT_API_KEY_MEMBER', flag: '--rate-limit-api-key-member', kind: 'int', default: 30, min: 1, doc: '/mcp requests per window per member using an API key' },
+  { key: 'rateLimitOrganization', env: 'SERVICE_RATE_LIMIT_ORGANIZATION', flag: '--rate-limit-organization', kind: 'int', default: 500, min: 1, doc: '/mcp requests per window per organization' },
+  { key: 'rateLimitToolFactor', env: 'SERVICE_RATE_LIMIT_TOOL_FACTOR', flag: '--rate-limit-tool-factor', kind: 'int', default: 1, min: 1, doc: 'Multiplies every tool\'s declared calls-per-window limit' },
+  { key: 'registerRateLimit', env: 'SERVICE_REGISTER_RATE_LIMIT', flag: '--register-rate-limit', kind: 'int', default: 10, min: 1, doc: '`/oauth/register` requests per window per IP' },
+  { key: 'registerRateLimitWindowMs', env: 'SERVICE_REGISTER_RATE_LIMIT_WINDOW_MS', flag: '--register-rate-limit-window-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'Window of the `/oauth/register` limit (1 h)' },
 ]
 
 export interface Config extends RawConfig {
@@ -127,10 +167,38 @@ function parseValue(s: Setting, raw: unknown, source: string): unknown {
       if (u.search || u.hash || u.username || u.password) throw new ConfigError(`${where} must not contain a query, fragment or credentials`)
       return v.replace(/\/+$/, '')
     }
+    case 'pipelines':
+      return parsePipelines(raw, where)
     default:
       if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string, got ${JSON.stringify(raw)}`)
       return raw
   }
+}
+
+const PIPELINE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/
+
+function parsePipelines(raw: unknown, where: string): Record<string, PipelineConfig> {
+  let value = raw
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value)
+    } catch {
+      throw new ConfigError(`${where} must be JSON like {"default": {"argv": ["./deploy.sh"]}}`)
+    }
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new ConfigError(`${where} must be an object of pipelines by name`)
+  const out: Record<string, PipelineConfig> = {}
+  for (const [name, p] of Object.entries(value as Record<string, unknown>)) {
+    if (!PIPELINE_NAME.test(name)) throw new ConfigError(`${where}: pipeline name ${JSON.stringify(name)} must be 1-64 characters of a-z 0-9 _ -`)
+    const argv = (p as { argv?: unknown } | null)?.argv
+    if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string' && a !== '')) {
+      throw new ConfigError(`${where}: pipeline ${name} needs "argv", a non-empty array of strings`)
+    }
+    const cwd = (p as { cwd?: unknown }).cwd
+    if (cwd !== undefined && typeof cwd !== 'string') throw new ConfigError(`${where}: pipeline ${name} "cwd" must be a string`)
+    out[name] = { argv: [...argv] as string[], ...(cwd !== undefined ? { cwd } : {}) }
+  }
+  return out
 }
 
 /** Parses `--flag value` and `--flag=value` pairs; unknown flags are an error so typos do not pass silently. */
@@ -206,6 +274,10 @@ export function loadConfig(options: {
     if (!/^[a-z][a-z0-9+.-]*$/.test(scheme) || ['http', 'https', ...FORBIDDEN_REDIRECT_SCHEMES].includes(scheme)) {
       throw new ConfigError(`SERVICE_REDIRECT_SCHEMES entry ${JSON.stringify(scheme)} is not a private-use scheme name such as cursor or com.example.app (lowercase, no "://")`)
     }
+  }
+  if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
+  if (cfg.pipelines === null) {
+    cfg.pipelines = { default: { argv: [process.execPath, join(packageRoot(), 'scripts', 'pipelines', 'example.mjs')] } }
   }
   const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host === '0.0.0.0' ? '127.0.0.1' : cfg.host
   if (!cfg.baseUrl) cfg.baseUrl = `http://${hostForUrl}:${cfg.port}`

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm'
-import { index, integer, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -79,6 +79,8 @@ export const apps = sqliteTable('apps', {
   organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
   name: text('name').notNull(),
   description: text('description').notNull().default(''),
+  /** Name of the operator-configured pipeline that deploys it (config file `pipelines`). */
+  pipeline: text('pipeline').notNull().default('default'),
   createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
   createdAt: createdAt(),
   updatedAt: integer('updated_at').notNull(),
@@ -195,3 +197,68 @@ export const accessTokens = sqliteTable('oauth_access_tokens', {
   expiresAt: integer('expires_at').notNull(),
   revokedAt: integer('revoked_at'),
 }, (t) => [index('oauth_access_tokens_grant_idx').on(t.grantId), index('oauth_access_tokens_expires_idx').on(t.expiresAt)])
+
+/** Environment variables of an app. Values are AES-256-GCM ciphertext bound to (app, name); never returned. */
+export const envVars = sqliteTable('env_vars', {
+  id: text('id').primaryKey(),
+  appId: text('app_id').notNull().references(() => apps.id, { onDelete: 'cascade' }),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  name: text('name').notNull(),
+  ciphertext: text('ciphertext').notNull(),
+  createdAt: createdAt(),
+  updatedAt: integer('updated_at').notNull(),
+  updatedBy: text('updated_by').references(() => users.id, { onDelete: 'set null' }),
+}, (t) => [uniqueIndex('env_vars_app_name_idx').on(t.appId, t.name)])
+
+export const DEPLOYMENT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'] as const
+export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number]
+
+/** One run of an app's pipeline: a deployment, or a rollback to an earlier deployment. */
+export const deployments = sqliteTable('deployments', {
+  id: text('id').primaryKey(),
+  appId: text('app_id').notNull().references(() => apps.id, { onDelete: 'cascade' }),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  kind: text('kind', { enum: ['deploy', 'rollback'] }).notNull(),
+  /** For a rollback: the deployment it returns to. */
+  rollbackOf: text('rollback_of'),
+  pipeline: text('pipeline').notNull(),
+  status: text('status', { enum: DEPLOYMENT_STATUSES }).notNull(),
+  createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
+  createdAt: createdAt(),
+  startedAt: integer('started_at'),
+  finishedAt: integer('finished_at'),
+  exitCode: integer('exit_code'),
+  /** Why it ended, in a sentence (exit code, signal, cancelled by whom, interrupted by a restart). */
+  outcome: text('outcome'),
+}, (t) => [
+  index('deployments_app_idx').on(t.appId, t.id),
+  index('deployments_org_idx').on(t.organizationId, t.id),
+  index('deployments_status_idx').on(t.status),
+])
+
+/** Every output line of a run, in order. */
+export const deploymentLogs = sqliteTable('deployment_logs', {
+  deploymentId: text('deployment_id').notNull().references(() => deployments.id, { onDelete: 'cascade' }),
+  seq: integer('seq').notNull(),
+  stream: text('stream', { enum: ['stdout', 'stderr', 'system'] }).notNull(),
+  line: text('line').notNull(),
+  at: integer('at').notNull(),
+}, (t) => [primaryKey({ columns: [t.deploymentId, t.seq] })])
+
+/** Who did what in an organization: every write, confirmation and denial. */
+export const auditLog = sqliteTable('audit_log', {
+  id: text('id').primaryKey(),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  userId: text('user_id'),
+  membershipId: text('membership_id'),
+  /** `api_key` or `oauth`, and the credential or client id, so an entry names what acted. */
+  credentialKind: text('credential_kind').notNull(),
+  credentialId: text('credential_id'),
+  clientId: text('client_id'),
+  action: text('action').notNull(),
+  targetType: text('target_type'),
+  targetId: text('target_id'),
+  outcome: text('outcome', { enum: ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] }).notNull(),
+  details: text('details', { mode: 'json' }).$type<Record<string, unknown>>(),
+  at: integer('at').notNull(),
+}, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id)])

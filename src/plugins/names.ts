@@ -9,4 +9,5 @@ export const PLUGIN = {
   transport: 'mcp-transport',
   oauth: 'mcp-oauth',
   discovery: 'mcp-discovery',
+  rateLimits: 'mcp-rate-limits',
 } as const

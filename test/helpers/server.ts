@@ -9,6 +9,15 @@ export const OWNER_EMAIL = 'owner@example.com'
 export const OWNER_PASSWORD = 'correct horse battery staple'
 export const OWNER_KEY = 'service_mcp_' + 'T'.repeat(43)
 
+/** Rate limits raised out of reach; rate-limit tests pass their own values. */
+export const UNLIMITED = {
+  rateLimitOAuthMember: 1_000_000,
+  rateLimitApiKeyMember: 1_000_000,
+  rateLimitOrganization: 1_000_000,
+  rateLimitToolFactor: 100_000,
+  registerRateLimit: 1_000_000,
+} as const
+
 export interface TestServer extends McpServer {
   url: string
   mcpUrl: string
@@ -49,6 +58,8 @@ export async function startServer(
       bootstrapEmail: OWNER_EMAIL,
       bootstrapPassword: OWNER_PASSWORD,
       bootstrapApiKey: OWNER_KEY,
+      // Tests send far more than a person would: ceilings out of reach unless a test sets its own (rate-limit tests).
+      ...UNLIMITED,
       ...config,
     },
   })

@@ -200,7 +200,7 @@ t.test('flags', async (t) => {
 
 t.test('config file', async (t) => {
   t.test('provides values below the environment and flags', async (t) => {
-    const path = configFile(t, JSON.stringify({ port: 4100, host: 'localhost', heartbeatMs: 10, allowedOrigins: ['https://a.example.com'], pipelines: { any: 'extra key' } }))
+    const path = configFile(t, JSON.stringify({ port: 4100, host: 'localhost', heartbeatMs: 10, allowedOrigins: ['https://a.example.com'], notASetting: { any: 'extra key' } }))
     const fromFile = loadConfig({ env: { SERVICE_CONFIG: path } })
     t.equal(fromFile.port, 4100)
     t.equal(fromFile.host, 'localhost')
@@ -308,4 +308,24 @@ t.test('redirect schemes are private-use scheme names only', async (t) => {
   for (const bad of ['https', 'javascript', 'Cursor', 'cursor://', 'data']) {
     t.throws(() => loadConfig({ env: { SERVICE_REDIRECT_SCHEMES: bad } }), ConfigError, bad)
   }
+})
+
+t.test('pipelines come from the config file or SERVICE_PIPELINES, with a default example', async (t) => {
+  const byDefault = loadConfig({ env: {} }).pipelines
+  t.same(Object.keys(byDefault), ['default'])
+  t.match(byDefault.default!.argv.at(-1), /scripts[/\\]pipelines[/\\]example\.mjs$/)
+  const path = configFile(t, JSON.stringify({ pipelines: { web: { argv: ['./deploy.sh', '--fast'], cwd: '/srv/web' } } }))
+  t.same(loadConfig({ env: { SERVICE_CONFIG: path } }).pipelines, { web: { argv: ['./deploy.sh', '--fast'], cwd: '/srv/web' } })
+  t.same(loadConfig({ env: { SERVICE_PIPELINES: '{"x":{"argv":["true"]}}' } }).pipelines, { x: { argv: ['true'] } })
+  for (const bad of ['[]', '{"x":{"argv":[]}}', '{"x":{"argv":"true"}}', '{"Bad Name":{"argv":["true"]}}', 'not json']) {
+    t.throws(() => loadConfig({ env: { SERVICE_PIPELINES: bad } }), ConfigError, bad)
+  }
+})
+
+t.test('the env-var key must be 32 bytes of base64', async (t) => {
+  const key = Buffer.alloc(32, 7)
+  t.equal(loadConfig({ env: { SERVICE_ENV_KEY: key.toString('base64') } }).envKey, key.toString('base64'))
+  t.equal(loadConfig({ env: { SERVICE_ENV_KEY: key.toString('base64url') } }).envKey, key.toString('base64url'))
+  t.throws(() => loadConfig({ env: { SERVICE_ENV_KEY: Buffer.alloc(16).toString('base64') } }), ConfigError)
+  t.throws(() => loadConfig({ env: { SERVICE_ENV_KEY: 'not a key' } }), ConfigError)
 })

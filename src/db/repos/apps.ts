@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, sql, type Placeholder } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
-import { apps } from '../schema.js'
+import { apps, deployments } from '../schema.js'
 
 export type App = typeof apps.$inferSelect
 
@@ -10,10 +10,16 @@ export type App = typeof apps.$inferSelect
  * binding one expires the statement): 7.6 µs instead of 2.1 µs per empty page. Wrapping it in CAST hides the value
  * from the planner. Drizzle renders an SQL object in limit() as is; its type only admits a Placeholder.
  */
-function boundLimit(name: string): Placeholder {
+export function boundLimit(name: string): Placeholder {
   return sql`cast(${sql.placeholder(name)} as integer)` as unknown as Placeholder
 }
 
+/** True when a write failed on a UNIQUE constraint (a duplicate name). */
+export function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE'
+}
+
+/** Apps, always addressed through their organization: an id from another organization finds nothing. */
 export function appsRepo(db: Db) {
   // Keyset pagination on the time-sortable id, always scoped by organization. Prepared once (hot path).
   const firstPage = db.select().from(apps)
@@ -24,13 +30,15 @@ export function appsRepo(db: Db) {
     .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
 
   return {
-    create(input: { organizationId: string; name: string; description?: string; createdBy?: string | null }): App {
+    /** Creates an app; throws a UNIQUE violation (see isUniqueViolation) when the name is taken in the organization. */
+    create(input: { organizationId: string; name: string; description?: string; pipeline?: string; createdBy?: string | null }): App {
       const now = Date.now()
       const row: App = {
         id: newId('app'),
         organizationId: input.organizationId,
         name: input.name,
         description: input.description ?? '',
+        pipeline: input.pipeline ?? 'default',
         createdBy: input.createdBy ?? null,
         createdAt: now,
         updatedAt: now,
@@ -47,6 +55,22 @@ export function appsRepo(db: Db) {
     },
     byId(organizationId: string, id: string): App | undefined {
       return db.select().from(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).get()
+    },
+    /** Applies the given changes; undefined when the app is not in the organization. Name clashes throw (UNIQUE). */
+    update(organizationId: string, id: string, changes: { name?: string; description?: string; pipeline?: string }): App | undefined {
+      const set: Partial<App> = { updatedAt: Date.now() }
+      if (changes.name !== undefined) set.name = changes.name
+      if (changes.description !== undefined) set.description = changes.description
+      if (changes.pipeline !== undefined) set.pipeline = changes.pipeline
+      return db.update(apps).set(set).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).returning().get()
+    },
+    /** Deletes the app with its env vars and deployments (cascade); false when it is not in the organization. */
+    delete(organizationId: string, id: string): boolean {
+      return db.delete(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).run().changes === 1
+    },
+    deploymentCount(organizationId: string, id: string): number {
+      return db.select({ n: sql<number>`count(*)` }).from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, id))).get()?.n ?? 0
     },
   }
 }

@@ -1,9 +1,12 @@
 import type { Db } from '../client.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'
+import { auditRepo } from './audit.js'
 import { authorizationsRepo } from './authorizations.js'
 import { browserSessionsRepo } from './browser-sessions.js'
 import { credentialChanges } from './credential-changes.js'
+import { deploymentsRepo } from './deployments.js'
+import { envVarsRepo } from './env-vars.js'
 import { membershipsRepo } from './memberships.js'
 import { oauthClientsRepo } from './oauth-clients.js'
 import { oauthGrantsRepo } from './oauth-grants.js'
@@ -24,6 +27,9 @@ export function createRepos(db: Db) {
     apiKeys: apiKeysRepo(db, changes),
     sessions: sessionsRepo(db),
     apps: appsRepo(db),
+    envVars: envVarsRepo(db),
+    deployments: deploymentsRepo(db),
+    audit: auditRepo(db),
     oauthClients: oauthClientsRepo(db),
     signingKeys: signingKeysRepo(db),
     browserSessions: browserSessionsRepo(db),

@@ -26,7 +26,7 @@ const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
  * session (404), MCP-Protocol-Version (400), and dispatch.
  */
 const transportPlugin: FastifyPluginAsync = async (fastify) => {
-  const { config, rpc, sessions, auth, heartbeats } = fastify
+  const { config, rpc, sessions, auth, heartbeats, rateLimits } = fastify
   const resourceMetadata = () => `${config.baseUrl}/.well-known/oauth-protected-resource/mcp`
 
   fastify.decorateRequest('principal', null)
@@ -38,6 +38,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     // Preflights carry no credentials, and an unsupported method is answered 405 whoever asks.
     if (!AUTHENTICATED_METHODS.has(request.method)) return
     request.principal = auth.authenticate(request.headers.authorization)
+    rateLimits.mcpRequest(request.principal)
   })
 
   fastify.setErrorHandler((err, request, reply) => {
@@ -237,5 +238,5 @@ export default fp(transportPlugin, {
   name: PLUGIN.transport,
   fastify: '5.x',
   encapsulate: true,
-  dependencies: [PLUGIN.http, PLUGIN.rpc, PLUGIN.auth, PLUGIN.sessions, PLUGIN.tools],
+  dependencies: [PLUGIN.http, PLUGIN.rpc, PLUGIN.auth, PLUGIN.sessions, PLUGIN.tools, PLUGIN.rateLimits],
 })

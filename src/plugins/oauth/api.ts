@@ -1,6 +1,7 @@
 import formbody from '@fastify/formbody'
+import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { toOAuthBody, toServiceError } from '../../errors/render.js'
+import { toOAuthBody, toServiceBody, toServiceError } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
 import { checkRegistration } from '../../oauth/client-metadata.js'
 import type { TokenService } from '../../oauth/token-service.js'
@@ -59,6 +60,18 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
   const { config, repos } = fastify
   const { tokens } = opts
   await fastify.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
+  // Only registration is limited here (contract: 10 per hour per IP); the token endpoint has no limiter of its own.
+  await fastify.register(rateLimit, {
+    global: false,
+    keyGenerator: (request) => request.ip,
+    addHeadersOnExceeding: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false },
+    addHeaders: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false, 'retry-after': true },
+    errorResponseBuilder: (_request, context) => fail('RATE_LIMITED', {
+      message: `Too many registrations from this address: ${context.max} per window`,
+      retryAfter: Math.max(1, Math.ceil(context.ttl / 1000)),
+      details: { limit: context.max, retry_after: Math.max(1, Math.ceil(context.ttl / 1000)), scope: 'registrations per IP' },
+    }),
+  })
 
   fastify.setErrorHandler((err, request, reply) => {
     const e = fromFastifyError(err as Error)
@@ -67,7 +80,10 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     if (rendered.headers) reply.headers(rendered.headers)
     noStore(reply)
     openCors(reply)
-    return reply.code(rendered.status).type('application/json; charset=utf-8').send(toOAuthBody(rendered))
+    if (rendered.retryAfter !== undefined) reply.header('retry-after', String(rendered.retryAfter))
+    // A rate limit has no OAuth error code: it is the service error body everywhere (decisions.md §2).
+    const body = rendered.code === 'RATE_LIMITED' ? toServiceBody(rendered) : toOAuthBody(rendered)
+    return reply.code(rendered.status).type('application/json; charset=utf-8').send(body)
   })
 
   fastify.options('/oauth/*', async (_request, reply) => {
@@ -78,7 +94,10 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     return reply.code(204).send()
   })
 
-  fastify.post('/oauth/register', { bodyLimit: REGISTRATION_BODY_LIMIT }, async (request, reply) => {
+  fastify.post('/oauth/register', {
+    bodyLimit: REGISTRATION_BODY_LIMIT,
+    config: { rateLimit: { max: config.registerRateLimit, timeWindow: config.registerRateLimitWindowMs } },
+  }, async (request, reply) => {
     openCors(reply)
     noStore(reply)
     const type = String(request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()

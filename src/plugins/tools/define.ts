@@ -1,6 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Principal, Scope } from '../../auth/principal.js'
+import type { Config } from '../../config.js'
+import type { AuditOutcome } from '../../db/repos/audit.js'
 import type { Repos } from '../../db/repos/index.js'
+import type { PipelineRunner } from '../../deployments/runner.js'
+import type { SecretBox } from '../../lib/secret-box.js'
 import type { Role } from '../../db/schema.js'
 import type { LogLevel, ProtocolVersion, RequestId } from '../../rpc/types.js'
 import type { Session } from '../../sessions/session.js'
@@ -30,6 +34,27 @@ export interface ToolContext {
   log(level: LogLevel, data: unknown, logger?: string): void
   /** Server-side logger (never sent to the client). */
   logger: FastifyBaseLogger
+  /**
+   * Asks the user to confirm `message` (the exact effect) through elicitation/create, and resolves only on
+   * accept + confirm: true. Throws CAPABILITY_REQUIRED, ELICITATION_DENIED, ELICITATION_TIMEOUT or OPERATION_CANCELLED;
+   * each answer is written to the audit log. Tools declared `confirm: true` must call it before changing anything.
+   */
+  confirm(message: string): Promise<void>
+  /** Adds an audit-log entry for this call's member and organization (the action defaults to the tool name). */
+  audit(entry: { action?: string; targetType?: string; targetId?: string; outcome: AuditOutcome; details?: Record<string, unknown> }): void
+  /** Encrypts values kept at rest (env vars). */
+  secrets: SecretBox
+  /** Runs deployment pipelines. */
+  pipelines: PipelineRunner
+  /** The server's configuration (read only). */
+  config: Readonly<Config>
+}
+
+/** What the audit log records for a successful call of a write tool. */
+export interface AuditTarget {
+  targetType: string
+  targetId: string
+  details?: Record<string, unknown>
 }
 
 /**
@@ -53,6 +78,11 @@ export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, 
   longRunning?: boolean
   /** Calls per member per minute. */
   rateLimitPerMinute?: number
+  /**
+   * Names what a successful call changed, for the audit log. Every call of an `mcp:write` tool is audited (succeeded
+   * or failed, never with argument values); this adds the target.
+   */
+  auditTarget?(args: I, output: O): AuditTarget
   handler(args: I, ctx: ToolContext): Promise<O> | O
 }
 

@@ -3,19 +3,30 @@ import fp from 'fastify-plugin'
 import { roleAllows } from '../../auth/principal.js'
 import { toToolResult } from '../../errors/render.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
+import { PipelineRunner } from '../../deployments/runner.js'
+import { loadEnvKey, SecretBox } from '../../lib/secret-box.js'
 import { sendLog, type CallContext } from '../../rpc/dispatcher.js'
+import { OutboundRequestError } from '../../sessions/session.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
 import { PLUGIN } from '../names.js'
 import { builtinTools } from './builtin/index.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import type { ToolContext, ToolDefinition } from './define.js'
-import { ToolRegistry } from './registry.js'
+import { rateLimitOf, ToolRegistry } from './registry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     tools: ToolRegistry
+    pipelines: PipelineRunner
   }
+}
+
+/** The confirmation form of decisions.md §6. */
+const CONFIRM_SCHEMA = {
+  type: 'object',
+  properties: { confirm: { type: 'boolean', title: 'Confirm', description: 'Check to go ahead; nothing changes otherwise' } },
+  required: ['confirm'],
 }
 
 export interface ToolsPluginOptions {
@@ -32,6 +43,13 @@ interface CallParams {
 /** tools/list and tools/call over the registry. Tool failures are tool results, rendered by the error catalog. */
 const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts) => {
   const { rpc, repos, config } = fastify
+  const secrets = new SecretBox(loadEnvKey(config))
+  const pipelines = new PipelineRunner({ repos, config, secrets, log: fastify.log })
+  const interrupted = pipelines.recover()
+  if (interrupted > 0) fastify.log.warn({ deployments: interrupted }, 'deployments left running by a previous process are marked interrupted')
+  fastify.decorate('pipelines', pipelines)
+  // Runs in flight are stopped and recorded before the database closes.
+  fastify.addHook('preClose', async () => pipelines.stopAll())
   const registry = new ToolRegistry()
   for (const def of opts.tools ?? builtinTools) registry.add(def)
   fastify.decorate('tools', registry)
@@ -60,6 +78,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     params: validatorFor('mcp/tools-call.params'),
     precheck(params, { principal }) {
       const tool = registry.get(params.name)
+      if (tool && principal.scopes.includes(tool.def.scope) && roleAllows(principal.role, tool.def.role)) {
+        fastify.rateLimits.toolCall(principal, tool.def.name, rateLimitOf(tool.def))
+      }
       if (tool && !principal.scopes.includes(tool.def.scope)) {
         const wanted = [...new Set([...principal.scopes, tool.def.scope])].join(' ')
         throw fail('INSUFFICIENT_SCOPE', {
@@ -80,16 +101,34 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       const args = params.arguments ?? {}
       try {
         if (!roleAllows(ctx.principal.role, tool.def.role)) {
+          audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role } })
           throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot call ${tool.def.name}; it needs ${tool.def.role} or above` })
         }
         if (tool.validateInput(args) !== true) {
           const details = validationDetails(tool.validateInput.errors)
           throw fail('INVALID_ARGUMENTS', { message: `Invalid arguments for ${tool.def.name}: ${describeDetails(details)}`, details })
         }
-        const output = await tool.def.handler(args, toolContext(ctx, params._meta?.progressToken))
+        const toolCtx = toolContext(ctx, tool.def.name, params._meta?.progressToken)
+        let output
+        try {
+          output = await tool.def.handler(args, toolCtx)
+        } catch (err) {
+          if (tool.def.scope === 'mcp:write') {
+            const code = isServiceError(err) ? err.code : 'INTERNAL_ERROR'
+            // Declines and timeouts were recorded by confirm(); anything else that stopped a write is a failure.
+            if (!['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED'].includes(code)) {
+              toolCtx.audit({ outcome: 'failed', details: { error: code } })
+            }
+          }
+          throw err
+        }
         if (tool.validateOutput && tool.validateOutput(output) !== true) {
           ctx.log.error({ tool: tool.def.name, details: validationDetails(tool.validateOutput.errors) }, 'tool output does not match its outputSchema')
           throw fail('INTERNAL_ERROR')
+        }
+        if (tool.def.scope === 'mcp:write') {
+          const target = tool.def.auditTarget?.(args, output)
+          toolCtx.audit({ outcome: 'succeeded', ...(target ?? {}) })
         }
         const result: Record<string, unknown> = { content: [{ type: 'text', text: JSON.stringify(output) }], isError: false }
         if (atLeast(version, '2025-06-18') && tool.validateOutput) result.structuredContent = output
@@ -103,7 +142,69 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     },
   })
 
-  function toolContext(ctx: CallContext, progressToken: RequestId | undefined): ToolContext {
+  function audit(ctx: CallContext, toolName: string, entry: Parameters<ToolContext['audit']>[0]): void {
+    const p = ctx.principal
+    try {
+      repos.audit.add({
+        organizationId: p.organizationId,
+        userId: p.userId,
+        membershipId: p.membershipId,
+        credentialKind: p.kind,
+        credentialId: p.credentialId,
+        clientId: p.clientId ?? null,
+        action: entry.action ?? toolName,
+        targetType: entry.targetType ?? null,
+        targetId: entry.targetId ?? null,
+        outcome: entry.outcome,
+        details: { request_id: ctx.requestId, ...entry.details },
+      })
+    } catch (err) {
+      ctx.log.error({ err, tool: toolName }, 'could not write the audit log')
+    }
+  }
+
+  async function confirm(ctx: CallContext, toolName: string, message: string): Promise<void> {
+    const session = ctx.session!
+    const record = (outcome: 'confirmed' | 'declined' | 'timed_out' | 'cancelled', details: Record<string, unknown> = {}) =>
+      audit(ctx, toolName, { action: `${toolName}.confirmation`, outcome, details: { message, ...details } })
+    if (!session.canElicit) {
+      throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation: the client must declare the elicitation capability` })
+    }
+    if (!ctx.sink.streaming) {
+      throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation on the call's SSE stream: send Accept: application/json, text/event-stream` })
+    }
+    if (!session.initialized) {
+      throw fail('CAPABILITY_REQUIRED', { message: 'Send notifications/initialized before calling a tool that asks for confirmation' })
+    }
+    let answer: Record<string, unknown>
+    try {
+      answer = await rpc.request(session, ctx.principal, ctx.sink, 'elicitation/create', {
+        mode: 'form',
+        message,
+        requestedSchema: CONFIRM_SCHEMA,
+      }, { timeoutMs: config.elicitationTimeoutMs, signal: ctx.signal })
+    } catch (err) {
+      if (err instanceof OutboundRequestError && err.reason === 'timeout') {
+        record('timed_out')
+        throw fail('ELICITATION_TIMEOUT')
+      }
+      if (err instanceof OutboundRequestError && err.reason === 'error') {
+        record('declined', { error: err.message })
+        throw fail('ELICITATION_DENIED', { message: 'The client could not show the confirmation; nothing was changed' })
+      }
+      record('cancelled')
+      throw fail('OPERATION_CANCELLED', { message: 'The confirmation was abandoned; nothing was changed' })
+    }
+    const content = answer.content as { confirm?: unknown } | undefined
+    if (answer.action === 'accept' && content?.confirm === true) {
+      record('confirmed')
+      return
+    }
+    record('declined', { action: answer.action })
+    throw fail('ELICITATION_DENIED')
+  }
+
+  function toolContext(ctx: CallContext, toolName: string, progressToken: RequestId | undefined): ToolContext {
     let lastProgress = -Infinity
     return {
       principal: ctx.principal,
@@ -125,8 +226,13 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
         ctx.sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: p })
       },
       log: (level, data, logger = 'tool') => sendLog(ctx, level, logger, data),
+      confirm: (message) => confirm(ctx, toolName, message),
+      audit: (entry) => audit(ctx, toolName, entry),
+      secrets,
+      pipelines,
+      config,
     }
   }
 }
 
-export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions] })
+export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits] })

@@ -1,0 +1,96 @@
+import { and, asc, desc, eq, gt, inArray, sql } from 'drizzle-orm'
+import { newId } from '../../lib/crypto.js'
+import type { Db } from '../client.js'
+import { deploymentLogs, deployments, type DeploymentStatus } from '../schema.js'
+
+export type Deployment = typeof deployments.$inferSelect
+export type DeploymentLogLine = typeof deploymentLogs.$inferSelect
+
+/** Deployments and their stored output, always addressed through the organization. */
+export function deploymentsRepo(db: Db) {
+  const appendLine = db.insert(deploymentLogs).values({
+    deploymentId: sql.placeholder('deploymentId'),
+    seq: sql.placeholder('seq'),
+    stream: sql.placeholder('stream'),
+    line: sql.placeholder('line'),
+    at: sql.placeholder('at'),
+  }).prepare()
+
+  return {
+    create(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string | null; pipeline: string; createdBy: string | null }): Deployment {
+      const row: Deployment = {
+        id: newId('dep'),
+        appId: input.appId,
+        organizationId: input.organizationId,
+        kind: input.kind,
+        rollbackOf: input.rollbackOf ?? null,
+        pipeline: input.pipeline,
+        status: 'queued',
+        createdBy: input.createdBy,
+        createdAt: Date.now(),
+        startedAt: null,
+        finishedAt: null,
+        exitCode: null,
+        outcome: null,
+      }
+      db.insert(deployments).values(row).run()
+      return row
+    },
+    byId(organizationId: string, id: string): Deployment | undefined {
+      return db.select().from(deployments).where(and(eq(deployments.organizationId, organizationId), eq(deployments.id, id))).get()
+    },
+    /** Newest first, with offset paging (the catalog's deployments_list takes limit and offset). */
+    list(organizationId: string, options: { appId?: string; limit: number; offset: number }): { items: Deployment[]; total: number } {
+      const where = options.appId === undefined
+        ? eq(deployments.organizationId, organizationId)
+        : and(eq(deployments.organizationId, organizationId), eq(deployments.appId, options.appId))
+      const items = db.select().from(deployments).where(where).orderBy(desc(deployments.id)).limit(options.limit).offset(options.offset).all()
+      const total = db.select({ n: sql<number>`count(*)` }).from(deployments).where(where).get()?.n ?? 0
+      return { items, total }
+    },
+    markRunning(id: string, at: number): void {
+      db.update(deployments).set({ status: 'running', startedAt: at }).where(eq(deployments.id, id)).run()
+    },
+    /** Final status; only a queued or running deployment can finish (a finished one is never rewritten). */
+    finish(id: string, status: Exclude<DeploymentStatus, 'queued' | 'running'>, at: number, exitCode: number | null, outcome: string): boolean {
+      return db.update(deployments).set({ status, finishedAt: at, exitCode, outcome })
+        .where(and(eq(deployments.id, id), inArray(deployments.status, ['queued', 'running']))).run().changes === 1
+    },
+    /** At start: runs a previous process left queued or running can never finish; returns how many. */
+    interruptUnfinished(at: number): number {
+      return db.update(deployments).set({ status: 'interrupted', finishedAt: at, outcome: 'interrupted: the server stopped while it ran' })
+        .where(inArray(deployments.status, ['queued', 'running'])).run().changes
+    },
+    appendLines(lines: DeploymentLogLine[]): void {
+      if (lines.length === 0) return
+      db.transaction(() => {
+        for (const l of lines) appendLine.run(l)
+      })
+    },
+    /** Lines after `afterSeq`, in order. */
+    lines(deploymentId: string, limit: number, afterSeq = -1): { items: DeploymentLogLine[]; more: boolean } {
+      const rows = db.select().from(deploymentLogs)
+        .where(and(eq(deploymentLogs.deploymentId, deploymentId), gt(deploymentLogs.seq, afterSeq)))
+        .orderBy(asc(deploymentLogs.seq)).limit(limit + 1).all()
+      return { items: rows.slice(0, limit), more: rows.length > limit }
+    },
+    lastLines(deploymentId: string, count: number): DeploymentLogLine[] {
+      return db.select().from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId))
+        .orderBy(desc(deploymentLogs.seq)).limit(count).all().reverse()
+    },
+    lineCount(deploymentId: string): number {
+      return db.select({ n: sql<number>`count(*)` }).from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId)).get()?.n ?? 0
+    },
+    /** The latest succeeded deploy of an app other than `exceptId`: the default rollback target. */
+    lastSucceeded(organizationId: string, appId: string, exceptId?: string): Deployment | undefined {
+      const rows = db.select().from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), eq(deployments.status, 'succeeded'), eq(deployments.kind, 'deploy')))
+        .orderBy(desc(deployments.id)).limit(2).all()
+      return rows.find((r) => r.id !== exceptId)
+    },
+    active(organizationId: string, appId: string): Deployment | undefined {
+      return db.select().from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), inArray(deployments.status, ['queued', 'running']))).get()
+    },
+  }
+}

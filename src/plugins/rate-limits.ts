@@ -1,0 +1,56 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Principal } from '../auth/principal.js'
+import { fail } from '../errors/service-error.js'
+import { RateLimiter, type RateDecision } from '../lib/rate-limiter.js'
+import { PLUGIN } from './names.js'
+
+export interface RateLimits {
+  /** /mcp: per member (60 with OAuth, 30 with an API key) and per organization (500), per window. */
+  mcpRequest(principal: Principal): void
+  /** tools/call: the tool's declared limit, per member and tool. */
+  toolCall(principal: Principal, tool: string, perWindow: number): void
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    rateLimits: RateLimits
+  }
+}
+
+function refuse(decision: RateDecision, what: string): never {
+  throw fail('RATE_LIMITED', {
+    message: `Too many requests: ${what} allows ${decision.limit} per window`,
+    retryAfter: decision.retryAfter,
+    details: { limit: decision.limit, retry_after: decision.retryAfter, scope: what },
+    headers: { 'x-ratelimit-limit': String(decision.limit), 'x-ratelimit-remaining': '0' },
+  })
+}
+
+/** The contract's Limits table for /mcp and tools, in memory, windows from configuration. */
+const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
+  const { config } = fastify
+  const limiter = new RateLimiter()
+  const window = config.rateLimitWindowMs
+
+  const limits: RateLimits = {
+    mcpRequest(principal) {
+      const perMember = principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember
+      const member = limiter.hit(`m:${principal.kind}:${principal.membershipId}`, perMember, window)
+      if (!member.allowed) refuse(member, principal.kind === 'oauth' ? 'this member (OAuth)' : 'this member (API key)')
+      const org = limiter.hit(`o:${principal.organizationId}`, config.rateLimitOrganization, window)
+      if (!org.allowed) refuse(org, 'this organization')
+    },
+    toolCall(principal, tool, perWindow) {
+      const decision = limiter.hit(`t:${tool}:${principal.membershipId}`, perWindow * config.rateLimitToolFactor, window)
+      if (!decision.allowed) refuse(decision, `tool ${tool}`)
+    },
+  }
+  fastify.decorate('rateLimits', limits)
+
+  const timer = setInterval(() => limiter.sweep(), Math.max(1000, window))
+  timer.unref()
+  fastify.addHook('onClose', async () => clearInterval(timer))
+}
+
+export default fp(rateLimitsPlugin, { name: PLUGIN.rateLimits, fastify: '5.x', dependencies: [PLUGIN.http] })
