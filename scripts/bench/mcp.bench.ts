@@ -5,6 +5,7 @@
  *   npx tsx scripts/bench/mcp.bench.ts [--duration 5] [--warmup 1] [--concurrency 1,16,64] [--sessions 10000]
  *                                      [--apps 0,20] [--scenarios call,init,memory] [--cpu-prof <dir>] [--json <file>]
  *                                      [--server-entry dist/src/cli.js | src/cli.ts] [--no-probe] [--pre-sql "<sql>"]
+ *                                      [--auth key|oauth] [--rate-limits raised|contract]
  *
  * Every flag also reads BENCH_<NAME> from the environment (BENCH_DURATION=10, BENCH_CPU_PROF=/tmp/prof, …).
  *
@@ -32,11 +33,19 @@ import { parseArgs } from 'node:util'
 import { Pool, request } from 'undici'
 import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
+import { oauthTokens } from '../../test/helpers/oauth.js'
+import { OWNER_PASSWORD, type TestServer } from '../../test/helpers/server.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const PROBE = pathToFileURL(join(ROOT, 'scripts', 'bench', 'probe.mjs')).href
 const API_KEY = 'service_mcp_' + 'B'.repeat(43)
-const PASSWORD = 'benchmark password 123'
+// The limiter still runs on every request; only its ceilings are out of the benchmark's reach.
+const RAISED_LIMITS = {
+  SERVICE_RATE_LIMIT_OAUTH_MEMBER: '1000000000',
+  SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000000',
+  SERVICE_RATE_LIMIT_ORGANIZATION: '1000000000',
+  SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000000',
+}
 const PROTOCOL = '2025-11-25'
 const ACCEPT = 'application/json, text/event-stream'
 
@@ -56,6 +65,8 @@ const { values: flags } = parseArgs({
     'server-entry': { type: 'string' },
     'no-probe': { type: 'boolean' },
     'pre-sql': { type: 'string' },
+    auth: { type: 'string' },
+    'rate-limits': { type: 'string' },
     help: { type: 'boolean' },
   },
   strict: true,
@@ -91,9 +102,15 @@ const OPTS = {
   serverEntry: resolve(ROOT, option('server-entry', 'dist/src/cli.js')),
   /** SQL run on each server's database (second connection) before its load starts: try an index without editing src. */
   preSql: option('pre-sql', ''),
+  /** `key`: the bootstrap API key; `oauth`: an access token from a full OAuth flow (register, sign in, consent, token). */
+  auth: option('auth', 'key'),
+  /** `raised`: every limit is checked on every request but set out of reach; `contract`: the defaults (429s expected). */
+  rateLimits: option('rate-limits', 'raised'),
   /** Without the probe (and its IPC channel) the memory scenario reports VmRSS only. */
   probe: !(flags['no-probe'] ?? ['1', 'true'].includes(process.env.BENCH_NO_PROBE ?? '')),
 }
+if (!['key', 'oauth'].includes(OPTS.auth)) throw new Error(`--auth must be key or oauth, got ${OPTS.auth}`)
+if (!['raised', 'contract'].includes(OPTS.rateLimits)) throw new Error(`--rate-limits must be raised or contract, got ${OPTS.rateLimits}`)
 for (const s of OPTS.scenarios) if (!['call', 'ping', 'init', 'memory'].includes(s)) throw new Error(`Unknown scenario ${s} (call, ping, init, memory)`)
 if (!existsSync(OPTS.serverEntry)) {
   throw new Error(`${OPTS.serverEntry} does not exist: run \`npm run build\` first (\`npm run bench\` does), or pass --server-entry src/cli.ts`)
@@ -170,7 +187,8 @@ async function startChild(label: string): Promise<ServerChild> {
       SERVICE_DATABASE: dbPath,
       SERVICE_LOG_LEVEL: 'warn',
       SERVICE_BOOTSTRAP_API_KEY: API_KEY,
-      SERVICE_BOOTSTRAP_PASSWORD: PASSWORD,
+      SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
+      ...(OPTS.rateLimits === 'raised' ? RAISED_LIMITS : {}),
     },
   })
   children.add(child)
@@ -366,7 +384,14 @@ function initializeBody(id: number): string {
   return JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'bench', version: '1.0.0' } } })
 }
 
-const INIT_HEADERS = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: ACCEPT }
+let INIT_HEADERS: Record<string, string> = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: ACCEPT }
+
+/** With --auth oauth: a real access token for the owner, through the server's own OAuth flow. */
+async function useCredential(server: ServerChild): Promise<void> {
+  if (OPTS.auth === 'key') return
+  const { tokens } = await oauthTokens({ url: server.origin } as unknown as TestServer)
+  INIT_HEADERS = { ...INIT_HEADERS, authorization: `Bearer ${tokens.access_token}` }
+}
 
 /** initialize + notifications/initialized over a plain request; returns the session's header set. */
 async function openSession(pool: Pool): Promise<Record<string, string>> {
@@ -396,6 +421,7 @@ async function scenarioCall(appCount: number): Promise<LoadResult[]> {
       for (let i = 0; i < appCount; i++) repos.apps.create({ organizationId: org.id, name: `App ${i + 1}`, description: `Benchmark app number ${i + 1}` })
       handle.close()
     }
+    await useCredential(server)
     const setup = new Pool(server.origin, { connections: 1 })
     const headers = await openSession(setup)
     const probe = await setup.request({ path: '/mcp', method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 'probe', method: 'tools/call', params: { name: 'service_apps_list', arguments: {} } }) })
@@ -427,6 +453,7 @@ async function scenarioCall(appCount: number): Promise<LoadResult[]> {
 async function scenarioPing(): Promise<LoadResult[]> {
   const server = await startChild('ping')
   try {
+    await useCredential(server)
     const setup = new Pool(server.origin, { connections: 1 })
     const headers = await openSession(setup)
     await setup.close()
@@ -452,6 +479,7 @@ async function scenarioPing(): Promise<LoadResult[]> {
 async function scenarioInit(): Promise<LoadResult[]> {
   const server = await startChild('init')
   try {
+    await useCredential(server)
     let id = 1
     const next = (): Shot => ({ headers: INIT_HEADERS, body: initializeBody(id++) })
     const check = (status: number, headers: Record<string, string | string[] | undefined>, text: string) => {
@@ -488,6 +516,7 @@ interface MemoryResult {
 
 async function scenarioMemory(): Promise<MemoryResult> {
   const server = await startChild('memory')
+  await useCredential(server)
   const pool = new Pool(server.origin, { connections: 16, pipelining: 1 })
   try {
     const openMany = async (n: number) => {
