@@ -261,4 +261,4 @@ export const auditLog = sqliteTable('audit_log', {
   outcome: text('outcome', { enum: ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] }).notNull(),
   details: text('details', { mode: 'json' }).$type<Record<string, unknown>>(),
   at: integer('at').notNull(),
-}, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id)])
+}, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])

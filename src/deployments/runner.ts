@@ -103,16 +103,25 @@ export class PipelineRunner {
     }
 
     const done = new Promise<Deployment>((resolve) => {
+      // Declared before end(), which clears it: a spawn that throws ends the run before the timer exists.
+      let timeout: NodeJS.Timeout | undefined
       const end = (status: 'succeeded' | 'failed' | 'cancelled' | 'interrupted', exitCode: number | null, outcome: string) => {
         if (finished) return
         finished = true
         if (killTimer) clearTimeout(killTimer)
-        clearTimeout(timeout)
+        if (timeout) clearTimeout(timeout)
         emit('system', outcome)
         this.#flushLines()
-        this.#repos.deployments.finish(deployment.id, status, Date.now(), exitCode, outcome)
         this.#live.delete(deployment.id)
-        resolve(this.#repos.deployments.byId(input.organizationId, deployment.id) ?? deployment)
+        let final: Deployment = { ...deployment, status, finishedAt: Date.now(), exitCode, outcome }
+        try {
+          this.#repos.deployments.finish(deployment.id, status, final.finishedAt!, exitCode, outcome)
+          final = this.#repos.deployments.byId(input.organizationId, deployment.id) ?? final
+        } catch (err) {
+          // Only after stopAll gave up waiting and the database closed: the row was already marked interrupted.
+          this.#log.error({ err, deployment: deployment.id }, 'could not record the end of a deployment')
+        }
+        resolve(final)
       }
 
       const [command, ...args] = pipeline.argv as [string, ...string[]]
@@ -147,7 +156,7 @@ export class PipelineRunner {
         killTimer = setTimeout(() => signal('SIGKILL'), this.#config.pipelineGraceMs)
         killTimer.unref()
       }
-      const timeout = setTimeout(() => live.stop('timeout', `timed out after ${this.#config.pipelineTimeoutMs} ms`), this.#config.pipelineTimeoutMs)
+      timeout = setTimeout(() => live.stop('timeout', `timed out after ${this.#config.pipelineTimeoutMs} ms`), this.#config.pipelineTimeoutMs)
       timeout.unref()
 
       child.on('error', (err) => {

@@ -263,6 +263,226 @@ export const schemas = {
       }
     }
   },
+  "tools/service_apps_create.input": {
+    "$id": "tools/service_apps_create.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "name"
+    ],
+    "properties": {
+      "name": {
+        "type": "string",
+        "pattern": "^[a-z0-9][a-z0-9-]{0,62}$",
+        "minLength": 1,
+        "maxLength": 63,
+        "description": "Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"
+      },
+      "description": {
+        "type": "string",
+        "maxLength": 500,
+        "description": "Free text, at most 500 characters (default empty)"
+      },
+      "pipeline": {
+        "type": "string",
+        "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$",
+        "minLength": 1,
+        "maxLength": 64,
+        "description": "Name of a pipeline configured by the operator (default \"default\")"
+      }
+    }
+  },
+  "tools/service_apps_create.output": {
+    "$id": "tools/service_apps_create.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app"
+    ],
+    "properties": {
+      "app": {
+        "type": "object",
+        "description": "The new app",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "name",
+          "description",
+          "pipeline",
+          "created_at",
+          "updated_at"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "App id (app_…)"
+          },
+          "name": {
+            "type": "string",
+            "description": "Name, unique in the organization"
+          },
+          "description": {
+            "type": "string",
+            "description": "Free text; empty when none was given"
+          },
+          "pipeline": {
+            "type": "string",
+            "description": "Name of the operator-configured pipeline that deploys the app"
+          },
+          "created_at": {
+            "type": "string",
+            "description": "When the app was created (ISO 8601, UTC)"
+          },
+          "updated_at": {
+            "type": "string",
+            "description": "When the app was last changed (ISO 8601, UTC)"
+          }
+        }
+      }
+    }
+  },
+  "tools/service_apps_delete.input": {
+    "$id": "tools/service_apps_delete.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app to delete (app_…)"
+      }
+    }
+  },
+  "tools/service_apps_delete.output": {
+    "$id": "tools/service_apps_delete.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deleted",
+      "app_id",
+      "name",
+      "deployments_deleted"
+    ],
+    "properties": {
+      "deleted": {
+        "const": true,
+        "type": "boolean",
+        "description": "Always true: the app is gone"
+      },
+      "app_id": {
+        "type": "string",
+        "description": "Id of the deleted app"
+      },
+      "name": {
+        "type": "string",
+        "description": "Name the deleted app had"
+      },
+      "deployments_deleted": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "How many deployments (with their logs) were deleted with it"
+      }
+    }
+  },
+  "tools/service_apps_get.input": {
+    "$id": "tools/service_apps_get.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app (app_…), from service_apps_list"
+      }
+    }
+  },
+  "tools/service_apps_get.output": {
+    "$id": "tools/service_apps_get.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app",
+      "env"
+    ],
+    "properties": {
+      "app": {
+        "type": "object",
+        "description": "The app",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "name",
+          "description",
+          "pipeline",
+          "created_at",
+          "updated_at"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "App id (app_…)"
+          },
+          "name": {
+            "type": "string",
+            "description": "Name, unique in the organization"
+          },
+          "description": {
+            "type": "string",
+            "description": "Free text; empty when none was given"
+          },
+          "pipeline": {
+            "type": "string",
+            "description": "Name of the operator-configured pipeline that deploys the app"
+          },
+          "created_at": {
+            "type": "string",
+            "description": "When the app was created (ISO 8601, UTC)"
+          },
+          "updated_at": {
+            "type": "string",
+            "description": "When the app was last changed (ISO 8601, UTC)"
+          }
+        }
+      },
+      "env": {
+        "type": "array",
+        "description": "Names of the app's environment variables, by name; values are never returned",
+        "items": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": [
+            "name",
+            "created_at",
+            "updated_at"
+          ],
+          "properties": {
+            "name": {
+              "type": "string",
+              "description": "Variable name"
+            },
+            "created_at": {
+              "type": "string",
+              "description": "When the variable was first set (ISO 8601, UTC)"
+            },
+            "updated_at": {
+              "type": "string",
+              "description": "When its value was last set (ISO 8601, UTC)"
+            }
+          }
+        }
+      }
+    }
+  },
   "tools/service_apps_list.input": {
     "$id": "tools/service_apps_list.input",
     "type": "object",
@@ -294,6 +514,7 @@ export const schemas = {
     "properties": {
       "apps": {
         "type": "array",
+        "description": "Apps of the organization, oldest first",
         "items": {
           "type": "object",
           "additionalProperties": false,
@@ -301,26 +522,1101 @@ export const schemas = {
             "id",
             "name",
             "description",
+            "pipeline",
             "created_at",
             "updated_at"
           ],
           "properties": {
             "id": {
-              "type": "string"
+              "type": "string",
+              "description": "App id (app_…)"
             },
             "name": {
-              "type": "string"
+              "type": "string",
+              "description": "Name, unique in the organization"
             },
             "description": {
+              "type": "string",
+              "description": "Free text; empty when none was given"
+            },
+            "pipeline": {
+              "type": "string",
+              "description": "Name of the operator-configured pipeline that deploys the app"
+            },
+            "created_at": {
+              "type": "string",
+              "description": "When the app was created (ISO 8601, UTC)"
+            },
+            "updated_at": {
+              "type": "string",
+              "description": "When the app was last changed (ISO 8601, UTC)"
+            }
+          }
+        }
+      },
+      "next_cursor": {
+        "type": [
+          "string",
+          "null"
+        ],
+        "description": "Pass as cursor to get the next page; null on the last page"
+      }
+    }
+  },
+  "tools/service_apps_update.input": {
+    "$id": "tools/service_apps_update.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id"
+    ],
+    "description": "Pass app_id and at least one of name, description, pipeline",
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app to change (app_…)"
+      },
+      "name": {
+        "type": "string",
+        "pattern": "^[a-z0-9][a-z0-9-]{0,62}$",
+        "minLength": 1,
+        "maxLength": 63,
+        "description": "New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"
+      },
+      "description": {
+        "type": "string",
+        "maxLength": 500,
+        "description": "New description, at most 500 characters (empty clears it)"
+      },
+      "pipeline": {
+        "type": "string",
+        "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$",
+        "minLength": 1,
+        "maxLength": 64,
+        "description": "New pipeline: the name of a pipeline configured by the operator"
+      }
+    }
+  },
+  "tools/service_apps_update.output": {
+    "$id": "tools/service_apps_update.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app"
+    ],
+    "properties": {
+      "app": {
+        "type": "object",
+        "description": "The app after the change",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "name",
+          "description",
+          "pipeline",
+          "created_at",
+          "updated_at"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "App id (app_…)"
+          },
+          "name": {
+            "type": "string",
+            "description": "Name, unique in the organization"
+          },
+          "description": {
+            "type": "string",
+            "description": "Free text; empty when none was given"
+          },
+          "pipeline": {
+            "type": "string",
+            "description": "Name of the operator-configured pipeline that deploys the app"
+          },
+          "created_at": {
+            "type": "string",
+            "description": "When the app was created (ISO 8601, UTC)"
+          },
+          "updated_at": {
+            "type": "string",
+            "description": "When the app was last changed (ISO 8601, UTC)"
+          }
+        }
+      }
+    }
+  },
+  "tools/service_audit_list.input": {
+    "$id": "tools/service_audit_list.input",
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+      "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "default": 20,
+        "description": "Page size, 1 to 100 (default 20)"
+      },
+      "cursor": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256,
+        "description": "Opaque cursor from next_cursor of the previous page"
+      },
+      "action": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 128,
+        "description": "Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"
+      }
+    }
+  },
+  "tools/service_audit_list.output": {
+    "$id": "tools/service_audit_list.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "entries",
+      "next_cursor"
+    ],
+    "properties": {
+      "entries": {
+        "type": "array",
+        "items": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": [
+            "id",
+            "at",
+            "actor",
+            "action",
+            "target_type",
+            "target_id",
+            "outcome",
+            "details"
+          ],
+          "properties": {
+            "id": {
               "type": "string"
+            },
+            "at": {
+              "type": "string",
+              "description": "ISO 8601"
+            },
+            "actor": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": [
+                "user_id",
+                "membership_id",
+                "credential_kind",
+                "credential_id",
+                "client_id"
+              ],
+              "properties": {
+                "user_id": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "membership_id": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "credential_kind": {
+                  "type": "string",
+                  "description": "api_key or oauth"
+                },
+                "credential_id": {
+                  "type": [
+                    "string",
+                    "null"
+                  ]
+                },
+                "client_id": {
+                  "type": [
+                    "string",
+                    "null"
+                  ],
+                  "description": "The OAuth client, for OAuth credentials"
+                }
+              }
+            },
+            "action": {
+              "type": "string"
+            },
+            "target_type": {
+              "type": [
+                "string",
+                "null"
+              ]
+            },
+            "target_id": {
+              "type": [
+                "string",
+                "null"
+              ]
+            },
+            "outcome": {
+              "enum": [
+                "succeeded",
+                "failed",
+                "denied",
+                "confirmed",
+                "declined",
+                "timed_out",
+                "cancelled"
+              ]
+            },
+            "details": {
+              "type": [
+                "object",
+                "null"
+              ]
+            }
+          }
+        }
+      },
+      "next_cursor": {
+        "type": [
+          "string",
+          "null"
+        ]
+      }
+    }
+  },
+  "tools/service_deployments_cancel.input": {
+    "$id": "tools/service_deployments_cancel.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment_id"
+    ],
+    "properties": {
+      "deployment_id": {
+        "type": "string",
+        "pattern": "^dep_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the queued or running deployment (dep_…)"
+      }
+    }
+  },
+  "tools/service_deployments_cancel.output": {
+    "$id": "tools/service_deployments_cancel.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment_id",
+      "status"
+    ],
+    "properties": {
+      "deployment_id": {
+        "type": "string"
+      },
+      "status": {
+        "type": "string",
+        "const": "cancelling",
+        "description": "The run is being stopped; service_deployments_get shows when it is cancelled"
+      }
+    }
+  },
+  "tools/service_deployments_create.input": {
+    "$id": "tools/service_deployments_create.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app to deploy (app_…), from service_apps_list"
+      }
+    }
+  },
+  "tools/service_deployments_create.output": {
+    "$id": "tools/service_deployments_create.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment"
+    ],
+    "properties": {
+      "deployment": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "app_id",
+          "kind",
+          "rollback_of",
+          "pipeline",
+          "status",
+          "created_at",
+          "started_at",
+          "finished_at",
+          "exit_code",
+          "outcome"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "Deployment id (dep_…)"
+          },
+          "app_id": {
+            "type": "string"
+          },
+          "kind": {
+            "type": "string",
+            "enum": [
+              "deploy",
+              "rollback"
+            ]
+          },
+          "rollback_of": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "For a rollback: the deployment it puts back"
+          },
+          "pipeline": {
+            "type": "string",
+            "description": "Name of the operator-configured pipeline that ran"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "queued",
+              "running",
+              "succeeded",
+              "failed",
+              "cancelled",
+              "interrupted"
+            ],
+            "description": "interrupted: the server stopped while it ran"
+          },
+          "created_at": {
+            "type": "string",
+            "description": "ISO 8601"
+          },
+          "started_at": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "ISO 8601, null until it happens"
+          },
+          "finished_at": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "ISO 8601, null until it happens"
+          },
+          "exit_code": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "description": "Exit code of the pipeline; null while it runs or when it was killed by a signal"
+          },
+          "outcome": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "Why it ended, in a sentence; null while it runs"
+          }
+        }
+      }
+    }
+  },
+  "tools/service_deployments_get.input": {
+    "$id": "tools/service_deployments_get.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment_id"
+    ],
+    "properties": {
+      "deployment_id": {
+        "type": "string",
+        "pattern": "^dep_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the deployment (dep_…)"
+      }
+    }
+  },
+  "tools/service_deployments_get.output": {
+    "$id": "tools/service_deployments_get.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment",
+      "last_lines"
+    ],
+    "properties": {
+      "deployment": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "app_id",
+          "kind",
+          "rollback_of",
+          "pipeline",
+          "status",
+          "created_at",
+          "started_at",
+          "finished_at",
+          "exit_code",
+          "outcome"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "Deployment id (dep_…)"
+          },
+          "app_id": {
+            "type": "string"
+          },
+          "kind": {
+            "type": "string",
+            "enum": [
+              "deploy",
+              "rollback"
+            ]
+          },
+          "rollback_of": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "For a rollback: the deployment it puts back"
+          },
+          "pipeline": {
+            "type": "string",
+            "description": "Name of the operator-configured pipeline that ran"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "queued",
+              "running",
+              "succeeded",
+              "failed",
+              "cancelled",
+              "interrupted"
+            ],
+            "description": "interrupted: the server stopped while it ran"
+          },
+          "created_at": {
+            "type": "string",
+            "description": "ISO 8601"
+          },
+          "started_at": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "ISO 8601, null until it happens"
+          },
+          "finished_at": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "ISO 8601, null until it happens"
+          },
+          "exit_code": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "description": "Exit code of the pipeline; null while it runs or when it was killed by a signal"
+          },
+          "outcome": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "Why it ended, in a sentence; null while it runs"
+          }
+        }
+      },
+      "last_lines": {
+        "type": "array",
+        "maxItems": 20,
+        "items": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": [
+            "seq",
+            "stream",
+            "line",
+            "at"
+          ],
+          "properties": {
+            "seq": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "Position of the line in the run's output, from 0"
+            },
+            "stream": {
+              "type": "string",
+              "enum": [
+                "stdout",
+                "stderr",
+                "system"
+              ],
+              "description": "system: lines the server adds (start and end)"
+            },
+            "line": {
+              "type": "string"
+            },
+            "at": {
+              "type": "string",
+              "description": "ISO 8601"
+            }
+          }
+        },
+        "description": "The last 20 output lines, oldest first"
+      }
+    }
+  },
+  "tools/service_deployments_list.input": {
+    "$id": "tools/service_deployments_list.input",
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Only the deployments of this app (app_…)"
+      },
+      "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "default": 20,
+        "description": "Page size, 1 to 100 (default 20)"
+      },
+      "offset": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1000000,
+        "default": 0,
+        "description": "How many deployments to skip (default 0); next_offset of the previous page"
+      }
+    }
+  },
+  "tools/service_deployments_list.output": {
+    "$id": "tools/service_deployments_list.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployments",
+      "total",
+      "next_offset"
+    ],
+    "properties": {
+      "deployments": {
+        "type": "array",
+        "items": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": [
+            "id",
+            "app_id",
+            "kind",
+            "rollback_of",
+            "pipeline",
+            "status",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "exit_code",
+            "outcome"
+          ],
+          "properties": {
+            "id": {
+              "type": "string",
+              "description": "Deployment id (dep_…)"
+            },
+            "app_id": {
+              "type": "string"
+            },
+            "kind": {
+              "type": "string",
+              "enum": [
+                "deploy",
+                "rollback"
+              ]
+            },
+            "rollback_of": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "description": "For a rollback: the deployment it puts back"
+            },
+            "pipeline": {
+              "type": "string",
+              "description": "Name of the operator-configured pipeline that ran"
+            },
+            "status": {
+              "type": "string",
+              "enum": [
+                "queued",
+                "running",
+                "succeeded",
+                "failed",
+                "cancelled",
+                "interrupted"
+              ],
+              "description": "interrupted: the server stopped while it ran"
             },
             "created_at": {
               "type": "string",
               "description": "ISO 8601"
             },
-            "updated_at": {
+            "started_at": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "description": "ISO 8601, null until it happens"
+            },
+            "finished_at": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "description": "ISO 8601, null until it happens"
+            },
+            "exit_code": {
+              "type": [
+                "integer",
+                "null"
+              ],
+              "description": "Exit code of the pipeline; null while it runs or when it was killed by a signal"
+            },
+            "outcome": {
+              "type": [
+                "string",
+                "null"
+              ],
+              "description": "Why it ended, in a sentence; null while it runs"
+            }
+          }
+        }
+      },
+      "total": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "How many deployments match, over all pages"
+      },
+      "next_offset": {
+        "type": [
+          "integer",
+          "null"
+        ],
+        "description": "offset of the next page; null after the last page"
+      }
+    }
+  },
+  "tools/service_deployments_logs.input": {
+    "$id": "tools/service_deployments_logs.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment_id"
+    ],
+    "properties": {
+      "deployment_id": {
+        "type": "string",
+        "pattern": "^dep_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the deployment (dep_…)"
+      },
+      "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 500,
+        "default": 100,
+        "description": "Lines per page, 1 to 500 (default 100)"
+      },
+      "cursor": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256,
+        "description": "Opaque cursor from next_cursor of the previous page"
+      }
+    }
+  },
+  "tools/service_deployments_logs.output": {
+    "$id": "tools/service_deployments_logs.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "lines",
+      "next_cursor"
+    ],
+    "properties": {
+      "lines": {
+        "type": "array",
+        "items": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": [
+            "seq",
+            "stream",
+            "line",
+            "at"
+          ],
+          "properties": {
+            "seq": {
+              "type": "integer",
+              "minimum": 0,
+              "description": "Position of the line in the run's output, from 0"
+            },
+            "stream": {
+              "type": "string",
+              "enum": [
+                "stdout",
+                "stderr",
+                "system"
+              ],
+              "description": "system: lines the server adds (start and end)"
+            },
+            "line": {
+              "type": "string"
+            },
+            "at": {
               "type": "string",
               "description": "ISO 8601"
+            }
+          }
+        }
+      },
+      "next_cursor": {
+        "type": [
+          "string",
+          "null"
+        ],
+        "description": "Pass as cursor for the next lines; null once the deployment has ended and every line was returned"
+      }
+    }
+  },
+  "tools/service_deployments_rollback.input": {
+    "$id": "tools/service_deployments_rollback.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app to roll back (app_…)"
+      },
+      "to_deployment_id": {
+        "type": "string",
+        "pattern": "^dep_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"
+      }
+    }
+  },
+  "tools/service_deployments_rollback.output": {
+    "$id": "tools/service_deployments_rollback.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "deployment"
+    ],
+    "properties": {
+      "deployment": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "id",
+          "app_id",
+          "kind",
+          "rollback_of",
+          "pipeline",
+          "status",
+          "created_at",
+          "started_at",
+          "finished_at",
+          "exit_code",
+          "outcome"
+        ],
+        "properties": {
+          "id": {
+            "type": "string",
+            "description": "Deployment id (dep_…)"
+          },
+          "app_id": {
+            "type": "string"
+          },
+          "kind": {
+            "type": "string",
+            "enum": [
+              "deploy",
+              "rollback"
+            ]
+          },
+          "rollback_of": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "For a rollback: the deployment it puts back"
+          },
+          "pipeline": {
+            "type": "string",
+            "description": "Name of the operator-configured pipeline that ran"
+          },
+          "status": {
+            "type": "string",
+            "enum": [
+              "queued",
+              "running",
+              "succeeded",
+              "failed",
+              "cancelled",
+              "interrupted"
+            ],
+            "description": "interrupted: the server stopped while it ran"
+          },
+          "created_at": {
+            "type": "string",
+            "description": "ISO 8601"
+          },
+          "started_at": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "ISO 8601, null until it happens"
+          },
+          "finished_at": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "ISO 8601, null until it happens"
+          },
+          "exit_code": {
+            "type": [
+              "integer",
+              "null"
+            ],
+            "description": "Exit code of the pipeline; null while it runs or when it was killed by a signal"
+          },
+          "outcome": {
+            "type": [
+              "string",
+              "null"
+            ],
+            "description": "Why it ended, in a sentence; null while it runs"
+          }
+        }
+      }
+    }
+  },
+  "tools/service_env_set.input": {
+    "$id": "tools/service_env_set.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id",
+      "name",
+      "value"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app (app_…)"
+      },
+      "name": {
+        "type": "string",
+        "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        "minLength": 1,
+        "maxLength": 128,
+        "description": "Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"
+      },
+      "value": {
+        "type": "string",
+        "maxLength": 32768,
+        "description": "Value, at most 32768 characters; stored encrypted and never returned"
+      }
+    }
+  },
+  "tools/service_env_set.output": {
+    "$id": "tools/service_env_set.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id",
+      "name",
+      "created"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "description": "Id of the app"
+      },
+      "name": {
+        "type": "string",
+        "description": "Variable name"
+      },
+      "created": {
+        "type": "boolean",
+        "description": "True when the variable is new, false when an existing value was replaced"
+      }
+    }
+  },
+  "tools/service_env_unset.input": {
+    "$id": "tools/service_env_unset.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id",
+      "name"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app (app_…)"
+      },
+      "name": {
+        "type": "string",
+        "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        "minLength": 1,
+        "maxLength": 128,
+        "description": "Name of the variable to remove"
+      }
+    }
+  },
+  "tools/service_env_unset.output": {
+    "$id": "tools/service_env_unset.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id",
+      "name",
+      "removed"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "description": "Id of the app"
+      },
+      "name": {
+        "type": "string",
+        "description": "Name of the removed variable"
+      },
+      "removed": {
+        "const": true,
+        "type": "boolean",
+        "description": "Always true: the variable is gone"
+      }
+    }
+  },
+  "tools/service_members_list.input": {
+    "$id": "tools/service_members_list.input",
+    "type": "object",
+    "additionalProperties": false,
+    "properties": {
+      "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "default": 20,
+        "description": "Page size, 1 to 100 (default 20)"
+      },
+      "cursor": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256,
+        "description": "Opaque cursor from next_cursor of the previous page"
+      }
+    }
+  },
+  "tools/service_members_list.output": {
+    "$id": "tools/service_members_list.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "members",
+      "next_cursor"
+    ],
+    "properties": {
+      "members": {
+        "type": "array",
+        "items": {
+          "type": "object",
+          "additionalProperties": false,
+          "required": [
+            "membership_id",
+            "user_id",
+            "email",
+            "name",
+            "role",
+            "joined_at"
+          ],
+          "properties": {
+            "membership_id": {
+              "type": "string"
+            },
+            "user_id": {
+              "type": "string"
+            },
+            "email": {
+              "type": "string"
+            },
+            "name": {
+              "type": "string"
+            },
+            "role": {
+              "enum": [
+                "viewer",
+                "developer",
+                "admin",
+                "owner"
+              ]
+            },
+            "joined_at": {
+              "type": "string",
+              "description": "ISO 8601: when the membership was created"
             }
           }
         }

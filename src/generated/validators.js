@@ -1179,14 +1179,1079 @@ return errors === 0;
 }
 validate28.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_input = validate29;
-const schema40 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_apps_create_input = validate29;
+const schema40 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
+const pattern4 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
+const pattern5 = new RegExp("^[a-z0-9][a-z0-9_-]{0,63}$", "u");
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="tools/service_apps_list.input" */;
+/*# sourceURL="tools/service_apps_create.input" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate29.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.name === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "name") || (key0 === "description")) || (key0 === "pipeline"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data0 = data.name;
+if(typeof data0 === "string"){
+if(func1(data0) > 63){
+const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 1){
+const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern4.test(data0)){
+const err4 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data1 = data.description;
+if(typeof data1 === "string"){
+if(func1(data1) > 500){
+const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.pipeline !== undefined){
+let data2 = data.pipeline;
+if(typeof data2 === "string"){
+if(func1(data2) > 64){
+const err8 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err9 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(!pattern5.test(data2)){
+const err10 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,63}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,63}$"+"\""};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+else {
+const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+validate29.errors = vErrors;
+return errors === 0;
+}
+validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_create_output = validate30;
+const schema41 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_create.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate30.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app"},message:"must have required property '"+"app"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "app")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app !== undefined){
+let data0 = data.app;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.id === undefined){
+const err2 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0.name === undefined){
+const err3 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.description === undefined){
+const err4 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data0.pipeline === undefined){
+const err5 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data0.created_at === undefined){
+const err6 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data0.updated_at === undefined){
+const err7 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "updated_at"},message:"must have required property '"+"updated_at"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+for(const key1 in data0){
+if(!((((((key1 === "id") || (key1 === "name")) || (key1 === "description")) || (key1 === "pipeline")) || (key1 === "created_at")) || (key1 === "updated_at"))){
+const err8 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data0.id !== undefined){
+if(typeof data0.id !== "string"){
+const err9 = {instancePath:instancePath+"/app/id",schemaPath:"#/properties/app/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data0.name !== undefined){
+if(typeof data0.name !== "string"){
+const err10 = {instancePath:instancePath+"/app/name",schemaPath:"#/properties/app/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data0.description !== undefined){
+if(typeof data0.description !== "string"){
+const err11 = {instancePath:instancePath+"/app/description",schemaPath:"#/properties/app/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data0.pipeline !== undefined){
+if(typeof data0.pipeline !== "string"){
+const err12 = {instancePath:instancePath+"/app/pipeline",schemaPath:"#/properties/app/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data0.created_at !== undefined){
+if(typeof data0.created_at !== "string"){
+const err13 = {instancePath:instancePath+"/app/created_at",schemaPath:"#/properties/app/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data0.updated_at !== undefined){
+if(typeof data0.updated_at !== "string"){
+const err14 = {instancePath:instancePath+"/app/updated_at",schemaPath:"#/properties/app/properties/updated_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+validate30.errors = vErrors;
+return errors === 0;
+}
+validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_delete_input = validate31;
+const schema42 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
+const pattern6 = new RegExp("^app_[0-9a-z]{26}$", "u");
+
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_delete.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate31.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "app_id")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+validate31.errors = vErrors;
+return errors === 0;
+}
+validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_delete_output = validate32;
+const schema43 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
+
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_delete.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate32.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deleted === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deleted"},message:"must have required property '"+"deleted"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.app_id === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.name === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.deployments_deleted === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployments_deleted"},message:"must have required property '"+"deployments_deleted"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "deleted") || (key0 === "app_id")) || (key0 === "name")) || (key0 === "deployments_deleted"))){
+const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.deleted !== undefined){
+let data0 = data.deleted;
+if(typeof data0 !== "boolean"){
+const err5 = {instancePath:instancePath+"/deleted",schemaPath:"#/properties/deleted/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(true !== data0){
+const err6 = {instancePath:instancePath+"/deleted",schemaPath:"#/properties/deleted/const",keyword:"const",params:{allowedValue: true},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+if(typeof data.app_id !== "string"){
+const err7 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.deployments_deleted !== undefined){
+let data3 = data.deployments_deleted;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+const err9 = {instancePath:instancePath+"/deployments_deleted",schemaPath:"#/properties/deployments_deleted/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 < 0 || isNaN(data3)){
+const err10 = {instancePath:instancePath+"/deployments_deleted",schemaPath:"#/properties/deployments_deleted/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_get_input = validate33;
+const schema44 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
+
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_get.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate33.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "app_id")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+validate33.errors = vErrors;
+return errors === 0;
+}
+validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_get_output = validate34;
+const schema45 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
+
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_get.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate34.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app"},message:"must have required property '"+"app"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.env === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "env"},message:"must have required property '"+"env"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "app") || (key0 === "env"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.app !== undefined){
+let data0 = data.app;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.id === undefined){
+const err3 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.name === undefined){
+const err4 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data0.description === undefined){
+const err5 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data0.pipeline === undefined){
+const err6 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data0.created_at === undefined){
+const err7 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data0.updated_at === undefined){
+const err8 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "updated_at"},message:"must have required property '"+"updated_at"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+for(const key1 in data0){
+if(!((((((key1 === "id") || (key1 === "name")) || (key1 === "description")) || (key1 === "pipeline")) || (key1 === "created_at")) || (key1 === "updated_at"))){
+const err9 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data0.id !== undefined){
+if(typeof data0.id !== "string"){
+const err10 = {instancePath:instancePath+"/app/id",schemaPath:"#/properties/app/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data0.name !== undefined){
+if(typeof data0.name !== "string"){
+const err11 = {instancePath:instancePath+"/app/name",schemaPath:"#/properties/app/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data0.description !== undefined){
+if(typeof data0.description !== "string"){
+const err12 = {instancePath:instancePath+"/app/description",schemaPath:"#/properties/app/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data0.pipeline !== undefined){
+if(typeof data0.pipeline !== "string"){
+const err13 = {instancePath:instancePath+"/app/pipeline",schemaPath:"#/properties/app/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data0.created_at !== undefined){
+if(typeof data0.created_at !== "string"){
+const err14 = {instancePath:instancePath+"/app/created_at",schemaPath:"#/properties/app/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data0.updated_at !== undefined){
+if(typeof data0.updated_at !== "string"){
+const err15 = {instancePath:instancePath+"/app/updated_at",schemaPath:"#/properties/app/properties/updated_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.env !== undefined){
+let data7 = data.env;
+if(Array.isArray(data7)){
+const len0 = data7.length;
+for(let i0=0; i0<len0; i0++){
+let data8 = data7[i0];
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.name === undefined){
+const err17 = {instancePath:instancePath+"/env/" + i0,schemaPath:"#/properties/env/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(data8.created_at === undefined){
+const err18 = {instancePath:instancePath+"/env/" + i0,schemaPath:"#/properties/env/items/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data8.updated_at === undefined){
+const err19 = {instancePath:instancePath+"/env/" + i0,schemaPath:"#/properties/env/items/required",keyword:"required",params:{missingProperty: "updated_at"},message:"must have required property '"+"updated_at"+"'"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+for(const key2 in data8){
+if(!(((key2 === "name") || (key2 === "created_at")) || (key2 === "updated_at"))){
+const err20 = {instancePath:instancePath+"/env/" + i0,schemaPath:"#/properties/env/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data8.name !== undefined){
+if(typeof data8.name !== "string"){
+const err21 = {instancePath:instancePath+"/env/" + i0+"/name",schemaPath:"#/properties/env/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data8.created_at !== undefined){
+if(typeof data8.created_at !== "string"){
+const err22 = {instancePath:instancePath+"/env/" + i0+"/created_at",schemaPath:"#/properties/env/items/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data8.updated_at !== undefined){
+if(typeof data8.updated_at !== "string"){
+const err23 = {instancePath:instancePath+"/env/" + i0+"/updated_at",schemaPath:"#/properties/env/items/properties/updated_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+}
+else {
+const err24 = {instancePath:instancePath+"/env/" + i0,schemaPath:"#/properties/env/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/env",schemaPath:"#/properties/env/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+}
+else {
+const err26 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+validate34.errors = vErrors;
+return errors === 0;
+}
+validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_list_input = validate35;
+const schema46 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_list.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate35.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1287,19 +2352,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate29.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_output = validate30;
-const schema41 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","name","description","created_at","updated_at"],"properties":{"id":{"type":"string"},"name":{"type":"string"},"description":{"type":"string"},"created_at":{"type":"string","description":"ISO 8601"},"updated_at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_apps_list_output = validate36;
+const schema47 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1376,8 +2441,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(data1.created_at === undefined){
-const err6 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(data1.pipeline === undefined){
+const err6 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -1386,8 +2451,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data1.updated_at === undefined){
-const err7 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/required",keyword:"required",params:{missingProperty: "updated_at"},message:"must have required property '"+"updated_at"+"'"};
+if(data1.created_at === undefined){
+const err7 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -1396,9 +2461,8 @@ vErrors.push(err7);
 }
 errors++;
 }
-for(const key1 in data1){
-if(!(((((key1 === "id") || (key1 === "name")) || (key1 === "description")) || (key1 === "created_at")) || (key1 === "updated_at"))){
-const err8 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(data1.updated_at === undefined){
+const err8 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/required",keyword:"required",params:{missingProperty: "updated_at"},message:"must have required property '"+"updated_at"+"'"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -1407,10 +2471,9 @@ vErrors.push(err8);
 }
 errors++;
 }
-}
-if(data1.id !== undefined){
-if(typeof data1.id !== "string"){
-const err9 = {instancePath:instancePath+"/apps/" + i0+"/id",schemaPath:"#/properties/apps/items/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key1 in data1){
+if(!((((((key1 === "id") || (key1 === "name")) || (key1 === "description")) || (key1 === "pipeline")) || (key1 === "created_at")) || (key1 === "updated_at"))){
+const err9 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -1420,9 +2483,9 @@ vErrors.push(err9);
 errors++;
 }
 }
-if(data1.name !== undefined){
-if(typeof data1.name !== "string"){
-const err10 = {instancePath:instancePath+"/apps/" + i0+"/name",schemaPath:"#/properties/apps/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data1.id !== undefined){
+if(typeof data1.id !== "string"){
+const err10 = {instancePath:instancePath+"/apps/" + i0+"/id",schemaPath:"#/properties/apps/items/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -1432,9 +2495,9 @@ vErrors.push(err10);
 errors++;
 }
 }
-if(data1.description !== undefined){
-if(typeof data1.description !== "string"){
-const err11 = {instancePath:instancePath+"/apps/" + i0+"/description",schemaPath:"#/properties/apps/items/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data1.name !== undefined){
+if(typeof data1.name !== "string"){
+const err11 = {instancePath:instancePath+"/apps/" + i0+"/name",schemaPath:"#/properties/apps/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -1444,9 +2507,9 @@ vErrors.push(err11);
 errors++;
 }
 }
-if(data1.created_at !== undefined){
-if(typeof data1.created_at !== "string"){
-const err12 = {instancePath:instancePath+"/apps/" + i0+"/created_at",schemaPath:"#/properties/apps/items/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data1.description !== undefined){
+if(typeof data1.description !== "string"){
+const err12 = {instancePath:instancePath+"/apps/" + i0+"/description",schemaPath:"#/properties/apps/items/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -1456,9 +2519,9 @@ vErrors.push(err12);
 errors++;
 }
 }
-if(data1.updated_at !== undefined){
-if(typeof data1.updated_at !== "string"){
-const err13 = {instancePath:instancePath+"/apps/" + i0+"/updated_at",schemaPath:"#/properties/apps/items/properties/updated_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data1.pipeline !== undefined){
+if(typeof data1.pipeline !== "string"){
+const err13 = {instancePath:instancePath+"/apps/" + i0+"/pipeline",schemaPath:"#/properties/apps/items/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -1468,9 +2531,471 @@ vErrors.push(err13);
 errors++;
 }
 }
+if(data1.created_at !== undefined){
+if(typeof data1.created_at !== "string"){
+const err14 = {instancePath:instancePath+"/apps/" + i0+"/created_at",schemaPath:"#/properties/apps/items/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
 }
 else {
-const err14 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data1.updated_at !== undefined){
+if(typeof data1.updated_at !== "string"){
+const err15 = {instancePath:instancePath+"/apps/" + i0+"/updated_at",schemaPath:"#/properties/apps/items/properties/updated_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/apps/" + i0,schemaPath:"#/properties/apps/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath:instancePath+"/apps",schemaPath:"#/properties/apps/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.next_cursor !== undefined){
+let data8 = data.next_cursor;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema47.properties.next_cursor.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+}
+else {
+const err19 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+validate36.errors = vErrors;
+return errors === 0;
+}
+validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_update_input = validate37;
+const schema48 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
+
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_update.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate37.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "app_id") || (key0 === "name")) || (key0 === "description")) || (key0 === "pipeline"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data1 = data.name;
+if(typeof data1 === "string"){
+if(func1(data1) > 63){
+const err6 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err7 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(!pattern4.test(data1)){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data2 = data.description;
+if(typeof data2 === "string"){
+if(func1(data2) > 500){
+const err10 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.pipeline !== undefined){
+let data3 = data.pipeline;
+if(typeof data3 === "string"){
+if(func1(data3) > 64){
+const err12 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(func1(data3) < 1){
+const err13 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(!pattern5.test(data3)){
+const err14 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,63}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,63}$"+"\""};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+validate37.errors = vErrors;
+return errors === 0;
+}
+validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_apps_update_output = validate38;
+const schema49 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_apps_update.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate38.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app"},message:"must have required property '"+"app"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "app")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app !== undefined){
+let data0 = data.app;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.id === undefined){
+const err2 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0.name === undefined){
+const err3 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.description === undefined){
+const err4 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data0.pipeline === undefined){
+const err5 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data0.created_at === undefined){
+const err6 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data0.updated_at === undefined){
+const err7 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/required",keyword:"required",params:{missingProperty: "updated_at"},message:"must have required property '"+"updated_at"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+for(const key1 in data0){
+if(!((((((key1 === "id") || (key1 === "name")) || (key1 === "description")) || (key1 === "pipeline")) || (key1 === "created_at")) || (key1 === "updated_at"))){
+const err8 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data0.id !== undefined){
+if(typeof data0.id !== "string"){
+const err9 = {instancePath:instancePath+"/app/id",schemaPath:"#/properties/app/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data0.name !== undefined){
+if(typeof data0.name !== "string"){
+const err10 = {instancePath:instancePath+"/app/name",schemaPath:"#/properties/app/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data0.description !== undefined){
+if(typeof data0.description !== "string"){
+const err11 = {instancePath:instancePath+"/app/description",schemaPath:"#/properties/app/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data0.pipeline !== undefined){
+if(typeof data0.pipeline !== "string"){
+const err12 = {instancePath:instancePath+"/app/pipeline",schemaPath:"#/properties/app/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data0.created_at !== undefined){
+if(typeof data0.created_at !== "string"){
+const err13 = {instancePath:instancePath+"/app/created_at",schemaPath:"#/properties/app/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data0.updated_at !== undefined){
+if(typeof data0.updated_at !== "string"){
+const err14 = {instancePath:instancePath+"/app/updated_at",schemaPath:"#/properties/app/properties/updated_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -1482,7 +3007,2817 @@ errors++;
 }
 }
 else {
-const err15 = {instancePath:instancePath+"/apps",schemaPath:"#/properties/apps/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err15 = {instancePath:instancePath+"/app",schemaPath:"#/properties/app/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+validate38.errors = vErrors;
+return errors === 0;
+}
+validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_audit_list_input = validate39;
+const schema50 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
+
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_audit_list.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate39.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!(((key0 === "limit") || (key0 === "cursor")) || (key0 === "action"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.limit !== undefined){
+let data0 = data.limit;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err1 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 100 || isNaN(data0)){
+const err2 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0 < 1 || isNaN(data0)){
+const err3 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+if(data.cursor !== undefined){
+let data1 = data.cursor;
+if(typeof data1 === "string"){
+if(func1(data1) > 256){
+const err4 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err5 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.action !== undefined){
+let data2 = data.action;
+if(typeof data2 === "string"){
+if(func1(data2) > 128){
+const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err8 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+validate39.errors = vErrors;
+return errors === 0;
+}
+validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_audit_list_output = validate40;
+const schema51 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
+
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_audit_list.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate40.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.entries === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entries"},message:"must have required property '"+"entries"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.next_cursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "next_cursor"},message:"must have required property '"+"next_cursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "entries") || (key0 === "next_cursor"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.entries !== undefined){
+let data0 = data.entries;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+let data1 = data0[i0];
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.id === undefined){
+const err3 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data1.at === undefined){
+const err4 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "at"},message:"must have required property '"+"at"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data1.actor === undefined){
+const err5 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "actor"},message:"must have required property '"+"actor"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data1.action === undefined){
+const err6 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data1.target_type === undefined){
+const err7 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "target_type"},message:"must have required property '"+"target_type"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data1.target_id === undefined){
+const err8 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "target_id"},message:"must have required property '"+"target_id"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data1.outcome === undefined){
+const err9 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data1.details === undefined){
+const err10 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/required",keyword:"required",params:{missingProperty: "details"},message:"must have required property '"+"details"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+for(const key1 in data1){
+if(!((((((((key1 === "id") || (key1 === "at")) || (key1 === "actor")) || (key1 === "action")) || (key1 === "target_type")) || (key1 === "target_id")) || (key1 === "outcome")) || (key1 === "details"))){
+const err11 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data1.id !== undefined){
+if(typeof data1.id !== "string"){
+const err12 = {instancePath:instancePath+"/entries/" + i0+"/id",schemaPath:"#/properties/entries/items/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data1.at !== undefined){
+if(typeof data1.at !== "string"){
+const err13 = {instancePath:instancePath+"/entries/" + i0+"/at",schemaPath:"#/properties/entries/items/properties/at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data1.actor !== undefined){
+let data4 = data1.actor;
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+if(data4.user_id === undefined){
+const err14 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/required",keyword:"required",params:{missingProperty: "user_id"},message:"must have required property '"+"user_id"+"'"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(data4.membership_id === undefined){
+const err15 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/required",keyword:"required",params:{missingProperty: "membership_id"},message:"must have required property '"+"membership_id"+"'"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+if(data4.credential_kind === undefined){
+const err16 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/required",keyword:"required",params:{missingProperty: "credential_kind"},message:"must have required property '"+"credential_kind"+"'"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(data4.credential_id === undefined){
+const err17 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/required",keyword:"required",params:{missingProperty: "credential_id"},message:"must have required property '"+"credential_id"+"'"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(data4.client_id === undefined){
+const err18 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/required",keyword:"required",params:{missingProperty: "client_id"},message:"must have required property '"+"client_id"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+for(const key2 in data4){
+if(!(((((key2 === "user_id") || (key2 === "membership_id")) || (key2 === "credential_kind")) || (key2 === "credential_id")) || (key2 === "client_id"))){
+const err19 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data4.user_id !== undefined){
+let data5 = data4.user_id;
+if((typeof data5 !== "string") && (data5 !== null)){
+const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data4.membership_id !== undefined){
+let data6 = data4.membership_id;
+if((typeof data6 !== "string") && (data6 !== null)){
+const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data4.credential_kind !== undefined){
+if(typeof data4.credential_kind !== "string"){
+const err22 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_kind",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data4.credential_id !== undefined){
+let data8 = data4.credential_id;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data4.client_id !== undefined){
+let data9 = data4.client_id;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/entries/" + i0+"/actor",schemaPath:"#/properties/entries/items/properties/actor/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data1.action !== undefined){
+if(typeof data1.action !== "string"){
+const err26 = {instancePath:instancePath+"/entries/" + i0+"/action",schemaPath:"#/properties/entries/items/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data1.target_type !== undefined){
+let data11 = data1.target_type;
+if((typeof data11 !== "string") && (data11 !== null)){
+const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.target_type.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data1.target_id !== undefined){
+let data12 = data1.target_id;
+if((typeof data12 !== "string") && (data12 !== null)){
+const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.target_id.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+if(data1.outcome !== undefined){
+let data13 = data1.outcome;
+if(!(((((((data13 === "succeeded") || (data13 === "failed")) || (data13 === "denied")) || (data13 === "confirmed")) || (data13 === "declined")) || (data13 === "timed_out")) || (data13 === "cancelled"))){
+const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema51.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data1.details !== undefined){
+let data14 = data1.details;
+if((!(data14 && typeof data14 == "object" && !Array.isArray(data14))) && (data14 !== null)){
+const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema51.properties.entries.items.properties.details.type},message:"must be object,null"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+else {
+const err31 = {instancePath:instancePath+"/entries/" + i0,schemaPath:"#/properties/entries/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+}
+else {
+const err32 = {instancePath:instancePath+"/entries",schemaPath:"#/properties/entries/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+if(data.next_cursor !== undefined){
+let data15 = data.next_cursor;
+if((typeof data15 !== "string") && (data15 !== null)){
+const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema51.properties.next_cursor.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+validate40.errors = vErrors;
+return errors === 0;
+}
+validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_cancel_input = validate41;
+const schema52 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
+const pattern11 = new RegExp("^dep_[0-9a-z]{26}$", "u");
+
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_cancel.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate41.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment_id"},message:"must have required property '"+"deployment_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "deployment_id")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.deployment_id !== undefined){
+let data0 = data.deployment_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern11.test(data0)){
+const err4 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+validate41.errors = vErrors;
+return errors === 0;
+}
+validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_cancel_output = validate42;
+const schema53 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
+
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_cancel.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate42.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment_id"},message:"must have required property '"+"deployment_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.status === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "deployment_id") || (key0 === "status"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.deployment_id !== undefined){
+if(typeof data.deployment_id !== "string"){
+const err3 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.status !== undefined){
+let data1 = data.status;
+if(typeof data1 !== "string"){
+const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if("cancelling" !== data1){
+const err5 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/const",keyword:"const",params:{allowedValue: "cancelling"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+validate42.errors = vErrors;
+return errors === 0;
+}
+validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_create_input = validate43;
+const schema54 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
+
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_create.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate43.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "app_id")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+validate43.errors = vErrors;
+return errors === 0;
+}
+validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_create_output = validate44;
+const schema55 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+const func38 = Object.prototype.hasOwnProperty;
+
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_create.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate44.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment"},message:"must have required property '"+"deployment"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "deployment")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.deployment !== undefined){
+let data0 = data.deployment;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.id === undefined){
+const err2 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0.app_id === undefined){
+const err3 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.kind === undefined){
+const err4 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "kind"},message:"must have required property '"+"kind"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data0.rollback_of === undefined){
+const err5 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "rollback_of"},message:"must have required property '"+"rollback_of"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data0.pipeline === undefined){
+const err6 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data0.status === undefined){
+const err7 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data0.created_at === undefined){
+const err8 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data0.started_at === undefined){
+const err9 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "started_at"},message:"must have required property '"+"started_at"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data0.finished_at === undefined){
+const err10 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "finished_at"},message:"must have required property '"+"finished_at"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data0.exit_code === undefined){
+const err11 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "exit_code"},message:"must have required property '"+"exit_code"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data0.outcome === undefined){
+const err12 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+for(const key1 in data0){
+if(!(func38.call(schema55.properties.deployment.properties, key1))){
+const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data0.id !== undefined){
+if(typeof data0.id !== "string"){
+const err14 = {instancePath:instancePath+"/deployment/id",schemaPath:"#/properties/deployment/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data0.app_id !== undefined){
+if(typeof data0.app_id !== "string"){
+const err15 = {instancePath:instancePath+"/deployment/app_id",schemaPath:"#/properties/deployment/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data0.kind !== undefined){
+let data3 = data0.kind;
+if(typeof data3 !== "string"){
+const err16 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(!((data3 === "deploy") || (data3 === "rollback"))){
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema55.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data0.rollback_of !== undefined){
+let data4 = data0.rollback_of;
+if((typeof data4 !== "string") && (data4 !== null)){
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema55.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data0.pipeline !== undefined){
+if(typeof data0.pipeline !== "string"){
+const err19 = {instancePath:instancePath+"/deployment/pipeline",schemaPath:"#/properties/deployment/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data0.status !== undefined){
+let data6 = data0.status;
+if(typeof data6 !== "string"){
+const err20 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema55.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data0.created_at !== undefined){
+if(typeof data0.created_at !== "string"){
+const err22 = {instancePath:instancePath+"/deployment/created_at",schemaPath:"#/properties/deployment/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data0.started_at !== undefined){
+let data8 = data0.started_at;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema55.properties.deployment.properties.started_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data0.finished_at !== undefined){
+let data9 = data0.finished_at;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema55.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data0.exit_code !== undefined){
+let data10 = data0.exit_code;
+if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema55.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data0.outcome !== undefined){
+let data11 = data0.outcome;
+if((typeof data11 !== "string") && (data11 !== null)){
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema55.properties.deployment.properties.outcome.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+else {
+const err28 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+validate44.errors = vErrors;
+return errors === 0;
+}
+validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_get_input = validate45;
+const schema56 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
+
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_get.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate45.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment_id"},message:"must have required property '"+"deployment_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "deployment_id")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.deployment_id !== undefined){
+let data0 = data.deployment_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern11.test(data0)){
+const err4 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+validate45.errors = vErrors;
+return errors === 0;
+}
+validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_get_output = validate46;
+const schema57 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
+
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_get.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate46.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment"},message:"must have required property '"+"deployment"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.last_lines === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "last_lines"},message:"must have required property '"+"last_lines"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "deployment") || (key0 === "last_lines"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.deployment !== undefined){
+let data0 = data.deployment;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.id === undefined){
+const err3 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.app_id === undefined){
+const err4 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data0.kind === undefined){
+const err5 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "kind"},message:"must have required property '"+"kind"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data0.rollback_of === undefined){
+const err6 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "rollback_of"},message:"must have required property '"+"rollback_of"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data0.pipeline === undefined){
+const err7 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data0.status === undefined){
+const err8 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data0.created_at === undefined){
+const err9 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data0.started_at === undefined){
+const err10 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "started_at"},message:"must have required property '"+"started_at"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data0.finished_at === undefined){
+const err11 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "finished_at"},message:"must have required property '"+"finished_at"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data0.exit_code === undefined){
+const err12 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "exit_code"},message:"must have required property '"+"exit_code"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(data0.outcome === undefined){
+const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+for(const key1 in data0){
+if(!(func38.call(schema57.properties.deployment.properties, key1))){
+const err14 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data0.id !== undefined){
+if(typeof data0.id !== "string"){
+const err15 = {instancePath:instancePath+"/deployment/id",schemaPath:"#/properties/deployment/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data0.app_id !== undefined){
+if(typeof data0.app_id !== "string"){
+const err16 = {instancePath:instancePath+"/deployment/app_id",schemaPath:"#/properties/deployment/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data0.kind !== undefined){
+let data3 = data0.kind;
+if(typeof data3 !== "string"){
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(!((data3 === "deploy") || (data3 === "rollback"))){
+const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema57.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data0.rollback_of !== undefined){
+let data4 = data0.rollback_of;
+if((typeof data4 !== "string") && (data4 !== null)){
+const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema57.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data0.pipeline !== undefined){
+if(typeof data0.pipeline !== "string"){
+const err20 = {instancePath:instancePath+"/deployment/pipeline",schemaPath:"#/properties/deployment/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data0.status !== undefined){
+let data6 = data0.status;
+if(typeof data6 !== "string"){
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
+const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema57.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data0.created_at !== undefined){
+if(typeof data0.created_at !== "string"){
+const err23 = {instancePath:instancePath+"/deployment/created_at",schemaPath:"#/properties/deployment/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data0.started_at !== undefined){
+let data8 = data0.started_at;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema57.properties.deployment.properties.started_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data0.finished_at !== undefined){
+let data9 = data0.finished_at;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema57.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data0.exit_code !== undefined){
+let data10 = data0.exit_code;
+if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
+const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema57.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data0.outcome !== undefined){
+let data11 = data0.outcome;
+if((typeof data11 !== "string") && (data11 !== null)){
+const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema57.properties.deployment.properties.outcome.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+if(data.last_lines !== undefined){
+let data12 = data.last_lines;
+if(Array.isArray(data12)){
+if(data12.length > 20){
+const err29 = {instancePath:instancePath+"/last_lines",schemaPath:"#/properties/last_lines/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+const len0 = data12.length;
+for(let i0=0; i0<len0; i0++){
+let data13 = data12[i0];
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.seq === undefined){
+const err30 = {instancePath:instancePath+"/last_lines/" + i0,schemaPath:"#/properties/last_lines/items/required",keyword:"required",params:{missingProperty: "seq"},message:"must have required property '"+"seq"+"'"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+if(data13.stream === undefined){
+const err31 = {instancePath:instancePath+"/last_lines/" + i0,schemaPath:"#/properties/last_lines/items/required",keyword:"required",params:{missingProperty: "stream"},message:"must have required property '"+"stream"+"'"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(data13.line === undefined){
+const err32 = {instancePath:instancePath+"/last_lines/" + i0,schemaPath:"#/properties/last_lines/items/required",keyword:"required",params:{missingProperty: "line"},message:"must have required property '"+"line"+"'"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+if(data13.at === undefined){
+const err33 = {instancePath:instancePath+"/last_lines/" + i0,schemaPath:"#/properties/last_lines/items/required",keyword:"required",params:{missingProperty: "at"},message:"must have required property '"+"at"+"'"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+for(const key2 in data13){
+if(!((((key2 === "seq") || (key2 === "stream")) || (key2 === "line")) || (key2 === "at"))){
+const err34 = {instancePath:instancePath+"/last_lines/" + i0,schemaPath:"#/properties/last_lines/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+if(data13.seq !== undefined){
+let data14 = data13.seq;
+if(!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))){
+const err35 = {instancePath:instancePath+"/last_lines/" + i0+"/seq",schemaPath:"#/properties/last_lines/items/properties/seq/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+if((typeof data14 == "number") && (isFinite(data14))){
+if(data14 < 0 || isNaN(data14)){
+const err36 = {instancePath:instancePath+"/last_lines/" + i0+"/seq",schemaPath:"#/properties/last_lines/items/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+}
+if(data13.stream !== undefined){
+let data15 = data13.stream;
+if(typeof data15 !== "string"){
+const err37 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+if(!(((data15 === "stdout") || (data15 === "stderr")) || (data15 === "system"))){
+const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema57.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+}
+if(data13.line !== undefined){
+if(typeof data13.line !== "string"){
+const err39 = {instancePath:instancePath+"/last_lines/" + i0+"/line",schemaPath:"#/properties/last_lines/items/properties/line/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+if(data13.at !== undefined){
+if(typeof data13.at !== "string"){
+const err40 = {instancePath:instancePath+"/last_lines/" + i0+"/at",schemaPath:"#/properties/last_lines/items/properties/at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/last_lines/" + i0,schemaPath:"#/properties/last_lines/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+}
+else {
+const err42 = {instancePath:instancePath+"/last_lines",schemaPath:"#/properties/last_lines/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+}
+}
+else {
+const err43 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+validate46.errors = vErrors;
+return errors === 0;
+}
+validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_list_input = validate47;
+const schema58 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
+
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_list.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate47.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!(((key0 === "app_id") || (key0 === "limit")) || (key0 === "offset"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err1 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err2 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+else {
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.limit !== undefined){
+let data1 = data.limit;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+const err5 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 100 || isNaN(data1)){
+const err6 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data1 < 1 || isNaN(data1)){
+const err7 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+if(data.offset !== undefined){
+let data2 = data.offset;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+const err8 = {instancePath:instancePath+"/offset",schemaPath:"#/properties/offset/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 1000000 || isNaN(data2)){
+const err9 = {instancePath:instancePath+"/offset",schemaPath:"#/properties/offset/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data2 < 0 || isNaN(data2)){
+const err10 = {instancePath:instancePath+"/offset",schemaPath:"#/properties/offset/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+validate47.errors = vErrors;
+return errors === 0;
+}
+validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_list_output = validate48;
+const schema59 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
+
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_list.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate48.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployments === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployments"},message:"must have required property '"+"deployments"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.total === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "total"},message:"must have required property '"+"total"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.next_offset === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "next_offset"},message:"must have required property '"+"next_offset"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "deployments") || (key0 === "total")) || (key0 === "next_offset"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.deployments !== undefined){
+let data0 = data.deployments;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+let data1 = data0[i0];
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.id === undefined){
+const err4 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data1.app_id === undefined){
+const err5 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data1.kind === undefined){
+const err6 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "kind"},message:"must have required property '"+"kind"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data1.rollback_of === undefined){
+const err7 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "rollback_of"},message:"must have required property '"+"rollback_of"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data1.pipeline === undefined){
+const err8 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data1.status === undefined){
+const err9 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data1.created_at === undefined){
+const err10 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data1.started_at === undefined){
+const err11 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "started_at"},message:"must have required property '"+"started_at"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data1.finished_at === undefined){
+const err12 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "finished_at"},message:"must have required property '"+"finished_at"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(data1.exit_code === undefined){
+const err13 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "exit_code"},message:"must have required property '"+"exit_code"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data1.outcome === undefined){
+const err14 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+for(const key1 in data1){
+if(!(func38.call(schema59.properties.deployments.items.properties, key1))){
+const err15 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data1.id !== undefined){
+if(typeof data1.id !== "string"){
+const err16 = {instancePath:instancePath+"/deployments/" + i0+"/id",schemaPath:"#/properties/deployments/items/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data1.app_id !== undefined){
+if(typeof data1.app_id !== "string"){
+const err17 = {instancePath:instancePath+"/deployments/" + i0+"/app_id",schemaPath:"#/properties/deployments/items/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data1.kind !== undefined){
+let data4 = data1.kind;
+if(typeof data4 !== "string"){
+const err18 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(!((data4 === "deploy") || (data4 === "rollback"))){
+const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema59.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data1.rollback_of !== undefined){
+let data5 = data1.rollback_of;
+if((typeof data5 !== "string") && (data5 !== null)){
+const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema59.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data1.pipeline !== undefined){
+if(typeof data1.pipeline !== "string"){
+const err21 = {instancePath:instancePath+"/deployments/" + i0+"/pipeline",schemaPath:"#/properties/deployments/items/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data1.status !== undefined){
+let data7 = data1.status;
+if(typeof data7 !== "string"){
+const err22 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(!((((((data7 === "queued") || (data7 === "running")) || (data7 === "succeeded")) || (data7 === "failed")) || (data7 === "cancelled")) || (data7 === "interrupted"))){
+const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema59.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data1.created_at !== undefined){
+if(typeof data1.created_at !== "string"){
+const err24 = {instancePath:instancePath+"/deployments/" + i0+"/created_at",schemaPath:"#/properties/deployments/items/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data1.started_at !== undefined){
+let data9 = data1.started_at;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema59.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data1.finished_at !== undefined){
+let data10 = data1.finished_at;
+if((typeof data10 !== "string") && (data10 !== null)){
+const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema59.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data1.exit_code !== undefined){
+let data11 = data1.exit_code;
+if((!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))) && (data11 !== null)){
+const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema59.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data1.outcome !== undefined){
+let data12 = data1.outcome;
+if((typeof data12 !== "string") && (data12 !== null)){
+const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema59.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/deployments",schemaPath:"#/properties/deployments/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data.total !== undefined){
+let data13 = data.total;
+if(!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))){
+const err31 = {instancePath:instancePath+"/total",schemaPath:"#/properties/total/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 < 0 || isNaN(data13)){
+const err32 = {instancePath:instancePath+"/total",schemaPath:"#/properties/total/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+}
+if(data.next_offset !== undefined){
+let data14 = data.next_offset;
+if((!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))) && (data14 !== null)){
+const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema59.properties.next_offset.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+validate48.errors = vErrors;
+return errors === 0;
+}
+validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_logs_input = validate49;
+const schema60 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_logs.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate49.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment_id"},message:"must have required property '"+"deployment_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "deployment_id") || (key0 === "limit")) || (key0 === "cursor"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.deployment_id !== undefined){
+let data0 = data.deployment_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern11.test(data0)){
+const err4 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.limit !== undefined){
+let data1 = data.limit;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+const err6 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 500 || isNaN(data1)){
+const err7 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 500},message:"must be <= 500"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data1 < 1 || isNaN(data1)){
+const err8 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+}
+if(data.cursor !== undefined){
+let data2 = data.cursor;
+if(typeof data2 === "string"){
+if(func1(data2) > 256){
+const err9 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err10 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+else {
+const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+validate49.errors = vErrors;
+return errors === 0;
+}
+validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_logs_output = validate50;
+const schema61 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
+
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_logs.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate50.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.lines === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lines"},message:"must have required property '"+"lines"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.next_cursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "next_cursor"},message:"must have required property '"+"next_cursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "lines") || (key0 === "next_cursor"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.lines !== undefined){
+let data0 = data.lines;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+let data1 = data0[i0];
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.seq === undefined){
+const err3 = {instancePath:instancePath+"/lines/" + i0,schemaPath:"#/properties/lines/items/required",keyword:"required",params:{missingProperty: "seq"},message:"must have required property '"+"seq"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data1.stream === undefined){
+const err4 = {instancePath:instancePath+"/lines/" + i0,schemaPath:"#/properties/lines/items/required",keyword:"required",params:{missingProperty: "stream"},message:"must have required property '"+"stream"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data1.line === undefined){
+const err5 = {instancePath:instancePath+"/lines/" + i0,schemaPath:"#/properties/lines/items/required",keyword:"required",params:{missingProperty: "line"},message:"must have required property '"+"line"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data1.at === undefined){
+const err6 = {instancePath:instancePath+"/lines/" + i0,schemaPath:"#/properties/lines/items/required",keyword:"required",params:{missingProperty: "at"},message:"must have required property '"+"at"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+for(const key1 in data1){
+if(!((((key1 === "seq") || (key1 === "stream")) || (key1 === "line")) || (key1 === "at"))){
+const err7 = {instancePath:instancePath+"/lines/" + i0,schemaPath:"#/properties/lines/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data1.seq !== undefined){
+let data2 = data1.seq;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+const err8 = {instancePath:instancePath+"/lines/" + i0+"/seq",schemaPath:"#/properties/lines/items/properties/seq/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 0 || isNaN(data2)){
+const err9 = {instancePath:instancePath+"/lines/" + i0+"/seq",schemaPath:"#/properties/lines/items/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+if(data1.stream !== undefined){
+let data3 = data1.stream;
+if(typeof data3 !== "string"){
+const err10 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(!(((data3 === "stdout") || (data3 === "stderr")) || (data3 === "system"))){
+const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema61.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data1.line !== undefined){
+if(typeof data1.line !== "string"){
+const err12 = {instancePath:instancePath+"/lines/" + i0+"/line",schemaPath:"#/properties/lines/items/properties/line/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data1.at !== undefined){
+if(typeof data1.at !== "string"){
+const err13 = {instancePath:instancePath+"/lines/" + i0+"/at",schemaPath:"#/properties/lines/items/properties/at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath:instancePath+"/lines/" + i0,schemaPath:"#/properties/lines/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/lines",schemaPath:"#/properties/lines/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -1493,9 +5828,9 @@ errors++;
 }
 }
 if(data.next_cursor !== undefined){
-let data7 = data.next_cursor;
-if((typeof data7 !== "string") && (data7 !== null)){
-const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema41.properties.next_cursor.type},message:"must be string,null"};
+let data6 = data.next_cursor;
+if((typeof data6 !== "string") && (data6 !== null)){
+const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema61.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -1516,19 +5851,1447 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate30.errors = vErrors;
+validate50.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_input = validate31;
-const schema42 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
+export const validate_tools_service_deployments_rollback_input = validate51;
+const schema62 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_rollback.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate51.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "app_id") || (key0 === "to_deployment_id"))){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err2 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.to_deployment_id !== undefined){
+let data1 = data.to_deployment_id;
+if(typeof data1 === "string"){
+if(func1(data1) > 30){
+const err6 = {instancePath:instancePath+"/to_deployment_id",schemaPath:"#/properties/to_deployment_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(func1(data1) < 30){
+const err7 = {instancePath:instancePath+"/to_deployment_id",schemaPath:"#/properties/to_deployment_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(!pattern11.test(data1)){
+const err8 = {instancePath:instancePath+"/to_deployment_id",schemaPath:"#/properties/to_deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/to_deployment_id",schemaPath:"#/properties/to_deployment_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+validate51.errors = vErrors;
+return errors === 0;
+}
+validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_deployments_rollback_output = validate52;
+const schema63 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_deployments_rollback.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate52.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.deployment === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deployment"},message:"must have required property '"+"deployment"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(key0 === "deployment")){
+const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.deployment !== undefined){
+let data0 = data.deployment;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.id === undefined){
+const err2 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0.app_id === undefined){
+const err3 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.kind === undefined){
+const err4 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "kind"},message:"must have required property '"+"kind"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data0.rollback_of === undefined){
+const err5 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "rollback_of"},message:"must have required property '"+"rollback_of"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data0.pipeline === undefined){
+const err6 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "pipeline"},message:"must have required property '"+"pipeline"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data0.status === undefined){
+const err7 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data0.created_at === undefined){
+const err8 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "created_at"},message:"must have required property '"+"created_at"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data0.started_at === undefined){
+const err9 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "started_at"},message:"must have required property '"+"started_at"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data0.finished_at === undefined){
+const err10 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "finished_at"},message:"must have required property '"+"finished_at"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data0.exit_code === undefined){
+const err11 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "exit_code"},message:"must have required property '"+"exit_code"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data0.outcome === undefined){
+const err12 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+for(const key1 in data0){
+if(!(func38.call(schema63.properties.deployment.properties, key1))){
+const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data0.id !== undefined){
+if(typeof data0.id !== "string"){
+const err14 = {instancePath:instancePath+"/deployment/id",schemaPath:"#/properties/deployment/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data0.app_id !== undefined){
+if(typeof data0.app_id !== "string"){
+const err15 = {instancePath:instancePath+"/deployment/app_id",schemaPath:"#/properties/deployment/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data0.kind !== undefined){
+let data3 = data0.kind;
+if(typeof data3 !== "string"){
+const err16 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(!((data3 === "deploy") || (data3 === "rollback"))){
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema63.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data0.rollback_of !== undefined){
+let data4 = data0.rollback_of;
+if((typeof data4 !== "string") && (data4 !== null)){
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema63.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data0.pipeline !== undefined){
+if(typeof data0.pipeline !== "string"){
+const err19 = {instancePath:instancePath+"/deployment/pipeline",schemaPath:"#/properties/deployment/properties/pipeline/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data0.status !== undefined){
+let data6 = data0.status;
+if(typeof data6 !== "string"){
+const err20 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema63.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data0.created_at !== undefined){
+if(typeof data0.created_at !== "string"){
+const err22 = {instancePath:instancePath+"/deployment/created_at",schemaPath:"#/properties/deployment/properties/created_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data0.started_at !== undefined){
+let data8 = data0.started_at;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema63.properties.deployment.properties.started_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data0.finished_at !== undefined){
+let data9 = data0.finished_at;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema63.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data0.exit_code !== undefined){
+let data10 = data0.exit_code;
+if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema63.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data0.outcome !== undefined){
+let data11 = data0.outcome;
+if((typeof data11 !== "string") && (data11 !== null)){
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema63.properties.deployment.properties.outcome.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+else {
+const err28 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+validate52.errors = vErrors;
+return errors === 0;
+}
+validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_env_set_input = validate53;
+const schema64 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
+const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
+
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_env_set.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate53.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.value === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "app_id") || (key0 === "name")) || (key0 === "value"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err6 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data1 = data.name;
+if(typeof data1 === "string"){
+if(func1(data1) > 128){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(!pattern19.test(data1)){
+const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.value !== undefined){
+let data2 = data.value;
+if(typeof data2 === "string"){
+if(func1(data2) > 32768){
+const err12 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/maxLength",keyword:"maxLength",params:{limit: 32768},message:"must NOT have more than 32768 characters"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+validate53.errors = vErrors;
+return errors === 0;
+}
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_env_set_output = validate54;
+const schema65 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
+
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_env_set.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate54.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.created === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "created"},message:"must have required property '"+"created"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "app_id") || (key0 === "name")) || (key0 === "created"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+if(typeof data.app_id !== "string"){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.created !== undefined){
+if(typeof data.created !== "boolean"){
+const err6 = {instancePath:instancePath+"/created",schemaPath:"#/properties/created/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+validate54.errors = vErrors;
+return errors === 0;
+}
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_env_unset_input = validate55;
+const schema66 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
+
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_env_unset.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate55.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "app_id") || (key0 === "name"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(!pattern6.test(data0)){
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data1 = data.name;
+if(typeof data1 === "string"){
+if(func1(data1) > 128){
+const err7 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(!pattern19.test(data1)){
+const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+validate55.errors = vErrors;
+return errors === 0;
+}
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_env_unset_output = validate56;
+const schema67 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
+
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_env_unset.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate56.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.removed === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "removed"},message:"must have required property '"+"removed"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "app_id") || (key0 === "name")) || (key0 === "removed"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+if(typeof data.app_id !== "string"){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.removed !== undefined){
+let data2 = data.removed;
+if(typeof data2 !== "boolean"){
+const err6 = {instancePath:instancePath+"/removed",schemaPath:"#/properties/removed/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(true !== data2){
+const err7 = {instancePath:instancePath+"/removed",schemaPath:"#/properties/removed/const",keyword:"const",params:{allowedValue: true},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate56.errors = vErrors;
+return errors === 0;
+}
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_members_list_input = validate57;
+const schema68 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_members_list.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate57.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!((key0 === "limit") || (key0 === "cursor"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.limit !== undefined){
+let data0 = data.limit;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err1 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 100 || isNaN(data0)){
+const err2 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0 < 1 || isNaN(data0)){
+const err3 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+if(data.cursor !== undefined){
+let data1 = data.cursor;
+if(typeof data1 === "string"){
+if(func1(data1) > 256){
+const err4 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err5 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+validate57.errors = vErrors;
+return errors === 0;
+}
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_members_list_output = validate58;
+const schema69 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
+
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_members_list.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate58.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.members === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "members"},message:"must have required property '"+"members"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.next_cursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "next_cursor"},message:"must have required property '"+"next_cursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "members") || (key0 === "next_cursor"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.members !== undefined){
+let data0 = data.members;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+let data1 = data0[i0];
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.membership_id === undefined){
+const err3 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/required",keyword:"required",params:{missingProperty: "membership_id"},message:"must have required property '"+"membership_id"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data1.user_id === undefined){
+const err4 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/required",keyword:"required",params:{missingProperty: "user_id"},message:"must have required property '"+"user_id"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data1.email === undefined){
+const err5 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/required",keyword:"required",params:{missingProperty: "email"},message:"must have required property '"+"email"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data1.name === undefined){
+const err6 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data1.role === undefined){
+const err7 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data1.joined_at === undefined){
+const err8 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/required",keyword:"required",params:{missingProperty: "joined_at"},message:"must have required property '"+"joined_at"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+for(const key1 in data1){
+if(!((((((key1 === "membership_id") || (key1 === "user_id")) || (key1 === "email")) || (key1 === "name")) || (key1 === "role")) || (key1 === "joined_at"))){
+const err9 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data1.membership_id !== undefined){
+if(typeof data1.membership_id !== "string"){
+const err10 = {instancePath:instancePath+"/members/" + i0+"/membership_id",schemaPath:"#/properties/members/items/properties/membership_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data1.user_id !== undefined){
+if(typeof data1.user_id !== "string"){
+const err11 = {instancePath:instancePath+"/members/" + i0+"/user_id",schemaPath:"#/properties/members/items/properties/user_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data1.email !== undefined){
+if(typeof data1.email !== "string"){
+const err12 = {instancePath:instancePath+"/members/" + i0+"/email",schemaPath:"#/properties/members/items/properties/email/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data1.name !== undefined){
+if(typeof data1.name !== "string"){
+const err13 = {instancePath:instancePath+"/members/" + i0+"/name",schemaPath:"#/properties/members/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data1.role !== undefined){
+let data6 = data1.role;
+if(!((((data6 === "viewer") || (data6 === "developer")) || (data6 === "admin")) || (data6 === "owner"))){
+const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema69.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data1.joined_at !== undefined){
+if(typeof data1.joined_at !== "string"){
+const err15 = {instancePath:instancePath+"/members/" + i0+"/joined_at",schemaPath:"#/properties/members/items/properties/joined_at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/members/" + i0,schemaPath:"#/properties/members/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath:instancePath+"/members",schemaPath:"#/properties/members/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.next_cursor !== undefined){
+let data8 = data.next_cursor;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema69.properties.next_cursor.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+}
+else {
+const err19 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+validate58.errors = vErrors;
+return errors === 0;
+}
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_whoami_input = validate59;
+const schema70 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
+
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate31.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1557,19 +7320,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate31.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate31.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_output = validate32;
-const schema43 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
+export const validate_tools_service_whoami_output = validate60;
+const schema71 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1828,7 +7591,7 @@ errors++;
 if(data.role !== undefined){
 let data8 = data.role;
 if(!((((data8 === "viewer") || (data8 === "developer")) || (data8 === "admin")) || (data8 === "owner"))){
-const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema43.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema71.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -1845,7 +7608,7 @@ const len0 = data9.length;
 for(let i0=0; i0<len0; i0++){
 let data10 = data9[i0];
 if(!((data10 === "mcp:read") || (data10 === "mcp:write"))){
-const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema43.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema71.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -1905,7 +7668,7 @@ errors++;
 if(data11.kind !== undefined){
 let data12 = data11.kind;
 if(!((data12 === "api_key") || (data12 === "oauth"))){
-const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema43.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema71.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -1962,9 +7725,9 @@ vErrors.push(err32);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/empty.params","mcp/initialize.params","mcp/logging-set-level.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_whoami.input","tools/service_whoami.output"]
+export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/empty.params","mcp/initialize.params","mcp/logging-set-level.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]

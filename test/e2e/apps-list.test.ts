@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { callTool, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
+import { visibleCatalog } from '../helpers/catalog.js'
 
 async function seeded(t: Test) {
   const server = await startServer(t)
@@ -35,7 +36,7 @@ async function listAll(t: Test, server: TestServer, headers: Record<string, stri
     for (const app of data.apps) {
       ids.push(app.id)
       created.push(app.created_at)
-      t.strictSame(Object.keys(app).sort(), ['created_at', 'description', 'id', 'name', 'updated_at'])
+      t.strictSame(Object.keys(app).sort(), ['created_at', 'description', 'id', 'name', 'pipeline', 'updated_at'])
     }
     cursors.push(data.next_cursor)
     cursor = data.next_cursor
@@ -125,7 +126,7 @@ t.test('roles and scopes', async (t) => {
     const viewer = createMember(server, { role: 'viewer' })
     const { headers } = await openSession(server.mcpUrl, viewer.key, '2025-11-25')
     const list = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, headers)
-    t.strictSame(list.json.result.tools.map((x: { name: string }) => x.name), ['service_whoami', 'service_apps_list'])
+    t.strictSame(list.json.result.tools.map((x: { name: string }) => x.name), visibleCatalog('viewer'))
     const data = toolPayload(t, await post(server.mcpUrl, callTool('service_apps_list', { limit: 100 }), headers))
     t.equal(data.apps.length, 25)
     t.strictSame(data.apps.map((a: { id: string }) => a.id), mine.map((a) => a.id).sort())

@@ -13,11 +13,13 @@ export function auditRepo(db: Db) {
       db.insert(auditLog).values(row).run()
       return row
     },
-    /** Newest first, keyset-paged on the time-sortable id, scoped by organization. */
-    page(organizationId: string, limit: number, before?: string): { items: AuditEntry[]; more: boolean } {
-      const where = before === undefined
-        ? eq(auditLog.organizationId, organizationId)
-        : and(eq(auditLog.organizationId, organizationId), lt(auditLog.id, before))
+    /** Newest first, keyset-paged on the time-sortable id, scoped by organization, optionally one action only. */
+    page(organizationId: string, limit: number, before?: string, action?: string): { items: AuditEntry[]; more: boolean } {
+      const where = and(
+        eq(auditLog.organizationId, organizationId),
+        before === undefined ? undefined : lt(auditLog.id, before),
+        action === undefined ? undefined : eq(auditLog.action, action),
+      )
       const rows = db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(limit + 1).all()
       return { items: rows.slice(0, limit), more: rows.length > limit }
     },

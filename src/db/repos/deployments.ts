@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, inArray, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { deploymentLogs, deployments, type DeploymentStatus } from '../schema.js'
@@ -87,6 +87,23 @@ export function deploymentsRepo(db: Db) {
         .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), eq(deployments.status, 'succeeded'), eq(deployments.kind, 'deploy')))
         .orderBy(desc(deployments.id)).limit(2).all()
       return rows.find((r) => r.id !== exceptId)
+    },
+    /**
+     * Where a rollback of the app goes when none is named. `current` is the deploy the app runs now: the one its latest
+     * succeeded run put live (a succeeded rollback puts its target back). `target` is the latest succeeded deploy made
+     * before `current`. Both are undefined when nothing ever succeeded.
+     */
+    rollbackTarget(organizationId: string, appId: string): { current?: Deployment; target?: Deployment } {
+      const ofApp = and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), eq(deployments.status, 'succeeded'))
+      const latest = db.select().from(deployments).where(ofApp).orderBy(desc(deployments.id)).limit(1).get()
+      if (!latest) return {}
+      const currentId = latest.kind === 'rollback' && latest.rollbackOf ? latest.rollbackOf : latest.id
+      const current = currentId === latest.id ? latest : (db.select().from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.id, currentId))).get() ?? latest)
+      const target = db.select().from(deployments)
+        .where(and(ofApp, eq(deployments.kind, 'deploy'), lt(deployments.id, current.id)))
+        .orderBy(desc(deployments.id)).limit(1).get()
+      return target ? { current, target } : { current }
     },
     active(organizationId: string, appId: string): Deployment | undefined {
       return db.select().from(deployments)

@@ -4,11 +4,13 @@ import { isoTime } from '../../../lib/iso-time.js'
 import { decodeCursor, encodeCursor } from '../cursor.js'
 import { defineTool } from '../define.js'
 
+/** How every tool shows an app (the app object of the apps output schemas). */
 export function appView(app: App) {
   return {
     id: app.id,
     name: app.name,
     description: app.description,
+    pipeline: app.pipeline,
     created_at: isoTime(app.createdAt),
     updated_at: isoTime(app.updatedAt),
   }

@@ -1,0 +1,1 @@
+CREATE INDEX `audit_log_org_action_idx` ON `audit_log` (`organization_id`,`action`,`id`);

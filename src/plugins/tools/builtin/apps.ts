@@ -1,0 +1,165 @@
+import type { Principal } from '../../../auth/principal.js'
+import type { Config } from '../../../config.js'
+import { isUniqueViolation, type App } from '../../../db/repos/apps.js'
+import type { Repos } from '../../../db/repos/index.js'
+import { fail } from '../../../errors/service-error.js'
+import { isoTime } from '../../../lib/iso-time.js'
+import { defineTool } from '../define.js'
+import { appView } from './apps-list.js'
+
+type AppOutput = { app: ReturnType<typeof appView> }
+
+/**
+ * The app `appId` of the caller's organization. Absent and "in another organization" are one answer, with one text,
+ * so an id from elsewhere reveals nothing.
+ */
+export function requireApp(repos: Repos, principal: Principal, appId: string): App {
+  const app = repos.apps.byId(principal.organizationId, appId)
+  if (!app) throw appNotFound()
+  return app
+}
+
+export function appNotFound() {
+  return fail('RESOURCE_NOT_FOUND', { message: 'No app with this id in your organization' })
+}
+
+/** Pipelines are configured by the operator; a tool only picks one of them by name. */
+function requirePipeline(config: Readonly<Config>, name: string): string {
+  if (Object.hasOwn(config.pipelines, name)) return name
+  const known = Object.keys(config.pipelines).sort()
+  throw fail('INVALID_ARGUMENTS', {
+    message: `Unknown pipeline ${JSON.stringify(name)}: the configured pipelines are ${known.length ? known.join(', ') : '(none)'}`,
+  })
+}
+
+function nameTaken(name: string) {
+  return fail('CONFLICT', { message: `An app named ${name} already exists in your organization` })
+}
+
+export const appsGet = defineTool<{ app_id: string }>({
+  name: 'service_apps_get',
+  title: 'Get an app',
+  description: 'Shows one app of your organization with the names of its environment variables. Values are never returned: they stay on the server, encrypted.',
+  inputSchema: 'tools/service_apps_get.input',
+  outputSchema: 'tools/service_apps_get.output',
+  scope: 'mcp:read',
+  role: 'viewer',
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  rateLimitPerMinute: 60,
+  handler(args, { principal, repos }) {
+    const app = requireApp(repos, principal, args.app_id)
+    const env = repos.envVars.list(principal.organizationId, app.id)
+      .map((v) => ({ name: v.name, created_at: isoTime(v.createdAt), updated_at: isoTime(v.updatedAt) }))
+    return { app: appView(app), env }
+  },
+})
+
+export const appsCreate = defineTool<{ name: string; description?: string; pipeline?: string }, AppOutput>({
+  name: 'service_apps_create',
+  title: 'Create an app',
+  description: 'Creates an app in your organization. The name must be unique in the organization. pipeline names one of the deployment pipelines the operator configured (default: "default").',
+  inputSchema: 'tools/service_apps_create.input',
+  outputSchema: 'tools/service_apps_create.output',
+  scope: 'mcp:write',
+  role: 'developer',
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  rateLimitPerMinute: 10,
+  auditTarget: (_args, output) => ({ targetType: 'app', targetId: output.app.id, details: { name: output.app.name } }),
+  handler(args, { principal, repos, config }) {
+    const pipeline = requirePipeline(config, args.pipeline ?? 'default')
+    try {
+      const app = repos.apps.create({
+        organizationId: principal.organizationId,
+        name: args.name,
+        description: args.description ?? '',
+        pipeline,
+        createdBy: principal.userId,
+      })
+      return { app: appView(app) }
+    } catch (err) {
+      if (isUniqueViolation(err)) throw nameTaken(args.name)
+      throw err
+    }
+  },
+})
+
+export const appsUpdate = defineTool<{ app_id: string; name?: string; description?: string; pipeline?: string }, AppOutput>({
+  name: 'service_apps_update',
+  title: 'Update an app',
+  description: 'Changes the name, description or pipeline of an app of your organization; pass at least one of them. The name must stay unique in the organization.',
+  inputSchema: 'tools/service_apps_update.input',
+  outputSchema: 'tools/service_apps_update.output',
+  scope: 'mcp:write',
+  role: 'developer',
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  rateLimitPerMinute: 10,
+  auditTarget: (args, output) => ({
+    targetType: 'app',
+    targetId: output.app.id,
+    details: { changed: ['name', 'description', 'pipeline'].filter((k) => k in args) },
+  }),
+  handler(args, { principal, repos, config }) {
+    if (args.name === undefined && args.description === undefined && args.pipeline === undefined) {
+      throw fail('INVALID_ARGUMENTS', { message: 'Pass at least one of name, description, pipeline to change' })
+    }
+    requireApp(repos, principal, args.app_id)
+    if (args.pipeline !== undefined) requirePipeline(config, args.pipeline)
+    let app: App | undefined
+    try {
+      app = repos.apps.update(principal.organizationId, args.app_id, {
+        ...(args.name !== undefined ? { name: args.name } : {}),
+        ...(args.description !== undefined ? { description: args.description } : {}),
+        ...(args.pipeline !== undefined ? { pipeline: args.pipeline } : {}),
+      })
+    } catch (err) {
+      if (isUniqueViolation(err)) throw nameTaken(args.name ?? '')
+      throw err
+    }
+    if (!app) throw appNotFound() // deleted in the meantime
+    return { app: appView(app) }
+  },
+})
+
+export const appsDelete = defineTool<{ app_id: string }, { deleted: true; app_id: string; name: string; deployments_deleted: number }>({
+  name: 'service_apps_delete',
+  title: 'Delete an app',
+  description: 'Deletes an app of your organization with its environment variables and all its deployments and their logs, after the user confirms. Refused while a deployment of the app is queued or running.',
+  inputSchema: 'tools/service_apps_delete.input',
+  outputSchema: 'tools/service_apps_delete.output',
+  scope: 'mcp:write',
+  role: 'admin',
+  confirm: true,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  rateLimitPerMinute: 10,
+  auditTarget: (_args, output) => ({
+    targetType: 'app',
+    targetId: output.app_id,
+    details: { name: output.name, deployments_deleted: output.deployments_deleted },
+  }),
+  async handler(args, ctx) {
+    const { principal, repos } = ctx
+    const app = requireApp(repos, principal, args.app_id)
+    refuseWhileDeploying(repos, principal, app)
+    const n = repos.apps.deploymentCount(principal.organizationId, app.id)
+    await ctx.confirm(`Delete app ${app.name} (${app.id}) and its ${n} ${n === 1 ? 'deployment' : 'deployments'}?`)
+    // The answer may take minutes: look again. Everything from here on is synchronous (one SQLite connection),
+    // so no deployment can start between the check, the count and the delete.
+    const current = requireApp(repos, principal, app.id)
+    refuseWhileDeploying(repos, principal, current)
+    const deleted = repos.apps.deploymentCount(principal.organizationId, current.id)
+    if (!repos.apps.delete(principal.organizationId, current.id)) throw appNotFound()
+    return { deleted: true, app_id: current.id, name: current.name, deployments_deleted: deleted }
+  },
+})
+
+function refuseWhileDeploying(repos: Repos, principal: Principal, app: App): void {
+  const active = repos.deployments.active(principal.organizationId, app.id)
+  if (active) {
+    throw fail('CONFLICT', {
+      message: `App ${app.name} has a deployment ${active.status} (${active.id}); cancel it or wait for it to finish, then delete the app`,
+    })
+  }
+}
+
+/** The app tools, in tools/list order. */
+export const appTools = [appsGet, appsCreate, appsUpdate, appsDelete]

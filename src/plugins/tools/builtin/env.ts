@@ -1,0 +1,64 @@
+import { fail } from '../../../errors/service-error.js'
+import { defineTool } from '../define.js'
+import { requireApp } from './apps.js'
+
+/**
+ * The associated data that binds a sealed value to its app and name (the pipeline runner opens values with the
+ * same string): a ciphertext copied onto another variable or app does not decrypt.
+ */
+export function envAad(appId: string, name: string): string {
+  return `${appId}\u0000${name}`
+}
+
+export const envSet = defineTool<{ app_id: string; name: string; value: string }, { app_id: string; name: string; created: boolean }>({
+  name: 'service_env_set',
+  title: 'Set an environment variable',
+  description: 'Sets an environment variable of an app of your organization, creating it or replacing its value. The value is stored encrypted and passed only to the app\'s deployment pipeline; no tool ever returns it.',
+  inputSchema: 'tools/service_env_set.input',
+  outputSchema: 'tools/service_env_set.output',
+  scope: 'mcp:write',
+  role: 'developer',
+  // Replacing a value loses the old one for good.
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  rateLimitPerMinute: 10,
+  // Never the value: only where it went.
+  auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
+  handler(args, { principal, repos, secrets }) {
+    const app = requireApp(repos, principal, args.app_id)
+    const { created } = repos.envVars.set({
+      organizationId: principal.organizationId,
+      appId: app.id,
+      name: args.name,
+      ciphertext: secrets.seal(args.value, envAad(app.id, args.name)),
+      userId: principal.userId,
+    })
+    return { app_id: app.id, name: args.name, created }
+  },
+})
+
+export const envUnset = defineTool<{ app_id: string; name: string }, { app_id: string; name: string; removed: true }>({
+  name: 'service_env_unset',
+  title: 'Remove an environment variable',
+  description: 'Removes an environment variable from an app of your organization, after the user confirms. Later deployments run without it.',
+  inputSchema: 'tools/service_env_unset.input',
+  outputSchema: 'tools/service_env_unset.output',
+  scope: 'mcp:write',
+  role: 'developer',
+  confirm: true,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  rateLimitPerMinute: 10,
+  auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}` }),
+  async handler(args, ctx) {
+    const { principal, repos } = ctx
+    const app = requireApp(repos, principal, args.app_id)
+    const missing = () => fail('RESOURCE_NOT_FOUND', { message: `App ${app.name} has no env var ${args.name}` })
+    if (!repos.envVars.exists(principal.organizationId, app.id, args.name)) throw missing()
+    await ctx.confirm(`Remove env var ${args.name} from app ${app.name} (${app.id})?`)
+    // Removed (or the app deleted) while the user was asked: nothing left to remove.
+    if (!repos.envVars.unset(principal.organizationId, app.id, args.name)) throw missing()
+    return { app_id: app.id, name: args.name, removed: true }
+  },
+})
+
+/** The env var tools, in tools/list order. */
+export const envTools = [envSet, envUnset]
