@@ -108,7 +108,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
           const details = validationDetails(tool.validateInput.errors)
           throw fail('INVALID_ARGUMENTS', { message: `Invalid arguments for ${tool.def.name}: ${describeDetails(details)}`, details })
         }
-        const toolCtx = toolContext(ctx, tool.def.name, params._meta?.progressToken)
+        const toolCtx = new ToolCall(ctx, tool.def.name, params._meta?.progressToken)
         let output
         try {
           output = await tool.def.handler(args, toolCtx)
@@ -204,33 +204,57 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     throw fail('ELICITATION_DENIED')
   }
 
-  function toolContext(ctx: CallContext, toolName: string, progressToken: RequestId | undefined): ToolContext {
-    let lastProgress = -Infinity
-    return {
-      principal: ctx.principal,
-      session: ctx.session!,
-      protocolVersion: ctx.session!.protocolVersion,
-      repos,
-      get signal() {
-        return ctx.signal // made on first use (CallAbort)
-      },
-      requestId: ctx.requestId,
-      logger: ctx.log,
-      progress(progress, total, message) {
-        // The spec requires strictly increasing progress; anything else is dropped rather than sent.
-        if (progressToken === undefined || !(progress > lastProgress)) return
-        lastProgress = progress
-        const p: Record<string, unknown> = { progressToken, progress }
-        if (total !== undefined) p.total = total
-        if (message !== undefined) p.message = message
-        ctx.sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: p })
-      },
-      log: (level, data, logger = 'tool') => sendLog(ctx, level, logger, data),
-      confirm: (message) => confirm(ctx, toolName, message),
-      audit: (entry) => audit(ctx, toolName, entry),
-      secrets,
-      pipelines,
-      config,
+  /** The context one tool call gets. A class: one is made per call, and V8 makes class instances cheaply. */
+  class ToolCall implements ToolContext {
+    readonly principal: ToolContext['principal']
+    readonly session: ToolContext['session']
+    readonly protocolVersion: ToolContext['protocolVersion']
+    readonly requestId: RequestId
+    readonly logger: ToolContext['logger']
+    readonly repos = repos
+    readonly secrets = secrets
+    readonly pipelines = pipelines
+    readonly config = config
+    #lastProgress = -Infinity
+    readonly #ctx: CallContext
+    readonly #toolName: string
+    readonly #progressToken: RequestId | undefined
+
+    constructor(ctx: CallContext, toolName: string, progressToken: RequestId | undefined) {
+      this.#ctx = ctx
+      this.#toolName = toolName
+      this.#progressToken = progressToken
+      this.principal = ctx.principal
+      this.session = ctx.session!
+      this.protocolVersion = ctx.session!.protocolVersion
+      this.requestId = ctx.requestId
+      this.logger = ctx.log
+    }
+
+    get signal(): AbortSignal {
+      return this.#ctx.signal // made on first use (CallAbort)
+    }
+
+    progress(progress: number, total?: number, message?: string): void {
+      // The spec requires strictly increasing progress; anything else is dropped rather than sent.
+      if (this.#progressToken === undefined || !(progress > this.#lastProgress)) return
+      this.#lastProgress = progress
+      const p: Record<string, unknown> = { progressToken: this.#progressToken, progress }
+      if (total !== undefined) p.total = total
+      if (message !== undefined) p.message = message
+      this.#ctx.sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: p })
+    }
+
+    log(level: Parameters<ToolContext['log']>[0], data: unknown, logger = 'tool'): void {
+      sendLog(this.#ctx, level, logger, data)
+    }
+
+    confirm(message: string): Promise<void> {
+      return confirm(this.#ctx, this.#toolName, message)
+    }
+
+    audit(entry: Parameters<ToolContext['audit']>[0]): void {
+      audit(this.#ctx, this.#toolName, entry)
     }
   }
 }
