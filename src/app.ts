@@ -5,6 +5,7 @@ import type { DatabaseHandle } from './db/client.js'
 import authPlugin from './plugins/auth.js'
 import dbPlugin from './plugins/db.js'
 import discoveryPlugin from './plugins/discovery.js'
+import elicitationPlugin from './plugins/elicitation.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import transportPlugin from './plugins/mcp-transport/index.js'
 import oauthPlugin from './plugins/oauth/index.js'
@@ -69,6 +70,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(oauthPlugin)
   await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)
+  await app.register(elicitationPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
   await app.register(transportPlugin)
   await app.ready()

@@ -134,6 +134,77 @@ export const schemas = {
       }
     }
   },
+  "mcp/elicit-confirm.result": {
+    "$id": "mcp/elicit-confirm.result",
+    "title": "A client's answer to the confirmation elicitation/create (decisions.md §6)",
+    "description": "action is accept, decline or cancel. With accept, content answers the requested form: confirm is a boolean and required; any other field holds an elicitation value (string, number, boolean or array of strings).",
+    "type": "object",
+    "required": [
+      "action"
+    ],
+    "properties": {
+      "action": {
+        "enum": [
+          "accept",
+          "decline",
+          "cancel"
+        ]
+      },
+      "content": {
+        "type": "object",
+        "properties": {
+          "confirm": {
+            "type": "boolean"
+          }
+        },
+        "additionalProperties": {
+          "anyOf": [
+            {
+              "type": "string"
+            },
+            {
+              "type": "number"
+            },
+            {
+              "type": "boolean"
+            },
+            {
+              "type": "array",
+              "items": {
+                "type": "string"
+              }
+            }
+          ]
+        }
+      },
+      "_meta": {
+        "type": "object"
+      }
+    },
+    "if": {
+      "required": [
+        "action"
+      ],
+      "properties": {
+        "action": {
+          "const": "accept"
+        }
+      }
+    },
+    "then": {
+      "required": [
+        "content"
+      ],
+      "properties": {
+        "content": {
+          "type": "object",
+          "required": [
+            "confirm"
+          ]
+        }
+      }
+    }
+  },
   "mcp/empty.params": {
     "$id": "mcp/empty.params",
     "title": "Params of methods that take none (ping, notifications/initialized)",

@@ -5,6 +5,7 @@ export const PLUGIN = {
   rpc: 'mcp-rpc',
   auth: 'mcp-auth',
   sessions: 'mcp-sessions',
+  elicitation: 'mcp-elicitation',
   tools: 'mcp-tools',
   transport: 'mcp-transport',
   oauth: 'mcp-oauth',

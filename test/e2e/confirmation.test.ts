@@ -1,0 +1,479 @@
+/**
+ * The confirmation state table of interface.md ("Confirmation (elicitation) of a protected tool call"), row by row, over
+ * real sockets: the tools/call SSE stream is read live, and answers to elicitation/create are POSTed while it is open.
+ */
+import t, { type Test } from 'tap'
+import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
+import type { Config } from '../../src/config.js'
+import { ACCEPT_BOTH, callTool, initializeMessage, openSession, parseSse, post, type RpcReply } from '../helpers/mcp.js'
+import { createKey, createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
+import { startServer, type TestServer } from '../helpers/server.js'
+import { openLive, sleep, type LiveStream } from '../helpers/stream.js'
+
+const PIPELINES = { default: { argv: [process.execPath, '-e', 'process.exit(0)'] } }
+const ELICIT = { elicitation: {} }
+const ACCEPT = { action: 'accept', content: { confirm: true } }
+
+let nextId = 5000
+const rid = () => ++nextId
+
+async function serve(t: Test, config: Partial<Config> = {}): Promise<TestServer> {
+  return startServer(t, { tools: builtinTools, config: { pipelines: PIPELINES, ...config } })
+}
+
+/** An app in the default organization with `deployments` finished deployments. */
+function seedApp(server: TestServer, name: string, deployments = 0) {
+  const repos = server.app.repos
+  const organizationId = defaultOrganization(server).id
+  const app = repos.apps.create({ organizationId, name })
+  for (let i = 0; i < deployments; i++) {
+    const d = repos.deployments.create({ organizationId, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+    repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
+  }
+  return app
+}
+
+function appExists(server: TestServer, appId: string): boolean {
+  return server.app.repos.apps.byId(defaultOrganization(server).id, appId) !== undefined
+}
+
+function confirmations(server: TestServer, toolName = 'service_apps_delete') {
+  return server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, `${toolName}.confirmation`).items
+}
+
+/** The complete messages received so far (a half-received event is left for later; priming events carry no data). */
+function messagesOf(live: LiveStream): any[] {
+  const text = live.text()
+  const complete = text.slice(0, text.lastIndexOf('\n\n') + 2)
+  return parseSse(complete).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
+}
+
+const isElicitation = (m: any) => m.method === 'elicitation/create'
+const isAnswerTo = (id: number | string) => (m: any) => m.id === id && ('result' in m || 'error' in m)
+
+/** A tools/call on a live SSE stream. */
+async function openCall(t: Test, server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>, id: number | string): Promise<LiveStream> {
+  const live = await openLive(server.mcpUrl, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
+    body: JSON.stringify(callTool(name, args, id)),
+  })
+  t.teardown(() => live.close())
+  t.equal(live.status, 200, 'the call is answered 200')
+  t.equal(live.headers['content-type'], 'text/event-stream', 'a confirmation-gated call is answered as SSE')
+  return live
+}
+
+/** Waits for the elicitation/create on the call's stream and returns it. */
+async function elicitationOn(live: LiveStream): Promise<any> {
+  await live.waitFor(() => messagesOf(live).some(isElicitation), 5000, 'elicitation/create')
+  return messagesOf(live).find(isElicitation)
+}
+
+/** Waits for the call's response and the end of the stream; returns the tool result and every message. */
+async function resultOn(t: Test, live: LiveStream, id: number | string): Promise<{ result: any; messages: any[] }> {
+  await live.ended(5000)
+  t.ok(live.endedByServer, 'the server ends the stream after the response')
+  const messages = messagesOf(live)
+  const responses = messages.filter(isAnswerTo(id))
+  t.equal(responses.length, 1, 'one response to the call')
+  t.equal(messages.at(-1), responses[0], 'the response is the last message')
+  return { result: responses[0]?.result, messages }
+}
+
+/** POSTs a JSON-RPC answer to the server's request `id`. */
+function answer(server: TestServer, headers: Record<string, string>, id: unknown, result: unknown): Promise<RpcReply> {
+  return post(server.mcpUrl, { jsonrpc: '2.0', id, result }, headers)
+}
+
+/** A refused answer: HTTP 400 with the JSON-RPC invalid-request error, id null. */
+function refused(t: Test, reply: RpcReply, what: string): void {
+  t.equal(reply.status, 400, `${what}: HTTP 400`)
+  t.equal(reply.json?.jsonrpc, '2.0', `${what}: a JSON-RPC error body`)
+  t.equal(reply.json?.id, null, `${what}: id null`)
+  t.equal(reply.json?.error?.code, -32600, `${what}: -32600`)
+  t.equal(reply.json?.error?.data?.code, 'INVALID_REQUEST', `${what}: INVALID_REQUEST`)
+}
+
+/** The call is still waiting: no response on its open stream. */
+async function stillWaiting(t: Test, live: LiveStream, id: number | string, what: string): Promise<void> {
+  await sleep(50)
+  t.notOk(messagesOf(live).some(isAnswerTo(id)), `${what}: the call has no response yet`)
+  t.notOk(live.endedByServer, `${what}: the stream stays open`)
+}
+
+function ok(t: Test, result: any): any {
+  t.equal(result?.isError, false, 'not a tool failure')
+  return result.structuredContent
+}
+
+function failure(t: Test, result: any, code: string): { code: string; message: string } {
+  t.equal(result?.isError, true, `a tool failure (${code})`)
+  const err = JSON.parse(result.content[0].text)
+  t.equal(err.code, code, `code ${code}`)
+  return err
+}
+
+/** Calls service_apps_delete, answers its elicitation with `result`, and returns what happened. */
+async function deleteAnswered(t: Test, server: TestServer, headers: Record<string, string>, appId: string, result: unknown) {
+  const id = rid()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: appId }, id)
+  const request = await elicitationOn(live)
+  const reply = await answer(server, headers, request.id, result)
+  t.equal(reply.status, 202, 'the answer is accepted with 202')
+  t.equal(reply.text, '', 'with no body')
+  return { request, ...(await resultOn(t, live, id)) }
+}
+
+t.test('tool call received → elicitation/create on the call stream → awaiting user: the request, and the stream stays open', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'billing', 14)
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const id = rid()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+
+  t.equal(request.jsonrpc, '2.0')
+  t.ok(Number.isInteger(request.id) || typeof request.id === 'string', 'a server-chosen id')
+  t.notOk('error' in request || 'result' in request, 'a request, not a response')
+  t.equal(request.params.mode, 'form')
+  t.equal(request.params.message, `Delete app billing (${app.id}) and its 14 deployments?`, 'the message names the app and its deployment count')
+  const schema = request.params.requestedSchema
+  t.equal(schema.type, 'object')
+  t.strictSame(Object.keys(schema.properties), ['confirm'], 'one field: confirm')
+  t.equal(schema.properties.confirm.type, 'boolean')
+  t.type(schema.properties.confirm.title, 'string')
+  t.type(schema.properties.confirm.description, 'string')
+  t.strictSame(schema.required, ['confirm'])
+
+  await sleep(200)
+  t.notOk(messagesOf(live).some(isAnswerTo(id)), 'no response while awaiting the user')
+  t.notOk(live.endedByServer, 'the stream stays open')
+  t.ok(appExists(server, app.id), 'nothing deleted yet')
+  t.strictSame(confirmations(server), [], 'nothing audited yet')
+
+  // Finish the exchange so the server has nothing pending at teardown.
+  t.equal((await answer(server, headers, request.id, { action: 'decline' })).status, 202)
+  failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
+})
+
+t.test('awaiting user → accept (confirm true) → running: the tool executes', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'doomed', 2)
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { request, result, messages } = await deleteAnswered(t, server, headers, app.id, ACCEPT)
+  t.equal(request.params.message, `Delete app doomed (${app.id}) and its 2 deployments?`)
+  t.strictSame(ok(t, result), { deleted: true, app_id: app.id, name: 'doomed', deployments_deleted: 2 })
+  t.notOk(appExists(server, app.id), 'the app is gone')
+  t.ok(messages.findIndex(isElicitation) >= 0 && messages.findIndex(isElicitation) < messages.length - 1, 'the request came before the result')
+
+  const entries = confirmations(server)
+  t.equal(entries.length, 1, 'one confirmation entry')
+  t.equal(entries[0]?.outcome, 'confirmed')
+  t.match(entries[0]?.details, { message: request.params.message })
+  const deleted = server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, 'service_apps_delete').items
+  t.equal(deleted[0]?.outcome, 'succeeded', 'then the delete itself succeeded')
+  t.equal(deleted[0]?.targetId, app.id)
+})
+
+t.test('awaiting user → decline → not executed: ELICITATION_DENIED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper', 1)
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'decline' })
+  failure(t, result, 'ELICITATION_DENIED')
+  t.ok(appExists(server, app.id), 'the app is still there')
+  const entries = confirmations(server)
+  t.equal(entries.length, 1)
+  t.equal(entries[0]?.outcome, 'declined')
+  t.match(entries[0]?.details, { action: 'decline' })
+  t.notOk(server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, 'service_apps_delete').items.length, 'no delete entry')
+})
+
+t.test('awaiting user → cancel → not executed: ELICITATION_DENIED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper')
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'cancel' })
+  failure(t, result, 'ELICITATION_DENIED')
+  t.ok(appExists(server, app.id), 'the app is still there')
+  t.match(confirmations(server)[0], { outcome: 'declined', details: { action: 'cancel' } })
+})
+
+t.test('awaiting user → accept with confirm false → not executed: ELICITATION_DENIED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper')
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'accept', content: { confirm: false } })
+  failure(t, result, 'ELICITATION_DENIED')
+  t.ok(appExists(server, app.id), 'the app is still there')
+  t.match(confirmations(server)[0], { outcome: 'declined', details: { action: 'accept', confirm: false } })
+})
+
+t.test('awaiting user → a JSON-RPC error answer (the client could not show it) → ELICITATION_DENIED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper')
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const id = rid()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+  const reply = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, error: { code: -32602, message: 'Client does not support form-mode elicitation requests' } }, headers)
+  t.equal(reply.status, 202, 'an error answer is accepted')
+  failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
+  t.ok(appExists(server, app.id), 'the app is still there')
+  t.equal(confirmations(server)[0]?.outcome, 'declined')
+})
+
+t.test('awaiting user → prompt times out → not executed: notifications/cancelled, then ELICITATION_TIMEOUT', async (t) => {
+  const server = await serve(t, { elicitationTimeoutMs: 150 })
+  const app = seedApp(server, 'slowpoke', 3)
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const id = rid()
+  const started = Date.now()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+  const { result, messages } = await resultOn(t, live, id)
+  t.ok(Date.now() - started >= 140, 'not before the timeout')
+
+  const cancelled = messages.filter((m) => m.method === 'notifications/cancelled')
+  t.equal(cancelled.length, 1, 'one notifications/cancelled on the call stream')
+  t.equal(cancelled[0]?.params.requestId, request.id, 'for the elicitation request')
+  t.type(cancelled[0]?.params.reason, 'string')
+  t.notOk('id' in (cancelled[0] ?? {}), 'a notification (no id)')
+  const order = [messages.findIndex(isElicitation), messages.indexOf(cancelled[0]), messages.findIndex(isAnswerTo(id))]
+  t.ok(order[0]! < order[1]! && order[1]! < order[2]!, 'elicitation/create, then notifications/cancelled, then the result')
+
+  failure(t, result, 'ELICITATION_TIMEOUT')
+  t.ok(appExists(server, app.id), 'the app is still there')
+  t.equal(confirmations(server)[0]?.outcome, 'timed_out', 'audited as timed_out')
+
+  refused(t, await answer(server, headers, request.id, ACCEPT), 'a late answer')
+  t.ok(appExists(server, app.id), 'a late accept changes nothing')
+})
+
+t.test('tool call received → client lacks the elicitation capability → not executed: CAPABILITY_REQUIRED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper')
+  for (const [version, capabilities] of [['2025-11-25', {}], ['2025-06-18', { roots: {} }], ['2025-03-26', {}]] as const) {
+    const { headers } = await openSession(server.mcpUrl, server.apiKey, version, capabilities)
+    const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
+    t.equal(reply.status, 200)
+    const messages = reply.json ? [reply.json] : reply.messages
+    t.notOk(messages.some(isElicitation), `${version}: no elicitation/create is sent`)
+    const response = messages.filter((m) => 'result' in m || 'error' in m)
+    t.equal(response.length, 1, `${version}: one response`)
+    failure(t, response[0]?.result, 'CAPABILITY_REQUIRED')
+  }
+  t.ok(appExists(server, app.id), 'nothing executed')
+  t.strictSame(confirmations(server), [], 'nobody was asked')
+  t.notOk(server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, 'service_apps_delete').items.length, 'no delete entry')
+})
+
+t.test('a client that accepts only application/json cannot be asked: CAPABILITY_REQUIRED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper')
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  for (const [tool, args] of [['service_apps_delete', { app_id: app.id }], ['service_env_unset', { app_id: app.id, name: 'KEPT' }]] as const) {
+    if (tool === 'service_env_unset') server.app.repos.envVars.set({ organizationId: defaultOrganization(server).id, appId: app.id, name: 'KEPT', ciphertext: 'v1.x.y.z', userId: null })
+    const reply = await post(server.mcpUrl, callTool(tool, args, rid()), { ...headers, accept: 'application/json' })
+    t.equal(reply.status, 200)
+    t.match(String(reply.headers['content-type']), /^application\/json/, `${tool}: answered as JSON`)
+    const err = failure(t, reply.json.result, 'CAPABILITY_REQUIRED')
+    t.match(err.message, /text\/event-stream/, 'the message says what to accept')
+  }
+  t.ok(appExists(server, app.id), 'the app is still there')
+  t.ok(server.app.repos.envVars.exists(defaultOrganization(server).id, app.id, 'KEPT'), 'the env var is still there')
+  t.strictSame(confirmations(server), [], 'nobody was asked')
+})
+
+t.test('before notifications/initialized nobody is asked: CAPABILITY_REQUIRED', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'keeper')
+  const init = await post(server.mcpUrl, initializeMessage('2025-11-25', ELICIT), { authorization: `Bearer ${server.apiKey}` })
+  t.equal(init.status, 200)
+  const headers = { authorization: `Bearer ${server.apiKey}`, 'mcp-session-id': String(init.headers['mcp-session-id']), 'mcp-protocol-version': '2025-11-25' }
+
+  const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
+  t.equal(reply.status, 200)
+  t.notOk(reply.messages.some(isElicitation), 'no elicitation/create before initialized')
+  const err = failure(t, reply.messages.find((m) => 'result' in m)?.result, 'CAPABILITY_REQUIRED')
+  t.match(err.message, /notifications\/initialized/)
+  t.ok(appExists(server, app.id), 'nothing executed')
+
+  t.equal((await post(server.mcpUrl, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers)).status, 202)
+  const { result } = await deleteAnswered(t, server, headers, app.id, ACCEPT)
+  ok(t, result)
+  t.notOk(appExists(server, app.id), 'after initialized the same call is asked and runs')
+})
+
+t.test('an answer with an unknown id is refused (400) and the wait goes on', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'target')
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const id = rid()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+
+  refused(t, await answer(server, headers, typeof request.id === 'number' ? request.id + 1000 : `${request.id}x`, ACCEPT), 'unknown id')
+  refused(t, await answer(server, headers, String(request.id), ACCEPT), 'the id as a string is another id')
+  refused(t, await answer(server, headers, id, ACCEPT), 'the tool call\'s own id')
+  await stillWaiting(t, live, id, 'after unknown ids')
+  t.ok(appExists(server, app.id), 'nothing ran')
+
+  t.equal((await answer(server, headers, request.id, ACCEPT)).status, 202, 'then the right id is accepted')
+  ok(t, (await resultOn(t, live, id)).result)
+  t.notOk(appExists(server, app.id), 'and the tool ran')
+  refused(t, await answer(server, headers, request.id, ACCEPT), 'a second answer')
+})
+
+t.test('an answer from another session of the same member is refused (400) and the wait goes on', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'target')
+  const mine = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const sameKey = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const otherKey = createKey(server, ownerMembership(server).id)
+  const sameMemberOtherKey = await openSession(server.mcpUrl, otherKey.key, '2025-11-25', ELICIT)
+  const id = rid()
+  const live = await openCall(t, server, mine.headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+
+  refused(t, await answer(server, sameKey.headers, request.id, ACCEPT), 'another session, same key')
+  refused(t, await answer(server, sameMemberOtherKey.headers, request.id, ACCEPT), 'another session, another key of the same member')
+  const borrowed = await answer(server, { ...sameMemberOtherKey.headers, 'mcp-session-id': mine.sessionId }, request.id, ACCEPT)
+  t.equal(borrowed.status, 404, 'the session cannot be used with another credential')
+  t.equal(borrowed.json?.error?.code, 'SESSION_NOT_FOUND')
+  await stillWaiting(t, live, id, 'after answers from elsewhere')
+  t.ok(appExists(server, app.id), 'nothing ran')
+
+  t.equal((await answer(server, mine.headers, request.id, { action: 'decline' })).status, 202, 'the right session answers')
+  failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
+  t.ok(appExists(server, app.id), 'declined: the app stays')
+})
+
+t.test('an answer from another member is refused (400) and the wait goes on', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'target')
+  const mine = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const colleague = createMember(server, { role: 'admin' })
+  const theirs = await openSession(server.mcpUrl, colleague.key, '2025-11-25', ELICIT)
+  const other = server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
+  const outsider = createMember(server, { role: 'owner', organizationId: other.id })
+  const outside = await openSession(server.mcpUrl, outsider.key, '2025-11-25', ELICIT)
+  const id = rid()
+  const live = await openCall(t, server, mine.headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+
+  refused(t, await answer(server, theirs.headers, request.id, ACCEPT), 'a member of the same organization')
+  refused(t, await answer(server, outside.headers, request.id, ACCEPT), 'a member of another organization')
+  const borrowed = await answer(server, { ...theirs.headers, 'mcp-session-id': mine.sessionId }, request.id, ACCEPT)
+  t.equal(borrowed.status, 404, 'another member cannot use the session')
+  await stillWaiting(t, live, id, 'after answers from other members')
+  t.ok(appExists(server, app.id), 'nothing ran')
+
+  t.equal((await answer(server, mine.headers, request.id, ACCEPT)).status, 202)
+  ok(t, (await resultOn(t, live, id)).result)
+  t.notOk(appExists(server, app.id), 'the member who was asked confirmed it')
+})
+
+t.test('an answer that does not match the request is refused (400) and the wait goes on', async (t) => {
+  const server = await serve(t)
+  const app = seedApp(server, 'target')
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const id = rid()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
+  const request = await elicitationOn(live)
+
+  const bad: Array<[string, unknown]> = [
+    ['no action', {}],
+    ['action maybe', { action: 'maybe' }],
+    ['action ACCEPT', { action: 'ACCEPT', content: { confirm: true } }],
+    ['action a number', { action: 1 }],
+    ['accept without content', { action: 'accept' }],
+    ['accept with empty content', { action: 'accept', content: {} }],
+    ['accept with confirm "yes"', { action: 'accept', content: { confirm: 'yes' } }],
+    ['accept with confirm "true"', { action: 'accept', content: { confirm: 'true' } }],
+    ['accept with confirm 1', { action: 'accept', content: { confirm: 1 } }],
+    ['accept with confirm null', { action: 'accept', content: { confirm: null } }],
+    ['accept with content an array', { action: 'accept', content: [true] }],
+    ['accept with content a string', { action: 'accept', content: 'yes' }],
+    ['accept with a nested extra field', { action: 'accept', content: { confirm: true, extra: { deep: 1 } } }],
+    ['decline with content null', { action: 'decline', content: null }],
+    ['result not an object', 'accept'],
+    ['result null', null],
+  ]
+  for (const [what, result] of bad) {
+    const reply = await answer(server, headers, request.id, result)
+    refused(t, reply, what)
+  }
+  const maybe = await answer(server, headers, request.id, { action: 'maybe' })
+  t.match(maybe.json.error.message, /\/action/, 'the refusal names what is wrong')
+  const yes = await answer(server, headers, request.id, { action: 'accept', content: { confirm: 'yes' } })
+  t.match(yes.json.error.message, /\/content\/confirm must be boolean/)
+  await stillWaiting(t, live, id, 'after malformed answers')
+  t.ok(appExists(server, app.id), 'nothing ran')
+  t.strictSame(confirmations(server), [], 'a refused answer is not an outcome')
+
+  // Other well-typed fields next to confirm are fine.
+  t.equal((await answer(server, headers, request.id, { action: 'accept', content: { confirm: true, note: 'ok' }, _meta: {} })).status, 202, 'then a valid answer is accepted')
+  ok(t, (await resultOn(t, live, id)).result)
+  t.notOk(appExists(server, app.id), 'and the tool ran')
+  t.equal(confirmations(server)[0]?.outcome, 'confirmed')
+})
+
+t.test('service_env_unset: declined keeps the variable, accepted removes it; both audited', async (t) => {
+  const server = await serve(t)
+  const org = defaultOrganization(server)
+  const app = seedApp(server, 'web')
+  server.app.repos.envVars.set({ organizationId: org.id, appId: app.id, name: 'GONE', ciphertext: 'v1.x.y.z', userId: null })
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+
+  for (const [result, removed] of [[{ action: 'decline' }, false], [{ action: 'accept', content: { confirm: 'no' } }, null], [ACCEPT, true]] as const) {
+    const id = rid()
+    const live = await openCall(t, server, headers, 'service_env_unset', { app_id: app.id, name: 'GONE' }, id)
+    const request = await elicitationOn(live)
+    t.equal(request.params.mode, 'form')
+    t.equal(request.params.message, `Remove env var GONE from app web (${app.id})?`)
+    t.strictSame(request.params.requestedSchema.required, ['confirm'])
+    const reply = await answer(server, headers, request.id, result)
+    if (removed === null) {
+      refused(t, reply, 'confirm "no"')
+      await stillWaiting(t, live, id, 'after a malformed answer')
+      t.equal((await answer(server, headers, request.id, { action: 'cancel' })).status, 202)
+      failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
+      continue
+    }
+    t.equal(reply.status, 202)
+    const outcome = (await resultOn(t, live, id)).result
+    if (removed) t.strictSame(ok(t, outcome), { app_id: app.id, name: 'GONE', removed: true })
+    else failure(t, outcome, 'ELICITATION_DENIED')
+    t.equal(server.app.repos.envVars.exists(org.id, app.id, 'GONE'), !removed, removed ? 'removed' : 'still set')
+  }
+  t.strictSame(confirmations(server, 'service_env_unset').map((e) => e.outcome).reverse(), ['declined', 'declined', 'confirmed'])
+})
+
+t.test('the audit log holds confirmed, declined and timed_out entries with who, what and the call id', async (t) => {
+  const server = await serve(t, { elicitationTimeoutMs: 300 })
+  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const apps = [seedApp(server, 'one'), seedApp(server, 'two'), seedApp(server, 'three')]
+  const ids: Array<number | string> = []
+  for (const [i, result] of [ACCEPT, { action: 'decline' }, undefined].entries()) {
+    const id = rid()
+    ids.push(id)
+    const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: apps[i]!.id }, id)
+    const request = await elicitationOn(live)
+    if (result) t.equal((await answer(server, headers, request.id, result)).status, 202)
+    await resultOn(t, live, id)
+  }
+  const entries = confirmations(server).reverse()
+  t.strictSame(entries.map((e) => e.outcome), ['confirmed', 'declined', 'timed_out'])
+  const membership = ownerMembership(server)
+  for (const [i, e] of entries.entries()) {
+    t.equal(e.membershipId, membership.id, `${e.outcome}: the member`)
+    t.equal(e.organizationId, defaultOrganization(server).id, `${e.outcome}: the organization`)
+    t.equal(e.credentialKind, 'api_key', `${e.outcome}: the credential kind`)
+    t.match(e.details, { request_id: ids[i], message: `Delete app ${apps[i]!.name} (${apps[i]!.id}) and its 0 deployments?` }, `${e.outcome}: the call id and the message`)
+  }
+  t.notOk(appExists(server, apps[0]!.id), 'confirmed: deleted')
+  t.ok(appExists(server, apps[1]!.id), 'declined: kept')
+  t.ok(appExists(server, apps[2]!.id), 'timed out: kept')
+})
