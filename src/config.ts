@@ -39,6 +39,8 @@ interface RawConfig {
   sessionSweepMs: number
   sessionTouchFlushMs: number
   heartbeatMs: number
+  sseReplayEvents: number
+  sseRetainMs: number
   toolsPageSize: number
   accessTokenTtlMs: number
   refreshTokenIdleMs: number
@@ -96,6 +98,8 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'sessionSweepMs', env: 'SERVICE_SESSION_SWEEP_MS', flag: '--session-sweep-ms', kind: 'int', default: 30_000, min: 1, doc: 'How often expired sessions are closed and purged' },
   { key: 'sessionTouchFlushMs', env: 'SERVICE_SESSION_TOUCH_FLUSH_MS', flag: '--session-touch-flush-ms', kind: 'int', default: 1_000, min: 1, doc: 'How often session activity is written to the database' },
   { key: 'heartbeatMs', env: 'SERVICE_HEARTBEAT_MS', flag: '--heartbeat-ms', kind: 'int', default: 25_000, min: 1, doc: 'Interval of `: heartbeat` comments on open SSE streams (25 s)' },
+  { key: 'sseReplayEvents', env: 'SERVICE_SSE_REPLAY_EVENTS', flag: '--sse-replay-events', kind: 'int', default: 500, min: 1, max: 100_000, doc: 'Events kept per SSE stream for a client that resumes with Last-Event-ID' },
+  { key: 'sseRetainMs', env: 'SERVICE_SSE_RETAIN_MS', flag: '--sse-retain-ms', kind: 'int', default: 300_000, min: 1, doc: 'How long an ended stream whose client was disconnected stays resumable (5 min)' },
   { key: 'toolsPageSize', env: 'SERVICE_TOOLS_PAGE_SIZE', flag: '--tools-page-size', kind: 'int', default: 50, min: 1, max: 1000, doc: 'Tools per tools/list page' },
   { key: 'accessTokenTtlMs', env: 'SERVICE_ACCESS_TOKEN_TTL_MS', flag: '--access-token-ttl-ms', kind: 'int', default: 3_600_000, min: 1000, doc: 'Lifetime of OAuth access tokens (3600 s)' },
   { key: 'refreshTokenIdleMs', env: 'SERVICE_REFRESH_TOKEN_IDLE_MS', flag: '--refresh-token-idle-ms', kind: 'int', default: 30 * 86_400_000, min: 1, doc: 'A refresh token unused this long expires; each use extends it (30 days)' },

@@ -23,19 +23,41 @@ export function newStreamId(): string {
   return randomBytes(6).toString('base64url')
 }
 
+export interface SseStreamOptions {
+  id?: string
+  /**
+   * Keep the last `replay` events so a client that lost the connection can resume with Last-Event-ID; while resumable,
+   * a stream outlives its connection (detached) until it is ended. 0 (the default): the stream ends with its connection.
+   */
+  replay?: number
+}
+
+/**
+ * One logical SSE stream of a session. Events get ids `<stream>:<seq>`; a resumable stream keeps a bounded buffer of
+ * its latest events and can be attached to a new connection (GET with Last-Event-ID), which first receives what it
+ * missed. `send` buffers while detached, so a server request (a confirmation) waits for the client to come back.
+ */
 export class SseStream {
   readonly id: string
   private seq = 0
   private ended = false
+  private raw: ServerResponse | null
+  private readonly replay: number
+  private readonly buffer: Array<{ seq: number; frame: string }> = []
   private readonly closeListeners: Array<() => void> = []
+  private readonly detachListeners: Array<() => void> = []
 
-  constructor(private readonly raw: ServerResponse, id: string = newStreamId()) {
-    this.id = id
-    raw.once('close', () => this.markClosed())
+  constructor(raw: ServerResponse, options: SseStreamOptions | string = {}) {
+    const opts = typeof options === 'string' ? { id: options } : options
+    this.id = opts.id ?? newStreamId()
+    this.replay = opts.replay ?? 0
+    this.raw = raw
+    this.watch(raw)
   }
 
   /** Sends the status line and headers at once so the client sees the stream open. */
   open(headers: Record<string, string | number | readonly string[] | undefined>): void {
+    if (!this.raw) return
     const all: Record<string, string | number | readonly string[]> = {}
     for (const [k, v] of Object.entries(headers)) if (v !== undefined) all[k] = v
     Object.assign(all, SSE_HEADERS)
@@ -43,38 +65,97 @@ export class SseStream {
     this.raw.flushHeaders()
   }
 
+  /** Ended: nothing more will be sent. (A detached resumable stream is not closed.) */
   get closed(): boolean {
-    return this.ended || this.raw.destroyed || this.raw.writableEnded
+    return this.ended || (this.replay === 0 && this.raw === null)
   }
 
-  /** Writes one JSON-RPC message; returns its event id, or null when the stream is already closed. */
+  /** A connection currently receives the events. */
+  get attached(): boolean {
+    return this.raw !== null && !this.raw.destroyed && !this.raw.writableEnded
+  }
+
+  get resumable(): boolean {
+    return this.replay > 0
+  }
+
+  /** Writes one JSON-RPC message; returns its event id, or null when the stream is closed. */
   send(message: unknown): string | null {
     if (this.closed) return null
-    const eventId = `${this.id}:${++this.seq}`
-    this.raw.write(formatEvent(eventId, JSON.stringify(message)))
+    const seq = ++this.seq
+    const eventId = `${this.id}:${seq}`
+    const frame = formatEvent(eventId, JSON.stringify(message))
+    if (this.replay > 0) {
+      this.buffer.push({ seq, frame })
+      if (this.buffer.length > this.replay) this.buffer.shift()
+    }
+    if (this.attached) this.raw!.write(frame)
     return eventId
   }
 
+  /**
+   * The priming event (2025-11-25): an id and an empty data field, so the client has a Last-Event-ID to resume from
+   * before the first message arrives.
+   */
+  prime(): void {
+    if (this.attached) this.raw!.write(`id: ${this.id}:0\ndata: \n\n`)
+  }
+
   heartbeat(): void {
-    if (!this.closed) this.raw.write(HEARTBEAT_FRAME)
+    if (this.attached && !this.ended) this.raw!.write(HEARTBEAT_FRAME)
+  }
+
+  /**
+   * Attaches a new connection (resumption): it first gets the buffered events after `afterSeq`, then the live ones;
+   * an ended stream replays and ends the response. A previous connection still attached is ended. Returns false when
+   * events after `afterSeq` are no longer buffered (the gap cannot be filled).
+   */
+  attach(raw: ServerResponse, afterSeq: number): boolean {
+    const previous = this.raw
+    this.raw = raw
+    if (previous && previous !== raw && !previous.writableEnded) previous.end()
+    this.watch(raw)
+    const first = this.buffer[0]
+    const complete = afterSeq >= this.seq || (first !== undefined && first.seq <= afterSeq + 1)
+    for (const e of this.buffer) if (e.seq > afterSeq) raw.write(e.frame)
+    if (this.ended) raw.end()
+    return complete
   }
 
   /** Ends the stream cleanly (after the final response, on DELETE, expiry or shutdown). */
   end(): void {
-    if (!this.closed) this.raw.end()
-    this.markClosed()
+    if (this.ended) return
+    this.ended = true
+    if (this.attached) this.raw!.end()
+    for (const l of this.closeListeners.splice(0)) l()
   }
 
+  /** Called once, when the stream ends (for a plain stream: also when its connection goes away). */
   onClose(listener: () => void): void {
-    if (this.ended) listener()
+    if (this.closed) listener()
     else this.closeListeners.push(listener)
   }
 
-  private markClosed(): void {
-    if (this.ended) return
-    this.ended = true
-    for (const l of this.closeListeners.splice(0)) l()
+  /** Called each time a resumable stream loses its connection before it ended. */
+  onDetach(listener: () => void): void {
+    this.detachListeners.push(listener)
   }
+
+  private watch(raw: ServerResponse): void {
+    raw.once('close', () => {
+      if (this.raw !== raw) return
+      this.raw = null
+      if (this.replay === 0) this.end()
+      else if (!this.ended) for (const l of this.detachListeners) l()
+    })
+  }
+}
+
+/** Parses a Last-Event-ID `<stream>:<seq>`. */
+export function parseEventId(value: unknown): { stream: string; seq: number } | undefined {
+  if (typeof value !== 'string') return undefined
+  const m = /^([A-Za-z0-9_-]{1,32}):(\d{1,15})$/.exec(value.trim())
+  return m ? { stream: m[1]!, seq: Number(m[2]) } : undefined
 }
 
 /**
@@ -88,6 +169,7 @@ export class HeartbeatRegistry {
   constructor(private readonly intervalMs: number) {}
 
   add(stream: SseStream): void {
+    if (this.streams.has(stream)) return
     this.streams.add(stream)
     stream.onClose(() => this.streams.delete(stream))
     if (!this.timer) {

@@ -73,6 +73,8 @@ export interface CallContext {
 export interface PrecheckContext {
   session: Session | null
   principal: Principal
+  /** The JSON-RPC id of the request being prechecked (confirmed tool calls are identified by it). */
+  requestId: RequestId
 }
 
 export interface RequestMethod<P = Record<string, unknown>> {
@@ -216,7 +218,8 @@ export class Dispatcher {
 
   /**
    * A client's answer to one of our requests. It resolves the waiting request only when it comes from the same session
-   * and membership; otherwise the answer is refused (the caller turns that into HTTP 400) and the wait goes on.
+   * and membership and, for a result, passes the request's `accept` check; otherwise the answer is refused (the caller
+   * turns that into HTTP 400) and the wait goes on.
    */
   acceptResponse(message: JsonRpcResponse, session: Session, principal: Principal): ServiceError | null {
     const pending = message.id === null ? undefined : session.runtime?.pending.get(message.id)
@@ -225,6 +228,12 @@ export class Dispatcher {
     }
     if (pending.membershipId !== principal.membershipId) {
       return fail('INVALID_REQUEST', { message: 'This answer does not come from the member the request was sent to' })
+    }
+    if (!message.error && pending.accept) {
+      const problem = pending.accept(message.result ?? {})
+      if (problem !== null) {
+        return fail('INVALID_REQUEST', { message: `The answer to ${pending.method} ${JSON.stringify(message.id)} does not match what was asked: ${problem}` })
+      }
     }
     session.runtime!.pending.delete(message.id)
     if (pending.timer) clearTimeout(pending.timer)
@@ -236,7 +245,8 @@ export class Dispatcher {
 
   /**
    * Sends a request to the client over `sink` and waits for its answer, at most `timeoutMs`. On timeout the client is
-   * told with `notifications/cancelled`. Rejects with OutboundRequestError (local only, never sent).
+   * told with `notifications/cancelled`. Rejects with OutboundRequestError (local only, never sent). `accept` checks a
+   * result answer before it resolves the request: a refused answer (its reason) does not end the wait.
    */
   request(
     session: Session,
@@ -244,7 +254,7 @@ export class Dispatcher {
     sink: MessageSink,
     method: string,
     params: Record<string, unknown>,
-    options: { timeoutMs: number; signal?: AbortSignal },
+    options: { timeoutMs: number; signal?: AbortSignal; accept?(result: Record<string, unknown>): string | null },
   ): Promise<Record<string, unknown>> {
     const runtime = runtimeOf(session)
     const id = runtime.nextId()
@@ -271,6 +281,7 @@ export class Dispatcher {
       runtime.pending.set(id, {
         method,
         membershipId: principal.membershipId,
+        ...(options.accept ? { accept: options.accept } : {}),
         timer,
         resolve: (r) => {
           options.signal?.removeEventListener('abort', onAbort)

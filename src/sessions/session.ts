@@ -7,6 +7,11 @@ export interface PendingOutbound {
   method: string
   /** Only an answer from the same membership may resolve it. */
   membershipId: string
+  /**
+   * Checks a result answer before it resolves the request: null to accept it, else why it is refused (the wait goes
+   * on). Error answers are not checked.
+   */
+  accept?(result: Record<string, unknown>): string | null
   resolve(result: Record<string, unknown>): void
   reject(error: Error): void
   timer: NodeJS.Timeout | null
@@ -28,6 +33,8 @@ export class SessionRuntime {
   readonly inflight = new Map<RequestId, CallAbort>()
   readonly pending = new Map<RequestId, PendingOutbound>()
   readonly streams = new Set<SseStream>()
+  /** Ended streams whose client was not connected at the end: kept a while so it can resume and read the rest. */
+  readonly retained = new Map<string, { stream: SseStream; timer: NodeJS.Timeout }>()
   standalone: SseStream | null = null
   private nextOutboundId = 1
 
@@ -35,8 +42,14 @@ export class SessionRuntime {
     return this.nextOutboundId++
   }
 
+  /** A live or retained stream of this session, for resumption. */
+  findStream(id: string): SseStream | undefined {
+    for (const s of this.streams) if (s.id === id) return s
+    return this.retained.get(id)?.stream
+  }
+
   get empty(): boolean {
-    return this.inflight.size === 0 && this.pending.size === 0 && this.streams.size === 0
+    return this.inflight.size === 0 && this.pending.size === 0 && this.streams.size === 0 && this.retained.size === 0
   }
 
   /** Aborts everything in flight, rejects what we await and ends every stream. */
@@ -50,6 +63,8 @@ export class SessionRuntime {
     this.pending.clear()
     for (const s of this.streams) s.end()
     this.streams.clear()
+    for (const r of this.retained.values()) clearTimeout(r.timer)
+    this.retained.clear()
     this.standalone = null
   }
 }

@@ -41,7 +41,13 @@ function checkSseFrame(t: Test, answer: SseAnswer, sessionId: string, id: unknow
   t.ok(withData.length >= 1, 'at least one message event')
   let stream: string | undefined
   let lastSeq = 0
-  for (const e of answer.events) {
+  const priming = answer.events.filter((e) => e.data === '')
+  if (version >= '2025-11-25') {
+    t.equal(priming.length, 1, `${version}: one priming event`)
+    t.equal(answer.events[0], priming[0], 'the priming event comes first')
+    t.match(priming[0]?.id ?? '', /^[A-Za-z0-9_-]+:0$/, 'it carries an id with sequence 0, for Last-Event-ID')
+  }
+  for (const e of withData) {
     t.equal(e.event, 'message', 'event name is message')
     const m = EVENT_ID.exec(e.id ?? '')
     t.ok(m, `event id ${e.id} is <stream>:<seq>`)

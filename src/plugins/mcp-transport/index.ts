@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import type { Principal } from '../../auth/principal.js'
 import { toServiceError, wwwAuthenticate } from '../../errors/render.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
-import { SseStream } from '../../lib/sse.js'
+import { parseEventId, SSE_HEADERS, SseStream } from '../../lib/sse.js'
 import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { isProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
@@ -75,20 +75,52 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     return session
   }
 
-  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session): SseStream {
+  /**
+   * Opens an SSE answer. A call's stream is resumable: it keeps its latest events, outlives a dropped connection until
+   * the call ends, and stays a while after that if nobody was connected to see the end. The standalone GET stream
+   * carries nothing that needs replaying and ends with its connection.
+   */
+  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session, kind: 'call' | 'standalone'): SseStream {
     reply.hijack()
-    const stream = new SseStream(reply.raw)
+    const stream = new SseStream(reply.raw, { replay: kind === 'call' ? config.sseReplayEvents : 0 })
     stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
+    if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
     heartbeats.add(stream)
     const runtime = runtimeOf(session)
     runtime.streams.add(stream)
+    stream.onDetach(() => request.log.debug({ stream: stream.id }, 'SSE stream detached: the client may resume it'))
     stream.onClose(() => {
-      session.runtime?.streams.delete(stream)
-      if (session.runtime?.standalone === stream) session.runtime.standalone = null
+      const rt = session.runtime
+      rt?.streams.delete(stream)
+      if (rt?.standalone === stream) rt.standalone = null
+      if (rt && stream.resumable && !stream.attached && !session.ended) {
+        const timer = setTimeout(() => {
+          rt.retained.delete(stream.id)
+          releaseRuntime(session)
+        }, config.sseRetainMs)
+        timer.unref()
+        rt.retained.set(stream.id, { stream, timer })
+      }
       releaseRuntime(session)
-      request.log.debug({ stream: stream.id }, 'SSE stream closed')
+      request.log.debug({ stream: stream.id }, 'SSE stream ended')
     })
     return stream
+  }
+
+  /** GET with Last-Event-ID naming a stream of this session: replay what the client missed, then continue live. */
+  function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean {
+    const last = parseEventId(request.headers['last-event-id'])
+    const stream = last ? session.runtime?.findStream(last.stream) : undefined
+    if (!last || !stream || !stream.resumable) return false
+    reply.hijack()
+    const headers: Record<string, string | number | readonly string[]> = {}
+    for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v as string
+    reply.raw.writeHead(200, { ...headers, 'mcp-session-id': session.id, ...SSE_HEADERS })
+    reply.raw.flushHeaders()
+    const complete = stream.attach(reply.raw, last.seq)
+    if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
+    if (!stream.closed) heartbeats.add(stream)
+    return true
   }
 
   fastify.route({
@@ -151,11 +183,11 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
         return reply.code(202).send()
       }
       const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
-      for (const call of calls) call.def.precheck?.(call.params, { session, principal })
-      const stream = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, { session, principal })))
+      for (const call of calls) call.def.precheck?.(call.params, { session, principal, requestId: call.message.id })
+      const stream = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, { session, principal, requestId: call.message.id })))
 
       if (stream) {
-        const sse = openStream(request, reply, session)
+        const sse = openStream(request, reply, session, 'call')
         const sink: MessageSink = { streaming: true, send: (m) => sse.send(m) !== null }
         for (const a of answers) if (!('def' in a)) sink.send(a)
         await Promise.all(calls.map(async (call) => {
@@ -182,7 +214,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     if (!session || !response) return reply.type('application/json').send(response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
     request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
     if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
-    const sse = openStream(request, reply, session)
+    const sse = openStream(request, reply, session, 'call')
     sse.send(response)
     sse.end()
     return reply
@@ -196,8 +228,9 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
       const principal = request.principal!
       if (!parseAccept(request.headers.accept).sse) throw fail('NOT_ACCEPTABLE', { message: 'GET /mcp opens an SSE stream: Accept must include text/event-stream' })
       const session = resolveSession(request, principal)
+      if (resumeStream(request, reply, session)) return reply
       const previous = session.runtime?.standalone
-      const stream = openStream(request, reply, session)
+      const stream = openStream(request, reply, session, 'standalone')
       // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
       runtimeOf(session).standalone = stream
       previous?.end()
