@@ -262,3 +262,30 @@ export const auditLog = sqliteTable('audit_log', {
   details: text('details', { mode: 'json' }).$type<Record<string, unknown>>(),
   at: integer('at').notNull(),
 }, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])
+
+export const IDEMPOTENCY_STATUSES = ['pending', 'running', 'finished', 'interrupted'] as const
+export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number]
+
+/**
+ * One call of a confirmation-gated tool, identified by (session, membership, organization, JSON-RPC id) (decisions.md
+ * §6). `pending` and `running` calls make a second call with the same id a 409; a `finished` one is answered again from
+ * `result` (the tool result exactly as first returned, whatever the outcome); `interrupted` means the server stopped
+ * before the call was answered. No foreign keys: a record outlives nothing it names by more than its 24 hours.
+ */
+export const idempotencyRecords = sqliteTable('idempotency_records', {
+  sessionId: text('session_id').notNull(),
+  membershipId: text('membership_id').notNull(),
+  organizationId: text('organization_id').notNull(),
+  /** The JSON-RPC id JSON-encoded, so that 1 and "1" stay different ids. */
+  requestId: text('request_id').notNull(),
+  tool: text('tool').notNull(),
+  status: text('status', { enum: IDEMPOTENCY_STATUSES }).notNull(),
+  result: text('result', { mode: 'json' }).$type<Record<string, unknown>>(),
+  createdAt: createdAt(),
+  updatedAt: integer('updated_at').notNull(),
+  /** When a finished or interrupted record may be purged: 24 h after the call ended. */
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [
+  primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
+  index('idempotency_records_expires_idx').on(t.expiresAt),
+])

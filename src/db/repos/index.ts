@@ -7,6 +7,7 @@ import { browserSessionsRepo } from './browser-sessions.js'
 import { credentialChanges } from './credential-changes.js'
 import { deploymentsRepo } from './deployments.js'
 import { envVarsRepo } from './env-vars.js'
+import { idempotencyRepo } from './idempotency.js'
 import { membershipsRepo } from './memberships.js'
 import { oauthClientsRepo } from './oauth-clients.js'
 import { oauthGrantsRepo } from './oauth-grants.js'
@@ -30,6 +31,7 @@ export function createRepos(db: Db) {
     envVars: envVarsRepo(db),
     deployments: deploymentsRepo(db),
     audit: auditRepo(db),
+    idempotency: idempotencyRepo(db),
     oauthClients: oauthClientsRepo(db),
     signingKeys: signingKeysRepo(db),
     browserSessions: browserSessionsRepo(db),

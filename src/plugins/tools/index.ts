@@ -4,15 +4,16 @@ import { roleAllows } from '../../auth/principal.js'
 import { toToolResult } from '../../errors/render.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
+import { writeAudit } from '../../lib/audit.js'
 import { loadEnvKey, SecretBox } from '../../lib/secret-box.js'
 import { sendLog, type CallContext } from '../../rpc/dispatcher.js'
-import { OutboundRequestError } from '../../sessions/session.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
 import { PLUGIN } from '../names.js'
 import { builtinTools } from './builtin/index.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import type { ToolContext, ToolDefinition } from './define.js'
+import { CallIdempotency } from './idempotency.js'
 import { rateLimitOf, ToolRegistry } from './registry.js'
 
 declare module 'fastify' {
@@ -20,13 +21,6 @@ declare module 'fastify' {
     tools: ToolRegistry
     pipelines: PipelineRunner
   }
-}
-
-/** The confirmation form of decisions.md §6. */
-const CONFIRM_SCHEMA = {
-  type: 'object',
-  properties: { confirm: { type: 'boolean', title: 'Confirm', description: 'Check to go ahead; nothing changes otherwise' } },
-  required: ['confirm'],
 }
 
 export interface ToolsPluginOptions {
@@ -73,10 +67,13 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     },
   })
 
+  // Confirmation-gated calls run at most once per (session, member, organization, request id) (decisions.md §6).
+  const idempotency = CallIdempotency.attach(fastify)
   rpc.registerRequest<CallParams>({
     method: 'tools/call',
     params: validatorFor('mcp/tools-call.params'),
-    precheck(params, { principal }) {
+    precheck(params, ctx) {
+      const { principal } = ctx
       const tool = registry.get(params.name)
       if (tool && principal.scopes.includes(tool.def.scope) && roleAllows(principal.role, tool.def.role)) {
         fastify.rateLimits.toolCall(principal, tool.def.name, rateLimitOf(tool.def))
@@ -88,12 +85,14 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
           details: { required_scope: tool.def.scope, scope: wanted },
         })
       }
+      // The id of a confirmed call still pending or running: 409, before the dispatcher's own in-flight check.
+      if (tool?.def.confirm === true) idempotency.check(ctx, tool.def.name)
     },
     prefersStream(params) {
       const tool = registry.get(params.name)
       return params._meta?.progressToken !== undefined || tool?.def.longRunning === true || tool?.def.confirm === true
     },
-    async handle(params, ctx) {
+    handle: idempotency.guard<CallParams>((params) => registry.get(params.name)?.def, async (params, ctx) => {
       const tool = registry.get(params.name)
       if (!tool) throw fail('INVALID_PARAMS', { message: `Unknown tool: ${params.name}`, details: { name: params.name } })
       const session = ctx.session!
@@ -139,69 +138,11 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
         if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
         return toToolResult(err)
       }
-    },
+    }),
   })
 
   function audit(ctx: CallContext, toolName: string, entry: Parameters<ToolContext['audit']>[0]): void {
-    const p = ctx.principal
-    try {
-      repos.audit.add({
-        organizationId: p.organizationId,
-        userId: p.userId,
-        membershipId: p.membershipId,
-        credentialKind: p.kind,
-        credentialId: p.credentialId,
-        clientId: p.clientId ?? null,
-        action: entry.action ?? toolName,
-        targetType: entry.targetType ?? null,
-        targetId: entry.targetId ?? null,
-        outcome: entry.outcome,
-        details: { request_id: ctx.requestId, ...entry.details },
-      })
-    } catch (err) {
-      ctx.log.error({ err, tool: toolName }, 'could not write the audit log')
-    }
-  }
-
-  async function confirm(ctx: CallContext, toolName: string, message: string): Promise<void> {
-    const session = ctx.session!
-    const record = (outcome: 'confirmed' | 'declined' | 'timed_out' | 'cancelled', details: Record<string, unknown> = {}) =>
-      audit(ctx, toolName, { action: `${toolName}.confirmation`, outcome, details: { message, ...details } })
-    if (!session.canElicit) {
-      throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation: the client must declare the elicitation capability` })
-    }
-    if (!ctx.sink.streaming) {
-      throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation on the call's SSE stream: send Accept: application/json, text/event-stream` })
-    }
-    if (!session.initialized) {
-      throw fail('CAPABILITY_REQUIRED', { message: 'Send notifications/initialized before calling a tool that asks for confirmation' })
-    }
-    let answer: Record<string, unknown>
-    try {
-      answer = await rpc.request(session, ctx.principal, ctx.sink, 'elicitation/create', {
-        mode: 'form',
-        message,
-        requestedSchema: CONFIRM_SCHEMA,
-      }, { timeoutMs: config.elicitationTimeoutMs, signal: ctx.signal })
-    } catch (err) {
-      if (err instanceof OutboundRequestError && err.reason === 'timeout') {
-        record('timed_out')
-        throw fail('ELICITATION_TIMEOUT')
-      }
-      if (err instanceof OutboundRequestError && err.reason === 'error') {
-        record('declined', { error: err.message })
-        throw fail('ELICITATION_DENIED', { message: 'The client could not show the confirmation; nothing was changed' })
-      }
-      record('cancelled')
-      throw fail('OPERATION_CANCELLED', { message: 'The confirmation was abandoned; nothing was changed' })
-    }
-    const content = answer.content as { confirm?: unknown } | undefined
-    if (answer.action === 'accept' && content?.confirm === true) {
-      record('confirmed')
-      return
-    }
-    record('declined', { action: answer.action })
-    throw fail('ELICITATION_DENIED')
+    writeAudit(repos, ctx, toolName, entry)
   }
 
   /** The context one tool call gets. A class: one is made per call, and V8 makes class instances cheaply. */
@@ -250,7 +191,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
 
     confirm(message: string): Promise<void> {
-      return confirm(this.#ctx, this.#toolName, message)
+      // The elicitation plugin asks, checks the answer and audits it.
+      return fastify.elicitation.confirm(this.#ctx, this.#toolName, message)
     }
 
     audit(entry: Parameters<ToolContext['audit']>[0]): void {
@@ -259,4 +201,4 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   }
 }
 
-export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits] })
+export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits, PLUGIN.elicitation] })
