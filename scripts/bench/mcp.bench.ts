@@ -22,32 +22,16 @@
  * GC, taken inside the child by scripts/bench/probe.mjs (preloaded; the child runs with --expose-gc).
  * Only 127.0.0.1 is used. The script ends by itself: every phase is bounded and the child is always killed.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer as createNetServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { existsSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Pool, request } from 'undici'
+import { Pool } from 'undici'
 import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 import { oauthTokens } from '../../test/helpers/oauth.js'
-import { OWNER_PASSWORD, type TestServer } from '../../test/helpers/server.js'
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const PROBE = pathToFileURL(join(ROOT, 'scripts', 'bench', 'probe.mjs')).href
-const API_KEY = 'service_mcp_' + 'B'.repeat(43)
-// The limiter still runs on every request; only its ceilings are out of the benchmark's reach.
-const RAISED_LIMITS = {
-  SERVICE_RATE_LIMIT_OAUTH_MEMBER: '1000000000',
-  SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000000',
-  SERVICE_RATE_LIMIT_ORGANIZATION: '1000000000',
-  SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000000',
-}
-const PROTOCOL = '2025-11-25'
-const ACCEPT = 'application/json, text/event-stream'
+import type { TestServer } from '../../test/helpers/server.js'
+import { cpuSeconds, initHeaders, initializeBody, mb, numberOption, openSession, openSessions, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ServerChild } from './child.js'
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options
@@ -72,22 +56,10 @@ const { values: flags } = parseArgs({
   strict: true,
 })
 
-function option(name: keyof typeof flags, fallback: string): string {
-  const env = process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`]
-  const v = flags[name]
-  return typeof v === 'string' ? v : env !== undefined && env !== '' ? env : fallback
-}
+const option = optionReader(flags)
+const positive = (name: string, raw: string, integer = false) => numberOption(name, raw, 'non-negative', integer)
 
-function positive(name: string, raw: string, integer = false): number {
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n < 0 || (integer && !Number.isInteger(n))) throw new Error(`--${name} must be a ${integer ? 'non-negative integer' : 'non-negative number'}, got ${raw}`)
-  return n
-}
-
-if (flags.help) {
-  process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('*/')[0]!.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n')
-  process.exit(0)
-}
+if (flags.help) printHelpAndExit(import.meta.url)
 
 const OPTS = {
   durationMs: positive('duration', option('duration', '5')) * 1000,
@@ -119,159 +91,20 @@ if (!existsSync(OPTS.serverEntry)) {
 // ---------------------------------------------------------------------------------------------------------------
 // The server child
 
-interface ServerChild {
-  child: ChildProcess
-  pid: number
-  origin: string
-  dbPath: string
-  output(): string
-  memory(): Promise<ProbeMemory>
-  stop(): Promise<void>
-}
-
-interface ProbeMemory {
-  gc: boolean
-  rss: number
-  heapTotal: number
-  heapUsed: number
-  external: number
-  arrayBuffers: number
-}
-
-const children = new Set<ChildProcess>()
-const tempDirs = new Set<string>()
-
-function cleanupSync(): void {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-  for (const d of tempDirs) rmSync(d, { recursive: true, force: true })
-}
-process.on('exit', cleanupSync)
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(sig, () => {
-    cleanupSync()
-    process.exit(130)
-  })
-}
-
-async function freePort(): Promise<number> {
-  const srv = createNetServer()
-  await new Promise<void>((ok, ko) => srv.once('error', ko).listen(0, '127.0.0.1', () => ok()))
-  const address = srv.address()
-  await new Promise<void>((ok) => srv.close(() => ok()))
-  if (!address || typeof address !== 'object') throw new Error('no port')
-  return address.port
-}
-
-const sleep = (ms: number) => new Promise<void>((ok) => setTimeout(ok, ms))
-
+/** A server for one scenario; its CPU profile (--cpu-prof) goes to a directory named `label`. */
 async function startChild(label: string): Promise<ServerChild> {
-  const port = await freePort()
-  const dir = mkdtempSync(join(tmpdir(), 'service-mcp-bench-'))
-  tempDirs.add(dir)
-  const dbPath = join(dir, 'bench.db')
-  const nodeArgs = ['--expose-gc']
-  if (OPTS.serverEntry.endsWith('.ts')) nodeArgs.push('--import', 'tsx')
-  if (OPTS.probe) nodeArgs.push('--import', PROBE)
-  // One directory per scenario; Node names the files itself (CPU.<date>.<pid>.<thread>.…): the main thread's profile is
-  // the largest one (tsx's module-loader thread writes its own, small one).
-  if (OPTS.cpuProfDir) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${join(resolve(OPTS.cpuProfDir), label)}`)
-  const child = spawn(process.execPath, [...nodeArgs, OPTS.serverEntry, 'serve'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe', OPTS.probe ? 'ipc' : 'ignore'],
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? tmpdir(),
-      NODE_ENV: 'production',
-      SERVICE_HOST: '127.0.0.1',
-      SERVICE_PORT: String(port),
-      SERVICE_DATABASE: dbPath,
-      SERVICE_LOG_LEVEL: 'warn',
-      SERVICE_BOOTSTRAP_API_KEY: API_KEY,
-      SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
-      ...(OPTS.rateLimits === 'raised' ? RAISED_LIMITS : {}),
-    },
+  const server = await startServerChild({
+    entry: OPTS.serverEntry,
+    probe: OPTS.probe,
+    ...(OPTS.cpuProfDir ? { cpuProfDir: join(resolve(OPTS.cpuProfDir), label) } : {}),
+    env: OPTS.rateLimits === 'raised' ? RAISED_LIMITS : {},
   })
-  children.add(child)
-  let out = ''
-  const keep = (chunk: Buffer) => {
-    out = (out + chunk.toString('utf8')).slice(-32_768)
-  }
-  child.stdout!.on('data', keep)
-  child.stderr!.on('data', keep)
-  const exited = new Promise<void>((ok) => child.once('exit', () => ok()))
-  const origin = `http://127.0.0.1:${port}`
-
-  // Ready when /mcp answers anything over HTTP (401 without a credential).
-  const deadline = Date.now() + 30_000
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`server exited during start (${child.exitCode ?? child.signalCode}):\n${out}`)
-    try {
-      const res = await request(`${origin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: ACCEPT }, body: '{}' })
-      await res.body.dump()
-      break
-    } catch {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL')
-        throw new Error(`server did not answer within 30 s:\n${out}`)
-      }
-      await sleep(50)
-    }
-  }
-
   if (OPTS.preSql) {
-    const handle = openDatabase(dbPath, { migrate: false })
+    const handle = openDatabase(server.dbPath, { migrate: false })
     handle.sqlite.exec(OPTS.preSql)
     handle.close()
   }
-
-  return {
-    child,
-    pid: child.pid!,
-    origin,
-    dbPath,
-    output: () => out,
-    memory() {
-      if (!OPTS.probe) return Promise.resolve({ gc: false, rss: vmRss(child.pid!), heapTotal: NaN, heapUsed: NaN, external: NaN, arrayBuffers: NaN })
-      return new Promise<ProbeMemory>((ok, ko) => {
-        const timer = setTimeout(() => {
-          child.off('message', onMessage)
-          ko(new Error('memory probe did not answer'))
-        }, 30_000)
-        const onMessage = (m: unknown) => {
-          if (typeof m !== 'object' || m === null || (m as { type?: unknown }).type !== 'memory') return
-          clearTimeout(timer)
-          child.off('message', onMessage)
-          ok(m as ProbeMemory)
-        }
-        child.on('message', onMessage)
-        child.send({ type: 'memory' })
-      })
-    },
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM') // graceful: the server closes and exits 0 (and writes its --cpu-prof profile)
-        const killer = setTimeout(() => child.kill('SIGKILL'), 15_000)
-        await exited
-        clearTimeout(killer)
-      }
-      children.delete(child)
-      rmSync(dir, { recursive: true, force: true })
-      tempDirs.delete(dir)
-    },
-  }
-}
-
-/** VmRSS of a process in bytes, from /proc (Linux). */
-function vmRss(pid: number): number {
-  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return m ? Number(m[1]) * 1024 : NaN
-}
-
-/** User + system CPU time of a process in seconds, from /proc/<pid>/stat (clock ticks of 1/100 s on Linux). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100
+  return server
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -380,30 +213,13 @@ async function load(
   }
 }
 
-function initializeBody(id: number): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'bench', version: '1.0.0' } } })
-}
-
-let INIT_HEADERS: Record<string, string> = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: ACCEPT }
+let INIT_HEADERS = initHeaders()
 
 /** With --auth oauth: a real access token for the owner, through the server's own OAuth flow. */
 async function useCredential(server: ServerChild): Promise<void> {
   if (OPTS.auth === 'key') return
   const { tokens } = await oauthTokens({ url: server.origin } as unknown as TestServer)
-  INIT_HEADERS = { ...INIT_HEADERS, authorization: `Bearer ${tokens.access_token}` }
-}
-
-/** initialize + notifications/initialized over a plain request; returns the session's header set. */
-async function openSession(pool: Pool): Promise<Record<string, string>> {
-  const res = await pool.request({ path: '/mcp', method: 'POST', headers: INIT_HEADERS, body: initializeBody(0) })
-  const text = await res.body.text()
-  const id = res.headers['mcp-session-id']
-  if (res.statusCode !== 200 || typeof id !== 'string') throw new Error(`initialize failed: ${res.statusCode} ${text}`)
-  const headers = { ...INIT_HEADERS, 'mcp-session-id': id, 'mcp-protocol-version': PROTOCOL }
-  const ack = await pool.request({ path: '/mcp', method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' })
-  await ack.body.dump()
-  if (ack.statusCode !== 202) throw new Error(`notifications/initialized failed: ${ack.statusCode}`)
-  return headers
+  INIT_HEADERS = initHeaders(tokens.access_token)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -423,7 +239,7 @@ async function scenarioCall(appCount: number): Promise<LoadResult[]> {
     }
     await useCredential(server)
     const setup = new Pool(server.origin, { connections: 1 })
-    const headers = await openSession(setup)
+    const headers = await openSession(setup, INIT_HEADERS)
     const probe = await setup.request({ path: '/mcp', method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 'probe', method: 'tools/call', params: { name: 'service_apps_list', arguments: {} } }) })
     const probeText = await probe.body.text()
     await setup.close()
@@ -455,7 +271,7 @@ async function scenarioPing(): Promise<LoadResult[]> {
   try {
     await useCredential(server)
     const setup = new Pool(server.origin, { connections: 1 })
-    const headers = await openSession(setup)
+    const headers = await openSession(setup, INIT_HEADERS)
     await setup.close()
     let id = 1
     const next = (): Shot => ({ headers, body: `{"jsonrpc":"2.0","id":${id++},"method":"ping"}` })
@@ -519,16 +335,7 @@ async function scenarioMemory(): Promise<MemoryResult> {
   await useCredential(server)
   const pool = new Pool(server.origin, { connections: 16, pipelining: 1 })
   try {
-    const openMany = async (n: number) => {
-      let left = n
-      const worker = async () => {
-        while (left > 0) {
-          left--
-          await openSession(pool)
-        }
-      }
-      await Promise.all(Array.from({ length: Math.min(16, n) }, worker))
-    }
+    const openMany = (n: number) => openSessions(pool, n, INIT_HEADERS)
     // Warm up code paths, allocator and SQLite cache with sessions that are counted in the baseline.
     await openMany(Math.min(500, OPTS.sessions))
     await sleep(1500) // let the 1 s activity flush run
@@ -572,7 +379,6 @@ async function scenarioMemory(): Promise<MemoryResult> {
 // ---------------------------------------------------------------------------------------------------------------
 // Output
 
-const mb = (b: number) => `${(b / 1_048_576).toFixed(1)} MB`
 const pad = (s: string, n: number) => s.padStart(n)
 
 function report(r: LoadResult): void {
@@ -627,11 +433,7 @@ async function main(): Promise<void> {
     (OPTS.scenarios.has('ping') ? 1 : 0) * OPTS.concurrency.length * (OPTS.durationMs + OPTS.warmupMs) +
     (OPTS.scenarios.has('memory') ? OPTS.sessions * 2 : 0) + // generous: 500 sessions/s
     180_000
-  // Watchdog: whatever happens, the run ends.
-  setTimeout(() => {
-    process.stderr.write(`benchmark exceeded its time budget (${(budgetMs / 1000).toFixed(0)} s); stopping\n`)
-    process.exit(2)
-  }, budgetMs).unref()
+  watchdog(budgetMs)
 
   process.stdout.write(
     `service-mcp benchmark: node ${process.version}, ${OPTS.durationMs / 1000} s per run after ${OPTS.warmupMs / 1000} s warm-up, ` +
@@ -663,14 +465,4 @@ async function main(): Promise<void> {
   if (OPTS.json) writeFileSync(OPTS.json, JSON.stringify({ options: { ...OPTS, scenarios: [...OPTS.scenarios] }, results, memory }, null, 2))
 }
 
-main().then(
-  () => {
-    cleanupSync()
-    process.exit(0)
-  },
-  (err: unknown) => {
-    process.stderr.write(`benchmark failed: ${(err as Error).stack ?? String(err)}\n`)
-    cleanupSync()
-    process.exit(1)
-  },
-)
+runMain(main)

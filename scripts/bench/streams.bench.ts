@@ -28,30 +28,13 @@
  * limit with CAP_SYS_RESOURCE). When either process's limit is too low, N is capped and the start says so.
  * Only 127.0.0.1 is used. The script ends by itself: every phase is bounded and the child is always killed.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http'
-import { createServer as createNetServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Pool, request } from 'undici'
-import { OWNER_PASSWORD } from '../../test/helpers/server.js'
+import { cpuSeconds, initHeaders, mb, numberOption, openFds, openFileLimit, openSessions, optionReader, printHelpAndExit, PROTOCOL, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ProbeMemory, type ServerChild } from './child.js'
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const PROBE = pathToFileURL(join(ROOT, 'scripts', 'bench', 'probe.mjs')).href
-const API_KEY = 'service_mcp_' + 'B'.repeat(43)
-// The limiter still runs on every request; only its ceilings are out of the benchmark's reach (as in mcp.bench.ts).
-const RAISED_LIMITS = {
-  SERVICE_RATE_LIMIT_OAUTH_MEMBER: '1000000000',
-  SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000000',
-  SERVICE_RATE_LIMIT_ORGANIZATION: '1000000000',
-  SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000000',
-}
-const PROTOCOL = '2025-11-25'
-const ACCEPT = 'application/json, text/event-stream'
 const HEARTBEAT = ': heartbeat\n\n'
 const DEFAULT_HEARTBEAT_MS = 25_000
 /** Descriptors besides the streams: stdio, the SQLite files, the listening socket, pools, epoll, … */
@@ -75,22 +58,10 @@ const { values: flags } = parseArgs({
   strict: true,
 })
 
-function option(name: keyof typeof flags, fallback: string): string {
-  const env = process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`]
-  const v = flags[name]
-  return typeof v === 'string' ? v : env !== undefined && env !== '' ? env : fallback
-}
+const option = optionReader(flags)
+const positive = (name: string, raw: string, integer = false) => numberOption(name, raw, 'positive', integer)
 
-function positive(name: string, raw: string, integer = false): number {
-  const n = Number(raw)
-  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) throw new Error(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got ${raw}`)
-  return n
-}
-
-if (flags.help) {
-  process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('*/')[0]!.replace(/^\/\*\*\n/, '').replace(/^ \* ?/gm, '') + '\n')
-  process.exit(0)
-}
+if (flags.help) printHelpAndExit(import.meta.url)
 
 const OPTS = {
   streams: positive('streams', option('streams', '10000'), true),
@@ -108,222 +79,20 @@ if (!existsSync(OPTS.serverEntry)) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Process facts from /proc (Linux)
+// The server child, sessions and streams
 
-/** Soft RLIMIT_NOFILE of a process ('self' or a pid). */
-function openFileLimit(pid: number | 'self'): number {
-  const line = readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').find((l) => l.startsWith('Max open files'))
-  const soft = line?.trim().split(/\s+/)[3]
-  return soft === undefined ? NaN : soft === 'unlimited' ? Infinity : Number(soft)
-}
-
-function hardOpenFileLimit(pid: number | 'self'): number {
-  const line = readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').find((l) => l.startsWith('Max open files'))
-  const hard = line?.trim().split(/\s+/)[4]
-  return hard === undefined ? NaN : hard === 'unlimited' ? Infinity : Number(hard)
-}
-
-function openFds(pid: number | 'self'): number {
-  return readdirSync(`/proc/${pid}/fd`).length
-}
-
-/** VmRSS of a process in bytes. */
-function vmRss(pid: number): number {
-  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return m ? Number(m[1]) * 1024 : NaN
-}
-
-/** User + system CPU time of a process in seconds, from /proc/<pid>/stat (clock ticks of 1/100 s on Linux). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) / 100
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// The server child
-
-interface ProbeMemory {
-  gc: boolean
-  rss: number
-  heapTotal: number
-  heapUsed: number
-  external: number
-  arrayBuffers: number
-}
-
-interface ServerChild {
-  child: ChildProcess
-  pid: number
-  port: number
-  origin: string
-  output(): string
-  memory(): Promise<ProbeMemory>
-  /** SIGTERM, then SIGKILL after 15 s; resolves with how the process ended and how long it took. */
-  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>
-}
-
-const children = new Set<ChildProcess>()
-const tempDirs = new Set<string>()
-
-function cleanupSync(): void {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL')
-  for (const d of tempDirs) rmSync(d, { recursive: true, force: true })
-}
-process.on('exit', cleanupSync)
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(sig, () => {
-    cleanupSync()
-    process.exit(130)
+/** The server, allowed to open `openFiles` descriptors, with heartbeats every --heartbeat-ms and rate limits raised. */
+function startChild(openFiles: number): Promise<ServerChild> {
+  return startServerChild({
+    entry: OPTS.serverEntry,
+    probe: true,
+    ...(OPTS.cpuProfDir ? { cpuProfDir: join(resolve(OPTS.cpuProfDir), 'streams') } : {}),
+    env: { SERVICE_HEARTBEAT_MS: String(OPTS.heartbeatMs), ...RAISED_LIMITS },
+    openFiles,
   })
 }
 
-async function freePort(): Promise<number> {
-  const srv = createNetServer()
-  await new Promise<void>((ok, ko) => srv.once('error', ko).listen(0, '127.0.0.1', () => ok()))
-  const address = srv.address()
-  await new Promise<void>((ok) => srv.close(() => ok()))
-  if (!address || typeof address !== 'object') throw new Error('no port')
-  return address.port
-}
-
-const sleep = (ms: number) => new Promise<void>((ok) => setTimeout(ok, ms))
-
-async function startChild(fdWanted: number): Promise<ServerChild> {
-  const port = await freePort()
-  const dir = mkdtempSync(join(tmpdir(), 'service-mcp-bench-'))
-  tempDirs.add(dir)
-  const nodeArgs = ['--expose-gc']
-  if (OPTS.serverEntry.endsWith('.ts')) nodeArgs.push('--import', 'tsx')
-  nodeArgs.push('--import', PROBE)
-  if (OPTS.cpuProfDir) nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${join(resolve(OPTS.cpuProfDir), 'streams')}`)
-  // Node has no setrlimit: the shell raises the limit when it is lower than needed (beyond the hard limit only with
-  // CAP_SYS_RESOURCE; `ulimit -n` sets soft and hard alike, so it is never used to lower them) and execs node in its
-  // place, so the pid, the pipes and the IPC channel (fd 3) are the server's own. Node raises its soft limit to the
-  // hard one itself.
-  const script = '[ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$1" ] && ulimit -n "$1" 2>/dev/null; shift; exec "$@"'
-  const child = spawn('/bin/sh', ['-c', script, 'sh', String(fdWanted), process.execPath, ...nodeArgs, OPTS.serverEntry, 'serve'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? tmpdir(),
-      NODE_ENV: 'production',
-      SERVICE_HOST: '127.0.0.1',
-      SERVICE_PORT: String(port),
-      SERVICE_DATABASE: join(dir, 'bench.db'),
-      SERVICE_LOG_LEVEL: 'warn',
-      SERVICE_HEARTBEAT_MS: String(OPTS.heartbeatMs),
-      SERVICE_BOOTSTRAP_API_KEY: API_KEY,
-      SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
-      ...RAISED_LIMITS,
-    },
-  })
-  children.add(child)
-  let out = ''
-  const keep = (chunk: Buffer) => {
-    out = (out + chunk.toString('utf8')).slice(-32_768)
-  }
-  child.stdout!.on('data', keep)
-  child.stderr!.on('data', keep)
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((ok) => child.once('exit', (code, signal) => ok({ code, signal })))
-  const origin = `http://127.0.0.1:${port}`
-
-  // Ready when /mcp answers anything over HTTP (401 without a credential).
-  const deadline = Date.now() + 30_000
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`server exited during start (${child.exitCode ?? child.signalCode}):\n${out}`)
-    try {
-      const res = await request(`${origin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: ACCEPT }, body: '{}' })
-      await res.body.dump()
-      break
-    } catch {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL')
-        throw new Error(`server did not answer within 30 s:\n${out}`)
-      }
-      await sleep(50)
-    }
-  }
-
-  return {
-    child,
-    pid: child.pid!,
-    port,
-    origin,
-    output: () => out,
-    memory() {
-      return new Promise<ProbeMemory>((ok, ko) => {
-        const timer = setTimeout(() => {
-          child.off('message', onMessage)
-          ko(new Error('memory probe did not answer'))
-        }, 30_000)
-        const onMessage = (m: unknown) => {
-          if (typeof m !== 'object' || m === null || (m as { type?: unknown }).type !== 'memory') return
-          clearTimeout(timer)
-          child.off('message', onMessage)
-          ok(m as ProbeMemory)
-        }
-        child.on('message', onMessage)
-        child.send({ type: 'memory' })
-      })
-    },
-    async stop() {
-      const t0 = performance.now()
-      let result = { code: child.exitCode, signal: child.signalCode }
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGTERM') // graceful: the server closes and exits 0 (and writes its --cpu-prof profile)
-        const killer = setTimeout(() => child.kill('SIGKILL'), 15_000)
-        result = await exited
-        clearTimeout(killer)
-      }
-      children.delete(child)
-      rmSync(dir, { recursive: true, force: true })
-      tempDirs.delete(dir)
-      return { ...result, ms: performance.now() - t0 }
-    },
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Sessions and streams
-
-const INIT_HEADERS: Record<string, string> = { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', accept: ACCEPT }
-
-function initializeBody(id: number): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'bench', version: '1.0.0' } } })
-}
-
-/** initialize + notifications/initialized over a plain request; returns the session's header set. */
-async function openSession(pool: Pool): Promise<Record<string, string>> {
-  const res = await pool.request({ path: '/mcp', method: 'POST', headers: INIT_HEADERS, body: initializeBody(0) })
-  const text = await res.body.text()
-  const id = res.headers['mcp-session-id']
-  if (res.statusCode !== 200 || typeof id !== 'string') throw new Error(`initialize failed: ${res.statusCode} ${text}`)
-  const headers = { ...INIT_HEADERS, 'mcp-session-id': id, 'mcp-protocol-version': PROTOCOL }
-  const ack = await pool.request({ path: '/mcp', method: 'POST', headers, body: '{"jsonrpc":"2.0","method":"notifications/initialized"}' })
-  await ack.body.dump()
-  if (ack.statusCode !== 202) throw new Error(`notifications/initialized failed: ${ack.statusCode}`)
-  return headers
-}
-
-async function openSessions(origin: string, n: number): Promise<Array<Record<string, string>>> {
-  const pool = new Pool(origin, { connections: 16, pipelining: 1 })
-  const sessions: Array<Record<string, string>> = []
-  try {
-    let left = n
-    const worker = async () => {
-      while (left > 0) {
-        left--
-        sessions.push(await openSession(pool))
-      }
-    }
-    await Promise.all(Array.from({ length: Math.min(16, n) }, worker))
-  } finally {
-    await pool.close()
-  }
-  return sessions
-}
+const INIT_HEADERS = initHeaders()
 
 /** One open GET /mcp: every byte is read as it arrives; heartbeat frames are counted. */
 interface Stream {
@@ -471,7 +240,7 @@ async function run(): Promise<Result> {
   // File descriptors: the client's own limit is what it is (Node already raised soft to hard); the server's is raised
   // by the shell that starts it, if the hard limit allows.
   const clientLimit = openFileLimit('self')
-  const clientHard = hardOpenFileLimit('self')
+  const clientHard = openFileLimit('self', 'hard')
   const need = OPTS.streams + WARMUP_STREAMS + FD_MARGIN
   let n = OPTS.streams
   if (clientLimit < need) {
@@ -497,7 +266,7 @@ async function run(): Promise<Result> {
   let streams: Stream[] = []
   try {
     // 1. Warm-up: the open and close paths of a stream run a few hundred times before the baseline.
-    const warm = await openSessions(server.origin, Math.min(WARMUP_STREAMS, n))
+    const warm = await openSessions(server.origin, Math.min(WARMUP_STREAMS, n), INIT_HEADERS)
     const fdsIdle = openFds(server.pid)
     const warmStreams = await openStreams(agent, server.port, warm)
     await sleep(Math.min(OPTS.heartbeatMs * 2 + 100, 3000))
@@ -510,7 +279,7 @@ async function run(): Promise<Result> {
 
     // 3. N idle sessions, then the CPU floor without streams.
     let t0 = performance.now()
-    const sessions = await openSessions(server.origin, n)
+    const sessions = await openSessions(server.origin, n, INIT_HEADERS)
     const sessionsSeconds = (performance.now() - t0) / 1000
     process.stdout.write(`  ${n} sessions opened in ${sessionsSeconds.toFixed(2)} s\n`)
     await sleep(1500)
@@ -601,7 +370,7 @@ async function run(): Promise<Result> {
   } finally {
     closeStreams(streams)
     agent.destroy()
-    if (children.has(server.child)) await server.stop()
+    await server.stop()
   }
 }
 
@@ -616,7 +385,6 @@ async function waitFor(check: () => boolean, ms: number, what: string, everyMs =
 // ---------------------------------------------------------------------------------------------------------------
 // Output
 
-const mb = (b: number) => `${(b / 1_048_576).toFixed(1)} MB`
 const b0 = (b: number) => (Number.isFinite(b) ? b.toFixed(0) : 'n/a')
 
 function table(r: Result): string {
@@ -655,11 +423,7 @@ function checks(r: Result): { text: string; ok: boolean } {
 
 async function main(): Promise<number> {
   const budgetMs = OPTS.streams * 3 + OPTS.measureMs * 2 + OPTS.heartbeatMs * 8 + 180_000
-  // Watchdog: whatever happens, the run ends.
-  setTimeout(() => {
-    process.stderr.write(`benchmark exceeded its time budget (${(budgetMs / 1000).toFixed(0)} s); stopping\n`)
-    process.exit(2)
-  }, budgetMs).unref()
+  watchdog(budgetMs)
 
   process.stdout.write(
     `service-mcp stream benchmark: node ${process.version}, ${OPTS.streams} streams, heartbeat every ${OPTS.heartbeatMs} ms, ` +
@@ -674,14 +438,4 @@ async function main(): Promise<number> {
   return verdict.ok ? 0 : 1
 }
 
-main().then(
-  (code) => {
-    cleanupSync()
-    process.exit(code)
-  },
-  (err: unknown) => {
-    process.stderr.write(`benchmark failed: ${(err as Error).stack ?? String(err)}\n`)
-    cleanupSync()
-    process.exit(1)
-  },
-)
+runMain(main)

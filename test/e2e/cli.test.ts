@@ -1,54 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-
-const root = fileURLToPath(new URL('../..', import.meta.url))
+import { cli, startServe, type Served } from '../helpers/cli.js'
 
 // About 30 CLI processes, each loading TypeScript through tsx: allow more than the default per-file limit, still bounded.
 t.setTimeout(180_000)
 const KEY_LINE = /^service_mcp_[A-Za-z0-9_-]{43}$/
-
-/** The caller's environment without any SERVICE_* setting, plus `extra`. */
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE_') && !k.startsWith('TAP')) env[k] = v
-  return { ...env, NODE_OPTIONS: '', ...extra }
-}
-
-function spawnCli(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
-}
-
-interface Run {
-  code: number | null
-  signal: NodeJS.Signals | null
-  stdout: string
-  stderr: string
-}
-
-/** Runs the CLI to completion (bounded). */
-function cli(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawnCli(args, env)
-    let stdout = ''
-    let stderr = ''
-    child.stdout!.on('data', (d) => (stdout += d))
-    child.stderr!.on('data', (d) => (stderr += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`service-mcp ${args.join(' ')} did not finish in ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`))
-    }, timeoutMs)
-    child.on('error', reject)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
 
 function tempDir(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-cli-'))
@@ -179,49 +138,6 @@ t.test('signing keys: rotate, list; clients list', async (t) => {
   t.equal(clients.code, 0)
   t.equal(clients.stderr, '')
 })
-
-interface Served {
-  child: ChildProcess
-  url: string
-  stdout: () => string
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-}
-
-/** Starts `serve` and waits for the "MCP server listening" log line (bounded). */
-function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<Served> {
-  const child = spawnCli(['serve'], env)
-  let out = ''
-  let err = ''
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`serve did not start in ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
-    }, timeoutMs)
-    child.stderr!.on('data', (d) => (err += d))
-    child.stdout!.on('data', (d) => {
-      out += d
-      for (const line of out.split('\n')) {
-        if (!line.startsWith('{')) continue
-        let parsed: { msg?: string; url?: string }
-        try {
-          parsed = JSON.parse(line)
-        } catch {
-          continue
-        }
-        if (parsed.msg === 'MCP server listening' && parsed.url) {
-          clearTimeout(timer)
-          resolve({ child, url: parsed.url, stdout: () => out, exited })
-          return
-        }
-      }
-    })
-    void exited.then(({ code }) => {
-      clearTimeout(timer)
-      reject(new Error(`serve exited with ${code} before listening\nstdout: ${out}\nstderr: ${err}`))
-    })
-  })
-}
 
 async function stop(t: Test, served: Served): Promise<void> {
   served.child.kill('SIGTERM')

@@ -5,14 +5,15 @@
 import t, { type Test } from 'tap'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { Config } from '../../src/config.js'
-import { ACCEPT_BOTH, callTool, initializeMessage, openSession, parseSse, post, type RpcReply } from '../helpers/mcp.js'
+import { answerRequest, decision, elicitationOn, elicitingSession, isAnswerTo, isElicitation, openLiveCall, readToEnd } from '../helpers/confirm.js'
+import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { createKey, createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
-import { openLive, sleep, type LiveStream } from '../helpers/stream.js'
+import { messagesOf, sleep, type LiveStream } from '../helpers/stream.js'
 
 const PIPELINES = { default: { argv: [process.execPath, '-e', 'process.exit(0)'] } }
 const ELICIT = { elicitation: {} }
-const ACCEPT = { action: 'accept', content: { confirm: true } }
+const ACCEPT = decision()
 
 let nextId = 5000
 const rid = () => ++nextId
@@ -41,41 +42,26 @@ function confirmations(server: TestServer, toolName = 'service_apps_delete') {
   return server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, `${toolName}.confirmation`).items
 }
 
-/** The complete messages received so far (a half-received event is left for later; priming events carry no data). */
-function messagesOf(live: LiveStream): any[] {
-  const text = live.text()
-  const complete = text.slice(0, text.lastIndexOf('\n\n') + 2)
-  return parseSse(complete).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
-}
-
-const isElicitation = (m: any) => m.method === 'elicitation/create'
-const isAnswerTo = (id: number | string) => (m: any) => m.id === id && ('result' in m || 'error' in m)
 
 /** A tools/call on a live SSE stream. */
 async function openCall(t: Test, server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>, id: number | string): Promise<LiveStream> {
-  const live = await openLive(server.mcpUrl, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
-    body: JSON.stringify(callTool(name, args, id)),
-  })
-  t.teardown(() => live.close())
+  const live = await openLiveCall(t, server.mcpUrl, headers, callTool(name, args, id))
   t.equal(live.status, 200, 'the call is answered 200')
   t.equal(live.headers['content-type'], 'text/event-stream', 'a confirmation-gated call is answered as SSE')
   return live
 }
 
-/** Waits for the elicitation/create on the call's stream and returns it. */
-async function elicitationOn(live: LiveStream): Promise<any> {
-  await live.waitFor(() => messagesOf(live).some(isElicitation), 5000, 'elicitation/create')
-  return messagesOf(live).find(isElicitation)
+/** service_apps_delete on a live SSE stream, up to its elicitation/create: the call's id, its stream and the request. */
+async function askDelete(t: Test, server: TestServer, headers: Record<string, string>, appId: string) {
+  const id = rid()
+  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: appId }, id)
+  return { id, live, request: await elicitationOn(live) }
 }
 
 /** Waits for the call's response and the end of the stream; returns the tool result and every message. */
 async function resultOn(t: Test, live: LiveStream, id: number | string): Promise<{ result: any; messages: any[] }> {
-  await live.ended(5000)
+  const { messages, responses } = await readToEnd(live, id)
   t.ok(live.endedByServer, 'the server ends the stream after the response')
-  const messages = messagesOf(live)
-  const responses = messages.filter(isAnswerTo(id))
   t.equal(responses.length, 1, 'one response to the call')
   t.equal(messages.at(-1), responses[0], 'the response is the last message')
   return { result: responses[0]?.result, messages }
@@ -83,7 +69,7 @@ async function resultOn(t: Test, live: LiveStream, id: number | string): Promise
 
 /** POSTs a JSON-RPC answer to the server's request `id`. */
 function answer(server: TestServer, headers: Record<string, string>, id: unknown, result: unknown): Promise<RpcReply> {
-  return post(server.mcpUrl, { jsonrpc: '2.0', id, result }, headers)
+  return answerRequest(server.mcpUrl, headers, id, result)
 }
 
 /** A refused answer: HTTP 400 with the JSON-RPC invalid-request error, id null. */
@@ -102,6 +88,25 @@ async function stillWaiting(t: Test, live: LiveStream, id: number | string, what
   t.notOk(live.endedByServer, `${what}: the stream stays open`)
 }
 
+/**
+ * Accepting answers to the pending request from `others` are refused (400); the borrower's credential on the asking
+ * session (`sessionId`) is turned away (404, returned); the call keeps waiting.
+ */
+async function refusedElsewhere(
+  t: Test,
+  server: TestServer,
+  pending: { id: number | string; live: LiveStream; request: any },
+  sessionId: string,
+  cases: { others: Array<[Record<string, string>, string]>; borrower: [Record<string, string>, string]; waiting: string },
+): Promise<RpcReply> {
+  for (const [headers, what] of cases.others) refused(t, await answer(server, headers, pending.request.id, ACCEPT), what)
+  const [headers, what] = cases.borrower
+  const borrowed = await answer(server, { ...headers, 'mcp-session-id': sessionId }, pending.request.id, ACCEPT)
+  t.equal(borrowed.status, 404, what)
+  await stillWaiting(t, pending.live, pending.id, cases.waiting)
+  return borrowed
+}
+
 function ok(t: Test, result: any): any {
   t.equal(result?.isError, false, 'not a tool failure')
   return result.structuredContent
@@ -114,11 +119,17 @@ function failure(t: Test, result: any, code: string): { code: string; message: s
   return err
 }
 
+/** A server with the app `target` whose service_apps_delete waits for the owner's answer on one session. */
+async function deleteAwaitingAnswer(t: Test) {
+  const server = await serve(t)
+  const app = seedApp(server, 'target')
+  const { headers } = await elicitingSession(server)
+  return { server, app, headers, ...(await askDelete(t, server, headers, app.id)) }
+}
+
 /** Calls service_apps_delete, answers its elicitation with `result`, and returns what happened. */
 async function deleteAnswered(t: Test, server: TestServer, headers: Record<string, string>, appId: string, result: unknown) {
-  const id = rid()
-  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: appId }, id)
-  const request = await elicitationOn(live)
+  const { id, live, request } = await askDelete(t, server, headers, appId)
   const reply = await answer(server, headers, request.id, result)
   t.equal(reply.status, 202, 'the answer is accepted with 202')
   t.equal(reply.text, '', 'with no body')
@@ -128,10 +139,8 @@ async function deleteAnswered(t: Test, server: TestServer, headers: Record<strin
 t.test('tool call received → elicitation/create on the call stream → awaiting user: the request, and the stream stays open', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'billing', 14)
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const id = rid()
-  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const { headers } = await elicitingSession(server)
+  const { id, live, request } = await askDelete(t, server, headers, app.id)
 
   t.equal(request.jsonrpc, '2.0')
   t.ok(Number.isInteger(request.id) || typeof request.id === 'string', 'a server-chosen id')
@@ -160,7 +169,7 @@ t.test('tool call received → elicitation/create on the call stream → awaitin
 t.test('awaiting user → accept (confirm true) → running: the tool executes', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'doomed', 2)
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
   const { request, result, messages } = await deleteAnswered(t, server, headers, app.id, ACCEPT)
   t.equal(request.params.message, `Delete app doomed (${app.id}) and its 2 deployments?`)
   t.strictSame(ok(t, result), { deleted: true, app_id: app.id, name: 'doomed', deployments_deleted: 2 })
@@ -179,7 +188,7 @@ t.test('awaiting user → accept (confirm true) → running: the tool executes',
 t.test('awaiting user → decline → not executed: ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'keeper', 1)
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
   const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'decline' })
   failure(t, result, 'ELICITATION_DENIED')
   t.ok(appExists(server, app.id), 'the app is still there')
@@ -193,7 +202,7 @@ t.test('awaiting user → decline → not executed: ELICITATION_DENIED', async (
 t.test('awaiting user → cancel → not executed: ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'keeper')
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
   const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'cancel' })
   failure(t, result, 'ELICITATION_DENIED')
   t.ok(appExists(server, app.id), 'the app is still there')
@@ -203,7 +212,7 @@ t.test('awaiting user → cancel → not executed: ELICITATION_DENIED', async (t
 t.test('awaiting user → accept with confirm false → not executed: ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'keeper')
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
   const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'accept', content: { confirm: false } })
   failure(t, result, 'ELICITATION_DENIED')
   t.ok(appExists(server, app.id), 'the app is still there')
@@ -213,10 +222,8 @@ t.test('awaiting user → accept with confirm false → not executed: ELICITATIO
 t.test('awaiting user → a JSON-RPC error answer (the client could not show it) → ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'keeper')
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const id = rid()
-  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const { headers } = await elicitingSession(server)
+  const { id, live, request } = await askDelete(t, server, headers, app.id)
   const reply = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, error: { code: -32602, message: 'Client does not support form-mode elicitation requests' } }, headers)
   t.equal(reply.status, 202, 'an error answer is accepted')
   failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
@@ -227,11 +234,9 @@ t.test('awaiting user → a JSON-RPC error answer (the client could not show it)
 t.test('awaiting user → prompt times out → not executed: notifications/cancelled, then ELICITATION_TIMEOUT', async (t) => {
   const server = await serve(t, { elicitationTimeoutMs: 150 })
   const app = seedApp(server, 'slowpoke', 3)
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const id = rid()
+  const { headers } = await elicitingSession(server)
   const started = Date.now()
-  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const { id, live, request } = await askDelete(t, server, headers, app.id)
   const { result, messages } = await resultOn(t, live, id)
   t.ok(Date.now() - started >= 140, 'not before the timeout')
 
@@ -272,7 +277,7 @@ t.test('tool call received → client lacks the elicitation capability → not e
 t.test('a client that accepts only application/json cannot be asked: CAPABILITY_REQUIRED', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'keeper')
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
   for (const [tool, args] of [['service_apps_delete', { app_id: app.id }], ['service_env_unset', { app_id: app.id, name: 'KEPT' }]] as const) {
     if (tool === 'service_env_unset') server.app.repos.envVars.set({ organizationId: defaultOrganization(server).id, appId: app.id, name: 'KEPT', ciphertext: 'v1.x.y.z', userId: null })
     const reply = await post(server.mcpUrl, callTool(tool, args, rid()), { ...headers, accept: 'application/json' })
@@ -307,12 +312,7 @@ t.test('before notifications/initialized nobody is asked: CAPABILITY_REQUIRED', 
 })
 
 t.test('an answer with an unknown id is refused (400) and the wait goes on', async (t) => {
-  const server = await serve(t)
-  const app = seedApp(server, 'target')
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const id = rid()
-  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const { server, app, headers, id, live, request } = await deleteAwaitingAnswer(t)
 
   refused(t, await answer(server, headers, typeof request.id === 'number' ? request.id + 1000 : `${request.id}x`, ACCEPT), 'unknown id')
   refused(t, await answer(server, headers, String(request.id), ACCEPT), 'the id as a string is another id')
@@ -329,20 +329,18 @@ t.test('an answer with an unknown id is refused (400) and the wait goes on', asy
 t.test('an answer from another session of the same member is refused (400) and the wait goes on', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'target')
-  const mine = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const sameKey = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const mine = await elicitingSession(server)
+  const sameKey = await elicitingSession(server)
   const otherKey = createKey(server, ownerMembership(server).id)
-  const sameMemberOtherKey = await openSession(server.mcpUrl, otherKey.key, '2025-11-25', ELICIT)
-  const id = rid()
-  const live = await openCall(t, server, mine.headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const sameMemberOtherKey = await elicitingSession(server, otherKey.key)
+  const { id, live, request } = await askDelete(t, server, mine.headers, app.id)
 
-  refused(t, await answer(server, sameKey.headers, request.id, ACCEPT), 'another session, same key')
-  refused(t, await answer(server, sameMemberOtherKey.headers, request.id, ACCEPT), 'another session, another key of the same member')
-  const borrowed = await answer(server, { ...sameMemberOtherKey.headers, 'mcp-session-id': mine.sessionId }, request.id, ACCEPT)
-  t.equal(borrowed.status, 404, 'the session cannot be used with another credential')
+  const borrowed = await refusedElsewhere(t, server, { id, live, request }, mine.sessionId, {
+    others: [[sameKey.headers, 'another session, same key'], [sameMemberOtherKey.headers, 'another session, another key of the same member']],
+    borrower: [sameMemberOtherKey.headers, 'the session cannot be used with another credential'],
+    waiting: 'after answers from elsewhere',
+  })
   t.equal(borrowed.json?.error?.code, 'SESSION_NOT_FOUND')
-  await stillWaiting(t, live, id, 'after answers from elsewhere')
   t.ok(appExists(server, app.id), 'nothing ran')
 
   t.equal((await answer(server, mine.headers, request.id, { action: 'decline' })).status, 202, 'the right session answers')
@@ -353,21 +351,19 @@ t.test('an answer from another session of the same member is refused (400) and t
 t.test('an answer from another member is refused (400) and the wait goes on', async (t) => {
   const server = await serve(t)
   const app = seedApp(server, 'target')
-  const mine = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const mine = await elicitingSession(server)
   const colleague = createMember(server, { role: 'admin' })
-  const theirs = await openSession(server.mcpUrl, colleague.key, '2025-11-25', ELICIT)
+  const theirs = await elicitingSession(server, colleague.key)
   const other = server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
   const outsider = createMember(server, { role: 'owner', organizationId: other.id })
-  const outside = await openSession(server.mcpUrl, outsider.key, '2025-11-25', ELICIT)
-  const id = rid()
-  const live = await openCall(t, server, mine.headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const outside = await elicitingSession(server, outsider.key)
+  const { id, live, request } = await askDelete(t, server, mine.headers, app.id)
 
-  refused(t, await answer(server, theirs.headers, request.id, ACCEPT), 'a member of the same organization')
-  refused(t, await answer(server, outside.headers, request.id, ACCEPT), 'a member of another organization')
-  const borrowed = await answer(server, { ...theirs.headers, 'mcp-session-id': mine.sessionId }, request.id, ACCEPT)
-  t.equal(borrowed.status, 404, 'another member cannot use the session')
-  await stillWaiting(t, live, id, 'after answers from other members')
+  await refusedElsewhere(t, server, { id, live, request }, mine.sessionId, {
+    others: [[theirs.headers, 'a member of the same organization'], [outside.headers, 'a member of another organization']],
+    borrower: [theirs.headers, 'another member cannot use the session'],
+    waiting: 'after answers from other members',
+  })
   t.ok(appExists(server, app.id), 'nothing ran')
 
   t.equal((await answer(server, mine.headers, request.id, ACCEPT)).status, 202)
@@ -376,12 +372,7 @@ t.test('an answer from another member is refused (400) and the wait goes on', as
 })
 
 t.test('an answer that does not match the request is refused (400) and the wait goes on', async (t) => {
-  const server = await serve(t)
-  const app = seedApp(server, 'target')
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const id = rid()
-  const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: app.id }, id)
-  const request = await elicitationOn(live)
+  const { server, app, headers, id, live, request } = await deleteAwaitingAnswer(t)
 
   const bad: Array<[string, unknown]> = [
     ['no action', {}],
@@ -425,7 +416,7 @@ t.test('service_env_unset: declined keeps the variable, accepted removes it; bot
   const org = defaultOrganization(server)
   const app = seedApp(server, 'web')
   server.app.repos.envVars.set({ organizationId: org.id, appId: app.id, name: 'GONE', ciphertext: 'v1.x.y.z', userId: null })
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
 
   for (const [result, removed] of [[{ action: 'decline' }, false], [{ action: 'accept', content: { confirm: 'no' } }, null], [ACCEPT, true]] as const) {
     const id = rid()
@@ -453,14 +444,12 @@ t.test('service_env_unset: declined keeps the variable, accepted removes it; bot
 
 t.test('the audit log holds confirmed, declined and timed_out entries with who, what and the call id', async (t) => {
   const server = await serve(t, { elicitationTimeoutMs: 300 })
-  const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
+  const { headers } = await elicitingSession(server)
   const apps = [seedApp(server, 'one'), seedApp(server, 'two'), seedApp(server, 'three')]
   const ids: Array<number | string> = []
   for (const [i, result] of [ACCEPT, { action: 'decline' }, undefined].entries()) {
-    const id = rid()
+    const { id, live, request } = await askDelete(t, server, headers, apps[i]!.id)
     ids.push(id)
-    const live = await openCall(t, server, headers, 'service_apps_delete', { app_id: apps[i]!.id }, id)
-    const request = await elicitationOn(live)
     if (result) t.equal((await answer(server, headers, request.id, result)).status, 202)
     await resultOn(t, live, id)
   }

@@ -8,10 +8,12 @@ import type { IdempotencyKey } from '../../src/db/repos/idempotency.js'
 import { SecretBox } from '../../src/lib/secret-box.js'
 import { IDEMPOTENCY_TTL_MS } from '../../src/plugins/tools/idempotency.js'
 import type { RequestId } from '../../src/rpc/types.js'
-import { ACCEPT_BOTH, callTool, openSession, parseSse, post } from '../helpers/mcp.js'
+import { answerAccepted, decision, elicitationOn, elicitingSession, isElicitation, openLiveCall, readToEnd } from '../helpers/confirm.js'
+import { callToEnd, toolError } from '../helpers/tools.js'
+import { callTool, post } from '../helpers/mcp.js'
 import { createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
 import { startServer, tempDatabase, type TestServer } from '../helpers/server.js'
-import { openLive, sleep, type LiveStream } from '../helpers/stream.js'
+import { messagesOf, until, type LiveStream } from '../helpers/stream.js'
 
 /**
  * Confirmation-gated call identity (interface.md; decisions.md §6), over real sockets. The pipelines count their own
@@ -60,78 +62,36 @@ function seedApp(server: TestServer, name: string, pipeline: keyof typeof PIPELI
   return app
 }
 
-function elicitingSession(server: TestServer, key = server.apiKey) {
-  return openSession(server.mcpUrl, key, '2025-11-25', { elicitation: {} })
-}
-
 function keyOf(server: TestServer, sessionId: string, requestId: RequestId): IdempotencyKey {
   const membership = ownerMembership(server)
   return { sessionId, membershipId: membership.id, organizationId: membership.organizationId, requestId: JSON.stringify(requestId) }
 }
 
-/** The complete messages received so far on an SSE stream. */
-function messagesOf(live: LiveStream): any[] {
-  const text = live.text()
-  const complete = text.slice(0, text.lastIndexOf('\n\n') + 2)
-  return parseSse(complete).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
-}
-
-const isElicitation = (m: any) => m.method === 'elicitation/create'
 const lines = (messages: any[]) => messages.filter((m) => m.method === 'notifications/message' && m.params.logger === 'deployment').map((m) => m.params.data.line)
 
 async function openCall(t: Test, server: TestServer, headers: Record<string, string>, args: Record<string, unknown>, id: RequestId): Promise<LiveStream> {
-  const live = await openLive(server.mcpUrl, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
-    body: JSON.stringify(callTool(TOOL, args, id)),
-  })
-  t.teardown(() => live.close())
+  const live = await openLiveCall(t, server.mcpUrl, headers, callTool(TOOL, args, id))
   t.equal(live.status, 200)
   return live
 }
 
 /** Waits for the call's elicitation/create and answers it. */
 async function answer(t: Test, server: TestServer, headers: Record<string, string>, live: LiveStream, action: 'accept' | 'decline' = 'accept'): Promise<void> {
-  await live.waitFor(() => messagesOf(live).some(isElicitation), 5000, 'elicitation/create')
-  const request = messagesOf(live).find(isElicitation)
-  const res = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, result: { action, ...(action === 'accept' ? { content: { confirm: true } } : {}) } }, headers)
-  t.equal(res.status, 202, 'the answer is accepted')
+  await answerAccepted(t, server.mcpUrl, headers, live, decision(action))
 }
 
 /** Answers the confirmation and reads the call to its end; returns the tool result and every message. */
 async function confirmedCall(t: Test, server: TestServer, headers: Record<string, string>, args: Record<string, unknown>, id: RequestId) {
   const live = await openCall(t, server, headers, args, id)
   await answer(t, server, headers, live)
-  await live.ended(10_000)
-  const messages = messagesOf(live)
-  const response = messages.find((m) => m.id === id && ('result' in m || 'error' in m))
+  const { messages, responses: [response] } = await readToEnd(live, id, 10_000)
   if (!response?.result) throw new Error(`no result for ${JSON.stringify(id)}: ${live.text()}`)
   return { result: response.result, messages }
 }
 
 /** A retry: the same request read to its end. Returns the tool result and every message of the answer. */
-async function retry(server: TestServer, headers: Record<string, string>, args: Record<string, unknown>, id: RequestId) {
-  const reply = await post(server.mcpUrl, callTool(TOOL, args, id), headers)
-  if (reply.status !== 200) throw new Error(`retry ${JSON.stringify(id)}: HTTP ${reply.status} ${reply.text}`)
-  const messages = reply.json ? [reply.json] : reply.messages
-  const response = messages.find((m) => m.id === id)
-  if (!response?.result) throw new Error(`retry ${JSON.stringify(id)}: no result: ${reply.text}`)
-  return { result: response.result, messages }
-}
-
-function toolError(result: any): { code: string; message: string } {
-  if (!result?.isError) throw new Error(`expected a tool error, got ${JSON.stringify(result)}`)
-  return JSON.parse(result.content[0].text)
-}
-
-async function until<T>(probe: () => T | undefined | false, ms: number, what: string): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
-    await sleep(15)
-  }
+function retry(server: TestServer, headers: Record<string, string>, args: Record<string, unknown>, id: RequestId) {
+  return callToEnd(server.mcpUrl, headers, TOOL, args, id, `retry ${JSON.stringify(id)}`)
 }
 
 function confirmations(server: TestServer): number {
@@ -196,7 +156,7 @@ t.test('the same id while the first call waits for confirmation or runs: 409 IDE
   }
 
   const live = await openCall(t, server, headers, { app_id: app.id }, 'busy-1')
-  await live.waitFor(() => messagesOf(live).some(isElicitation), 5000, 'elicitation/create')
+  await elicitationOn(live)
   t.equal(server.app.repos.idempotency.get(key, Date.now())?.status, 'running', 'recorded while it asks')
   await conflict('waiting for confirmation', 'running')
 
@@ -227,29 +187,30 @@ t.test('declined, timed out and cancelled calls are answered the same way again,
   const app = seedApp(server, 'careful', 'counted', files)
   const { sessionId, headers } = await elicitingSession(server)
   const args = { app_id: app.id }
+  /** The retry of `id` gets `result` again, and nobody is asked. */
+  const sameOnRetry = async (id: string, result: unknown, what: string) => {
+    const again = await retry(server, headers, args, id)
+    t.strictSame(again.result, result, what)
+    t.notOk(again.messages.some(isElicitation), 'not asked again')
+  }
+  /** The call `id`, with its confirmation answered by `ask`, ends with the tool error `code`; so does its retry. */
+  const endsWith = async (id: string, code: string, ask: (live: LiveStream) => Promise<void>) => {
+    const live = await openCall(t, server, headers, args, id)
+    await ask(live)
+    await live.ended(5000)
+    const first = messagesOf(live).find((m) => m.id === id).result
+    t.equal(toolError(first).code, code)
+    await sameOnRetry(id, first, `the same ${code} result`)
+  }
 
   // Declined.
-  const declined = await openCall(t, server, headers, args, 'no-1')
-  await answer(t, server, headers, declined, 'decline')
-  await declined.ended(5000)
-  const denial = messagesOf(declined).find((m) => m.id === 'no-1').result
-  t.equal(toolError(denial).code, 'ELICITATION_DENIED')
-  const denied = await retry(server, headers, args, 'no-1')
-  t.strictSame(denied.result, denial, 'the same ELICITATION_DENIED result')
-  t.notOk(denied.messages.some(isElicitation), 'not asked again')
-
-  // Timed out.
-  const late = await openCall(t, server, headers, args, 'late-1')
-  await late.ended(5000)
-  const timeout = messagesOf(late).find((m) => m.id === 'late-1').result
-  t.equal(toolError(timeout).code, 'ELICITATION_TIMEOUT')
-  const timedOut = await retry(server, headers, args, 'late-1')
-  t.strictSame(timedOut.result, timeout, 'the same ELICITATION_TIMEOUT result')
-  t.notOk(timedOut.messages.some(isElicitation), 'not asked again')
+  await endsWith('no-1', 'ELICITATION_DENIED', (live) => answer(t, server, headers, live, 'decline'))
+  // Timed out: nobody answers.
+  await endsWith('late-1', 'ELICITATION_TIMEOUT', async () => {})
 
   // Cancelled while asking: no response at all, and a retry is told it was cancelled.
   const gone = await openCall(t, server, headers, args, 'gone-1')
-  await gone.waitFor(() => messagesOf(gone).some(isElicitation), 5000, 'elicitation/create')
+  await elicitationOn(gone)
   const cancel = await post(server.mcpUrl, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'gone-1', reason: 'changed my mind' } }, headers)
   t.equal(cancel.status, 202)
   await gone.ended(5000)
@@ -259,9 +220,7 @@ t.test('declined, timed out and cancelled calls are answered the same way again,
     return r?.status === 'finished' ? r : undefined
   }, 3000, 'the cancelled call to be recorded')
   t.equal(toolError(stored.result).code, 'OPERATION_CANCELLED')
-  const cancelled = await retry(server, headers, args, 'gone-1')
-  t.strictSame(cancelled.result, stored.result, 'the retry gets OPERATION_CANCELLED')
-  t.notOk(cancelled.messages.some(isElicitation), 'not asked again')
+  await sameOnRetry('gone-1', stored.result, 'the retry gets OPERATION_CANCELLED')
 
   t.equal(files.count(), 0, 'nothing ever ran')
   t.equal(confirmations(server), 3, 'one audited answer per call, none for the retries')

@@ -1,14 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
-import { ACCEPT_BOTH, callTool, openSession, parseSse, post } from '../helpers/mcp.js'
+import { processGone, startServe } from '../helpers/cli.js'
+import { confirmCall } from '../helpers/confirm.js'
+import { callTool, openSession, post } from '../helpers/mcp.js'
 import { OWNER_PASSWORD } from '../helpers/server.js'
-import { openLive, sleep, type LiveStream } from '../helpers/stream.js'
+import { messagesOf, openLive, sleep, type LiveStream } from '../helpers/stream.js'
 
 /**
  * The real `service-mcp serve` (through tsx, as cli.test.ts runs it) stopped with SIGTERM while a deployment runs and an
@@ -16,7 +16,6 @@ import { openLive, sleep, type LiveStream } from '../helpers/stream.js'
  * pipeline process gone, and the run recorded `interrupted` with its output in the database.
  */
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
 const API_KEY = 'service_mcp_' + 'S'.repeat(43)
 const GRACE_MS = 500
 const HEARTBEAT_MS = 200
@@ -25,74 +24,8 @@ const LONG_PIPELINE = "console.log('pid=' + process.pid); let i = 0; const t = s
 
 t.setTimeout(60_000)
 
-/** The caller's environment without any SERVICE_* setting, plus `extra` (as in cli.test.ts). */
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE_') && !k.startsWith('TAP')) env[k] = v
-  return { ...env, NODE_OPTIONS: '', ...extra }
-}
-
-interface Served {
-  child: ChildProcess
-  mcpUrl: string
-  stdout: () => string
-  stderr: () => string
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-}
-
-/** Starts `serve` and waits for the "MCP server listening" log line (bounded). */
-function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<Served> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve'], { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
-  child.stderr!.on('data', (d) => (err += d))
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`serve did not start in ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
-    }, timeoutMs)
-    child.stdout!.on('data', (d) => {
-      out += d
-      for (const line of out.split('\n')) {
-        if (!line.startsWith('{')) continue
-        let parsed: { msg?: string; url?: string }
-        try {
-          parsed = JSON.parse(line)
-        } catch {
-          continue
-        }
-        if (parsed.msg === 'MCP server listening' && parsed.url) {
-          clearTimeout(timer)
-          resolve({ child, mcpUrl: parsed.url, stdout: () => out, stderr: () => err, exited })
-          return
-        }
-      }
-    })
-    void exited.then(({ code }) => {
-      clearTimeout(timer)
-      reject(new Error(`serve exited with ${code} before listening\nstdout: ${out}\nstderr: ${err}`))
-    })
-  })
-}
-
-/** The complete messages received so far on an SSE stream (a half-received event is left for later). */
-function messagesOf(live: LiveStream): any[] {
-  const text = live.text()
-  return parseSse(text.slice(0, text.lastIndexOf('\n\n') + 2)).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
-}
-
 function deploymentLines(live: LiveStream): Array<{ deployment_id: string; seq: number; stream: string; line: string }> {
   return messagesOf(live).filter((m) => m.method === 'notifications/message' && m.params.logger === 'deployment').map((m) => m.params.data)
-}
-
-function processGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
 }
 
 t.test('SIGTERM during a deployment: exit 0, streams ended, pipeline gone, run recorded interrupted', async (t) => {
@@ -117,7 +50,7 @@ t.test('SIGTERM during a deployment: exit 0, streams ended, pipeline gone, run r
     served.child.kill('SIGKILL')
     if (pipelinePid !== undefined && !processGone(pipelinePid)) process.kill(pipelinePid, 'SIGKILL')
   })
-  const { mcpUrl } = served
+  const { url: mcpUrl } = served
 
   // A session that can answer confirmations, and an app on the long pipeline.
   const { headers } = await openSession(mcpUrl, API_KEY, '2025-11-25', { elicitation: {} })
@@ -135,17 +68,9 @@ t.test('SIGTERM during a deployment: exit 0, streams ended, pipeline gone, run r
   await idle.waitFor((text) => text.includes(': heartbeat'), 5000, 'a heartbeat on the idle stream')
 
   // The deployment: its tools/call answered as SSE, the confirmation read off that stream and accepted.
-  const call = await openLive(mcpUrl, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 'deploy-1', method: 'tools/call', params: { name: 'service_deployments_create', arguments: { app_id: appId } } }),
-  })
-  t.teardown(() => call.close())
+  const { live: call, reply: answer } = await confirmCall(t, mcpUrl, headers, callTool('service_deployments_create', { app_id: appId }, 'deploy-1'))
   t.equal(call.status, 200, 'service_deployments_create answers')
   t.equal(call.headers['content-type'], 'text/event-stream', 'a confirmation-gated call is answered as SSE')
-  await call.waitFor(() => messagesOf(call).some((m) => m.method === 'elicitation/create'), 5000, 'elicitation/create')
-  const elicitation = messagesOf(call).find((m) => m.method === 'elicitation/create')
-  const answer = await post(mcpUrl, { jsonrpc: '2.0', id: elicitation.id, result: { action: 'accept', content: { confirm: true } } }, headers)
   t.equal(answer.status, 202, 'the confirmation is accepted')
 
   // A few lines of output, and the pipeline's pid.

@@ -4,10 +4,12 @@ import { appTools } from '../../src/plugins/tools/builtin/apps.js'
 import { envTools } from '../../src/plugins/tools/builtin/env.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'
-import { ACCEPT_BOTH, callTool, openSession, parseSse, post, type RpcReply } from '../helpers/mcp.js'
+import { answerRequest, elicitationOn, openLiveCall, readToEnd } from '../helpers/confirm.js'
+import { callTool, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
-import { openLive } from '../helpers/stream.js'
+import { messagesOf } from '../helpers/stream.js'
+import { failureOf, okData, resultOf } from '../helpers/tools.js'
 
 /** The catalog with the app and env tools, once each (they may already be part of builtinTools). */
 const TOOLS = [...new Map<string, ToolDefinition<any, any>>([...builtinTools, ...appTools, ...envTools].map((d) => [d.name, d])).values()]
@@ -21,37 +23,14 @@ async function serve(t: Test): Promise<TestServer> {
   return startServer(t, { tools: TOOLS, config: { pipelines: PIPELINES } })
 }
 
-/** The tools/call result, whether the answer was JSON or an SSE stream. */
-function resultOf(t: Test, reply: RpcReply): any {
-  t.equal(reply.status, 200, 'HTTP 200')
-  if (reply.json) return reply.json.result
-  const answers = reply.messages.filter((m) => 'result' in m || 'error' in m)
-  t.equal(answers.length, 1, 'one response on the stream')
-  return answers[0]?.result
-}
-
-function ok(t: Test, result: any): any {
-  t.equal(result?.isError, false, 'not a tool failure')
-  const data = JSON.parse(result.content[0].text)
-  t.strictSame(result.structuredContent, data, 'structuredContent equals the text content')
-  return data
-}
-
 function failure(t: Test, result: any, code: string): { code: string; message: string } {
-  t.equal(result?.isError, true, `a tool failure (${code})`)
-  const err = JSON.parse(result.content[0].text)
-  t.equal(err.code, code)
-  t.type(err.message, 'string')
+  const err = failureOf(t, result, code)
   t.notOk('structuredContent' in result, 'a failure carries no structuredContent')
   return err
 }
 
 async function call(t: Test, server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>): Promise<any> {
   return resultOf(t, await post(server.mcpUrl, callTool(name, args, rid()), headers))
-}
-
-function messagesIn(text: string): any[] {
-  return parseSse(text).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
 }
 
 /**
@@ -67,23 +46,15 @@ async function confirmed(
   answer: Record<string, unknown>,
 ): Promise<{ request: any; result: any }> {
   const id = rid()
-  const live = await openLive(server.mcpUrl, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
-    body: JSON.stringify(callTool(name, args, id)),
-  })
-  t.teardown(() => live.close())
+  const live = await openLiveCall(t, server.mcpUrl, headers, callTool(name, args, id))
   t.equal(live.status, 200)
   t.equal(live.headers['content-type'], 'text/event-stream', 'a confirmation-gated call is answered as SSE')
-  const isElicitation = (m: any) => m.method === 'elicitation/create'
-  await live.waitFor((text) => messagesIn(text).some(isElicitation), 5000, 'elicitation/create')
-  const request = messagesIn(live.text()).find(isElicitation)
-  t.notOk(messagesIn(live.text()).some((m) => m.id === id), 'no tool result before the answer')
-  const reply = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, result: answer }, headers)
+  const request = await elicitationOn(live)
+  t.notOk(messagesOf(live).some((m) => m.id === id), 'no tool result before the answer')
+  const reply = await answerRequest(server.mcpUrl, headers, request.id, answer)
   t.equal(reply.status, 202, 'the answer is accepted with 202')
-  await live.ended(5000)
+  const { responses } = await readToEnd(live, id)
   t.ok(live.endedByServer, 'the server ends the stream after the result')
-  const responses = messagesIn(live.text()).filter((m) => m.id === id && ('result' in m || 'error' in m))
   t.equal(responses.length, 1, 'one tool result on the stream')
   return { request, result: responses[0]?.result }
 }
@@ -135,7 +106,7 @@ t.test('the tools are listed with their declarations', async (t) => {
 
   const developer = createMember(server, { role: 'developer' })
   const d = await openSession(server.mcpUrl, developer.key, '2025-11-25', ELICIT)
-  const app = ok(t, await call(t, server, d.headers, 'service_apps_create', { name: 'dev-app' })).app
+  const app = okData(t, await call(t, server, d.headers, 'service_apps_create', { name: 'dev-app' })).app
   failure(t, await call(t, server, d.headers, 'service_apps_delete', { app_id: app.id }), 'PERMISSION_DENIED')
   t.ok(server.app.repos.apps.byId(defaultOrganization(server).id, app.id), 'a developer cannot delete')
 })
@@ -145,7 +116,7 @@ t.test('create, get, update and list round trip', async (t) => {
   const org = defaultOrganization(server)
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
 
-  const created = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'billing', description: 'Invoices', pipeline: 'staging' })).app
+  const created = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'billing', description: 'Invoices', pipeline: 'staging' })).app
   t.strictSame(Object.keys(created).sort(), APP_KEYS)
   t.match(created.id, /^app_[0-9a-z]{26}$/)
   t.equal(created.name, 'billing')
@@ -157,15 +128,15 @@ t.test('create, get, update and list round trip', async (t) => {
   t.equal(row?.pipeline, 'staging', 'stored with its pipeline')
   t.equal(row?.createdBy, server.app.repos.users.byEmail('owner@example.com')?.id, 'created by the caller')
 
-  const plain = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
+  const plain = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
   t.equal(plain.description, '', 'description defaults to empty')
   t.equal(plain.pipeline, 'default', 'pipeline defaults to default')
 
-  const got = ok(t, await call(t, server, headers, 'service_apps_get', { app_id: created.id }))
+  const got = okData(t, await call(t, server, headers, 'service_apps_get', { app_id: created.id }))
   t.strictSame(got, { app: created, env: [] })
 
   await new Promise((r) => setTimeout(r, 5))
-  const updated = ok(t, await call(t, server, headers, 'service_apps_update', { app_id: created.id, name: 'billing-v2', pipeline: 'default' })).app
+  const updated = okData(t, await call(t, server, headers, 'service_apps_update', { app_id: created.id, name: 'billing-v2', pipeline: 'default' })).app
   t.equal(updated.id, created.id)
   t.equal(updated.name, 'billing-v2')
   t.equal(updated.description, 'Invoices', 'description unchanged')
@@ -173,28 +144,28 @@ t.test('create, get, update and list round trip', async (t) => {
   t.equal(updated.created_at, created.created_at)
   t.ok(updated.updated_at > created.updated_at, 'updated_at moves')
 
-  const described = ok(t, await call(t, server, headers, 'service_apps_update', { app_id: created.id, description: '' })).app
+  const described = okData(t, await call(t, server, headers, 'service_apps_update', { app_id: created.id, description: '' })).app
   t.equal(described.description, '', 'an empty description clears it')
   t.equal(described.name, 'billing-v2')
-  const same = ok(t, await call(t, server, headers, 'service_apps_update', { app_id: created.id, name: 'billing-v2' })).app
+  const same = okData(t, await call(t, server, headers, 'service_apps_update', { app_id: created.id, name: 'billing-v2' })).app
   t.equal(same.name, 'billing-v2', 'renaming to its own name is no conflict')
 
-  t.strictSame(ok(t, await call(t, server, headers, 'service_apps_get', { app_id: created.id })).app, same)
-  const list = ok(t, await call(t, server, headers, 'service_apps_list', {}))
+  t.strictSame(okData(t, await call(t, server, headers, 'service_apps_get', { app_id: created.id })).app, same)
+  const list = okData(t, await call(t, server, headers, 'service_apps_list', {}))
   t.strictSame(list.apps, [same, plain], 'list shows the same app objects, pipeline included')
   for (const a of list.apps) t.strictSame(Object.keys(a).sort(), APP_KEYS)
 
   // A viewer reads.
   const viewer = createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
   const v = await openSession(server.mcpUrl, viewer.key, '2025-06-18')
-  t.strictSame(ok(t, await call(t, server, v.headers, 'service_apps_get', { app_id: plain.id })).app, plain)
+  t.strictSame(okData(t, await call(t, server, v.headers, 'service_apps_get', { app_id: plain.id })).app, plain)
 })
 
 t.test('names, pipelines and conflicts', async (t) => {
   const server = await serve(t)
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
-  const first = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'api' })).app
-  const second = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'worker' })).app
+  const first = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'api' })).app
+  const second = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'worker' })).app
 
   const dup = failure(t, await call(t, server, headers, 'service_apps_create', { name: 'api' }), 'CONFLICT')
   t.match(dup.message, /api/)
@@ -205,7 +176,7 @@ t.test('names, pipelines and conflicts', async (t) => {
   const other = server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
   const outsider = createMember(server, { role: 'developer', organizationId: other.id })
   const o = await openSession(server.mcpUrl, outsider.key)
-  t.equal(ok(t, await call(t, server, o.headers, 'service_apps_create', { name: 'api' })).app.name, 'api', 'names are unique per organization')
+  t.equal(okData(t, await call(t, server, o.headers, 'service_apps_create', { name: 'api' })).app.name, 'api', 'names are unique per organization')
 
   const unknown = failure(t, await call(t, server, headers, 'service_apps_create', { name: 'fresh', pipeline: 'production' }), 'INVALID_ARGUMENTS')
   t.match(unknown.message, /production/)
@@ -219,12 +190,12 @@ t.test('names, pipelines and conflicts', async (t) => {
     failure(t, await call(t, server, headers, 'service_apps_create', { name }), 'INVALID_ARGUMENTS')
     failure(t, await call(t, server, headers, 'service_apps_update', { app_id: first.id, name }), 'INVALID_ARGUMENTS')
   }
-  t.equal(ok(t, await call(t, server, headers, 'service_apps_create', { name: 'a'.repeat(63) })).app.name.length, 63, '63 characters is fine')
-  t.equal(ok(t, await call(t, server, headers, 'service_apps_create', { name: '0-x' })).app.name, '0-x')
+  t.equal(okData(t, await call(t, server, headers, 'service_apps_create', { name: 'a'.repeat(63) })).app.name.length, 63, '63 characters is fine')
+  t.equal(okData(t, await call(t, server, headers, 'service_apps_create', { name: '0-x' })).app.name, '0-x')
   for (const args of [{}, { name: 'x', extra: 1 }, { name: 'x', description: 'd'.repeat(501) }, { name: 7 }, { name: 'x', pipeline: 'Bad!' }]) {
     failure(t, await call(t, server, headers, 'service_apps_create', args), 'INVALID_ARGUMENTS')
   }
-  t.equal(ok(t, await call(t, server, headers, 'service_apps_create', { name: 'long', description: 'd'.repeat(500) })).app.description.length, 500)
+  t.equal(okData(t, await call(t, server, headers, 'service_apps_create', { name: 'long', description: 'd'.repeat(500) })).app.description.length, 500)
 
   const nothing = failure(t, await call(t, server, headers, 'service_apps_update', { app_id: first.id }), 'INVALID_ARGUMENTS')
   t.match(nothing.message, /at least one/)
@@ -283,13 +254,13 @@ t.test('delete', async (t) => {
 
   t.test('accepted: the app, its env vars and deployments are gone', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-    const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'billing' })).app
-    ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'DB_URL', value: 'postgres://x' }))
+    const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'billing' })).app
+    okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'DB_URL', value: 'postgres://x' }))
     const deps = finishedDeployments(server, org.id, app.id, 2)
 
     const { request, result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'accept', content: { confirm: true } })
     checkConfirmRequest(t, request, `Delete app billing (${app.id}) and its 2 deployments?`)
-    t.strictSame(ok(t, result), { deleted: true, app_id: app.id, name: 'billing', deployments_deleted: 2 })
+    t.strictSame(okData(t, result), { deleted: true, app_id: app.id, name: 'billing', deployments_deleted: 2 })
     t.equal(repos.apps.byId(org.id, app.id), undefined, 'the app is gone')
     t.strictSame(repos.envVars.list(org.id, app.id), [], 'its env vars are gone')
     for (const id of deps) t.equal(repos.deployments.byId(org.id, id), undefined, `deployment ${id} is gone`)
@@ -302,16 +273,16 @@ t.test('delete', async (t) => {
 
   t.test('the message counts one deployment in the singular', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-    const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'single' })).app
+    const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'single' })).app
     finishedDeployments(server, org.id, app.id, 1)
     const { request, result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'accept', content: { confirm: true } })
     t.equal(request.params.message, `Delete app single (${app.id}) and its 1 deployment?`)
-    t.equal(ok(t, result).deployments_deleted, 1)
+    t.equal(okData(t, result).deployments_deleted, 1)
   })
 
   t.test('declined, cancelled or not confirmed: nothing is deleted', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-    const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'keeper' })).app
+    const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'keeper' })).app
     for (const answer of [{ action: 'decline' }, { action: 'cancel' }, { action: 'accept', content: { confirm: false } }]) {
       const { request, result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, answer)
       checkConfirmRequest(t, request, `Delete app keeper (${app.id}) and its 0 deployments?`)
@@ -322,7 +293,7 @@ t.test('delete', async (t) => {
 
   t.test('a client without the elicitation capability', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25')
-    const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'no-elicit' })).app
+    const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'no-elicit' })).app
     const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
     t.notOk(reply.messages.some((m) => m.method === 'elicitation/create'))
     failure(t, resultOf(t, reply), 'CAPABILITY_REQUIRED')
@@ -331,7 +302,7 @@ t.test('delete', async (t) => {
 
   t.test('a client that accepts only application/json', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-    const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'json-only' })).app
+    const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'json-only' })).app
     const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), { ...headers, accept: 'application/json' })
     t.match(String(reply.headers['content-type']), /^application\/json/)
     failure(t, resultOf(t, reply), 'CAPABILITY_REQUIRED')
@@ -340,7 +311,7 @@ t.test('delete', async (t) => {
 
   t.test('refused while a deployment is queued or running', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-    const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'busy' })).app
+    const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'busy' })).app
     const dep = repos.deployments.create({ organizationId: org.id, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
     for (const status of ['queued', 'running']) {
       if (status === 'running') repos.deployments.markRunning(dep.id, Date.now())
@@ -352,7 +323,7 @@ t.test('delete', async (t) => {
     }
     repos.deployments.finish(dep.id, 'failed', Date.now(), 1, 'exit 1')
     const { result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'accept', content: { confirm: true } })
-    t.equal(ok(t, result).deployments_deleted, 1, 'deleted once the deployment finished')
+    t.equal(okData(t, result).deployments_deleted, 1, 'deleted once the deployment finished')
   })
 })
 
@@ -361,8 +332,8 @@ t.test('the audit log', async (t) => {
   const org = defaultOrganization(server)
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
   const SECRET = 'sup3r-s3cret-value-' + newId('x')
-  const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'audited', description: 'watched' })).app
-  ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'API_TOKEN', value: SECRET }))
+  const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'audited', description: 'watched' })).app
+  okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'API_TOKEN', value: SECRET }))
   failure(t, await call(t, server, headers, 'service_apps_create', { name: 'audited' }), 'CONFLICT')
   const { result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'decline' })
   failure(t, result, 'ELICITATION_DENIED')

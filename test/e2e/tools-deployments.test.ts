@@ -8,10 +8,13 @@ import { deploymentTools } from '../../src/plugins/tools/builtin/deployments.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'
 import { SecretBox } from '../../src/lib/secret-box.js'
 import type { RequestId } from '../../src/rpc/types.js'
-import { ACCEPT_BOTH, callTool, openSession, parseSse, post } from '../helpers/mcp.js'
+import { processGone } from '../helpers/cli.js'
+import { answerAccepted, decision, elicitingSession, openLiveCall, readToEnd } from '../helpers/confirm.js'
+import { callToEnd, toolError } from '../helpers/tools.js'
+import { callTool, openSession, post } from '../helpers/mcp.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, tempDatabase, type TestServer } from '../helpers/server.js'
-import { openLive, sleep, type LiveStream } from '../helpers/stream.js'
+import { messagesOf, until, type LiveStream } from '../helpers/stream.js'
 
 // Set before any server starts: a pipeline must not see the server's environment.
 process.env.SERVICE_SECRET_TEST = 'server-only-secret'
@@ -55,42 +58,21 @@ function seedApp(server: TestServer, name: string, options: { pipeline?: string;
   return app
 }
 
-function elicitingSession(server: TestServer, key = server.apiKey) {
-  return openSession(server.mcpUrl, key, '2025-11-25', { elicitation: {} })
-}
-
-/** The complete messages received so far on an SSE stream (a half-received event is left for later). */
-function messagesOf(live: LiveStream): any[] {
-  const text = live.text()
-  const complete = text.slice(0, text.lastIndexOf('\n\n') + 2)
-  return parseSse(complete).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
-}
-
 function deploymentLogs(messages: any[]): Array<{ level: string; data: any }> {
   return messages.filter((m) => m.method === 'notifications/message' && m.params.logger === 'deployment').map((m) => m.params)
 }
 
 async function openCall(t: Test, server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>, id: RequestId, progressToken?: RequestId): Promise<LiveStream> {
-  const params: Record<string, unknown> = { name, arguments: args }
-  if (progressToken !== undefined) params._meta = { progressToken }
-  const live = await openLive(server.mcpUrl, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
-  })
-  t.teardown(() => live.close())
+  const message = callTool(name, args, id)
+  const live = await openLiveCall(t, server.mcpUrl, headers, progressToken === undefined ? message : { ...message, params: { ...message.params, _meta: { progressToken } } })
   t.equal(live.status, 200)
   t.equal(live.headers['content-type'], 'text/event-stream', 'a long-running call is answered as SSE')
   return live
 }
 
 /** Reads the elicitation/create request off the call's stream and answers it; returns the request. */
-async function answer(t: Test, server: TestServer, headers: Record<string, string>, live: LiveStream, action: 'accept' | 'decline' = 'accept', confirm = true): Promise<any> {
-  await live.waitFor(() => messagesOf(live).some((m) => m.method === 'elicitation/create'), 5000, 'elicitation/create')
-  const request = messagesOf(live).find((m) => m.method === 'elicitation/create')
-  const res = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, result: { action, ...(action === 'accept' ? { content: { confirm } } : {}) } }, headers)
-  t.equal(res.status, 202, 'the answer is accepted')
-  return request
+function answer(t: Test, server: TestServer, headers: Record<string, string>, live: LiveStream, action: 'accept' | 'decline' = 'accept', confirm = true): Promise<any> {
+  return answerAccepted(t, server.mcpUrl, headers, live, decision(action, confirm))
 }
 
 async function waitForLine(live: LiveStream, match: (line: string) => boolean, what: string): Promise<any> {
@@ -102,10 +84,8 @@ async function waitForLine(live: LiveStream, match: (line: string) => boolean, w
 async function confirmedCall(t: Test, server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>, id: RequestId, progressToken?: RequestId) {
   const live = await openCall(t, server, headers, name, args, id, progressToken)
   const elicitation = await answer(t, server, headers, live)
-  await live.ended(10_000)
+  const { messages, responses: [response] } = await readToEnd(live, id, 10_000)
   t.ok(live.endedByServer, 'the server ends the stream after the response')
-  const messages = messagesOf(live)
-  const response = messages.find((m) => m.id === id && ('result' in m || 'error' in m))
   t.ok(response, 'the call is answered')
   t.equal(messages.at(-1), response, 'the response is the last message of the stream')
   return { elicitation, messages, result: response?.result, logs: deploymentLogs(messages) }
@@ -113,43 +93,13 @@ async function confirmedCall(t: Test, server: TestServer, headers: Record<string
 
 let rpcId = 10_000
 /** A call read to its end (JSON, or SSE for tools that prefer a stream); returns the tool result and every message. */
-async function call(server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown> = {}) {
-  const id = rpcId++
-  const reply = await post(server.mcpUrl, callTool(name, args, id), headers)
-  if (reply.status !== 200) throw new Error(`${name}: HTTP ${reply.status} ${reply.text}`)
-  const messages = reply.json ? [reply.json] : reply.messages
-  const response = messages.find((m) => m.id === id)
-  if (!response?.result) throw new Error(`${name}: no result: ${reply.text}`)
-  return { result: response.result, messages }
+function call(server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown> = {}) {
+  return callToEnd(server.mcpUrl, headers, name, args, rpcId++)
 }
 
 function payload(result: any): any {
   if (result.isError) throw new Error(`unexpected tool error: ${result.content[0].text}`)
   return result.structuredContent
-}
-
-function toolError(result: any): { code: string; message: string } {
-  if (!result?.isError) throw new Error(`expected a tool error, got ${JSON.stringify(result)}`)
-  return JSON.parse(result.content[0].text)
-}
-
-async function until<T>(probe: () => T | undefined | false, ms: number, what: string): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
-    await sleep(15)
-  }
-}
-
-function processGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
 }
 
 const pidOf = (line: string) => Number(/^pid=(\d+)$/.exec(line)![1])

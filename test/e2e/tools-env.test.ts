@@ -5,10 +5,11 @@ import { appTools } from '../../src/plugins/tools/builtin/apps.js'
 import { envTools } from '../../src/plugins/tools/builtin/env.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'
-import { ACCEPT_BOTH, callTool, openSession, parseSse, post, type RpcReply } from '../helpers/mcp.js'
+import { confirmCall, readToEnd } from '../helpers/confirm.js'
+import { callTool, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
-import { openLive } from '../helpers/stream.js'
+import { failureOf, okData, resultOf } from '../helpers/tools.js'
 
 /** The catalog with the app and env tools, once each (they may already be part of builtinTools). */
 const TOOLS = [...new Map<string, ToolDefinition<any, any>>([...builtinTools, ...appTools, ...envTools].map((d) => [d.name, d])).values()]
@@ -26,29 +27,6 @@ async function serve(t: Test): Promise<TestServer> {
   return startServer(t, { tools: TOOLS, config: { envKey: ENV_KEY, pipelines: PIPELINES } })
 }
 
-function resultOf(t: Test, reply: RpcReply): any {
-  t.equal(reply.status, 200, 'HTTP 200')
-  if (reply.json) return reply.json.result
-  const answers = reply.messages.filter((m) => 'result' in m || 'error' in m)
-  t.equal(answers.length, 1, 'one response on the stream')
-  return answers[0]?.result
-}
-
-function ok(t: Test, result: any): any {
-  t.equal(result?.isError, false, 'not a tool failure')
-  const data = JSON.parse(result.content[0].text)
-  t.strictSame(result.structuredContent, data, 'structuredContent equals the text content')
-  return data
-}
-
-function failure(t: Test, result: any, code: string): { code: string; message: string } {
-  t.equal(result?.isError, true, `a tool failure (${code})`)
-  const err = JSON.parse(result.content[0].text)
-  t.equal(err.code, code)
-  t.type(err.message, 'string')
-  return err
-}
-
 async function callRaw(server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>): Promise<RpcReply> {
   return post(server.mcpUrl, callTool(name, args, rid()), headers)
 }
@@ -57,34 +35,13 @@ async function call(t: Test, server: TestServer, headers: Record<string, string>
   return resultOf(t, await callRaw(server, headers, name, args))
 }
 
-function messagesIn(text: string): any[] {
-  return parseSse(text).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
-}
-
 /** Calls a confirmation-gated tool on a live stream, answers elicitation/create with `answer`, returns both ends. */
-async function confirmed(
-  t: Test,
-  server: TestServer,
-  headers: Record<string, string>,
-  name: string,
-  args: Record<string, unknown>,
-  answer: Record<string, unknown>,
-): Promise<{ request: any; result: any }> {
+async function confirmed(t: Test, server: TestServer, headers: Record<string, string>, name: string, args: Record<string, unknown>, answer: Record<string, unknown>) {
   const id = rid()
-  const live = await openLive(server.mcpUrl, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH },
-    body: JSON.stringify(callTool(name, args, id)),
-  })
-  t.teardown(() => live.close())
+  const { live, request, reply } = await confirmCall(t, server.mcpUrl, headers, callTool(name, args, id), answer)
   t.equal(live.headers['content-type'], 'text/event-stream')
-  const isElicitation = (m: any) => m.method === 'elicitation/create'
-  await live.waitFor((text) => messagesIn(text).some(isElicitation), 5000, 'elicitation/create')
-  const request = messagesIn(live.text()).find(isElicitation)
-  const reply = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, result: answer }, headers)
   t.equal(reply.status, 202, 'the answer is accepted with 202')
-  await live.ended(5000)
-  const responses = messagesIn(live.text()).filter((m) => m.id === id && ('result' in m || 'error' in m))
+  const { responses } = await readToEnd(live, id)
   t.equal(responses.length, 1, 'one tool result on the stream')
   return { request, result: responses[0]?.result }
 }
@@ -95,11 +52,11 @@ t.test('set: values are stored sealed and never returned', async (t) => {
   const org = defaultOrganization(server)
   const box = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
-  const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
+  const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
   const VALUE = 'postgres://user:hunter2-' + newId('v') + '@db/prod'
 
   const first = await callRaw(server, headers, 'service_env_set', { app_id: app.id, name: 'DATABASE_URL', value: VALUE })
-  t.strictSame(ok(t, resultOf(t, first)), { app_id: app.id, name: 'DATABASE_URL', created: true })
+  t.strictSame(okData(t, resultOf(t, first)), { app_id: app.id, name: 'DATABASE_URL', created: true })
   t.notOk(first.text.includes('hunter2'), 'the answer does not carry the value')
 
   const [stored] = repos.envVars.ciphertexts(org.id, app.id)
@@ -111,16 +68,16 @@ t.test('set: values are stored sealed and never returned', async (t) => {
   t.throws(() => new SecretBox(Buffer.alloc(32, 1)).open(stored!.ciphertext, `${app.id}\u0000DATABASE_URL`), 'not with another key')
 
   const second = await callRaw(server, headers, 'service_env_set', { app_id: app.id, name: 'DATABASE_URL', value: 'replaced' })
-  t.strictSame(ok(t, resultOf(t, second)), { app_id: app.id, name: 'DATABASE_URL', created: false }, 'created: false the second time')
+  t.strictSame(okData(t, resultOf(t, second)), { app_id: app.id, name: 'DATABASE_URL', created: false }, 'created: false the second time')
   const [again] = repos.envVars.ciphertexts(org.id, app.id)
   t.equal(box.open(again!.ciphertext, `${app.id}\u0000DATABASE_URL`), 'replaced', 'the value is replaced')
   t.equal(repos.envVars.list(org.id, app.id).length, 1, 'still one variable')
 
-  ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: '_EMPTY', value: '' }))
-  ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'BIG', value: 'x'.repeat(32768) }))
+  okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: '_EMPTY', value: '' }))
+  okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'BIG', value: 'x'.repeat(32768) }))
 
   const got = await callRaw(server, headers, 'service_apps_get', { app_id: app.id })
-  const data = ok(t, resultOf(t, got))
+  const data = okData(t, resultOf(t, got))
   t.strictSame(data.env.map((v: { name: string }) => v.name), ['BIG', 'DATABASE_URL', '_EMPTY'], 'names, sorted')
   for (const v of data.env) t.strictSame(Object.keys(v).sort(), ['created_at', 'name', 'updated_at'], `${v.name}: name and times only`)
   const db = data.env.find((v: { name: string }) => v.name === 'DATABASE_URL')
@@ -130,19 +87,19 @@ t.test('set: values are stored sealed and never returned', async (t) => {
   // A viewer may read the names but not set values.
   const viewer = createMember(server, { role: 'viewer' })
   const v = await openSession(server.mcpUrl, viewer.key)
-  t.equal(ok(t, await call(t, server, v.headers, 'service_apps_get', { app_id: app.id })).env.length, 3)
-  failure(t, await call(t, server, v.headers, 'service_env_set', { app_id: app.id, name: 'X', value: 'y' }), 'PERMISSION_DENIED')
+  t.equal(okData(t, await call(t, server, v.headers, 'service_apps_get', { app_id: app.id })).env.length, 3)
+  failureOf(t, await call(t, server, v.headers, 'service_env_set', { app_id: app.id, name: 'X', value: 'y' }), 'PERMISSION_DENIED')
   const developer = createMember(server, { role: 'developer' })
   const d = await openSession(server.mcpUrl, developer.key)
-  t.equal(ok(t, await call(t, server, d.headers, 'service_env_set', { app_id: app.id, name: 'X', value: 'y' })).created, true, 'a developer may')
+  t.equal(okData(t, await call(t, server, d.headers, 'service_env_set', { app_id: app.id, name: 'X', value: 'y' })).created, true, 'a developer may')
 })
 
 t.test('the pipeline sees the values', async (t) => {
   const server = await serve(t)
   const org = defaultOrganization(server)
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
-  const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'deployable' })).app
-  ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'GREETING', value: 'hello world' }))
+  const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'deployable' })).app
+  okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'GREETING', value: 'hello world' }))
   const run = server.app.pipelines.start({ organizationId: org.id, appId: app.id, kind: 'deploy', createdBy: null })
   const final = await run.done
   t.equal(final.status, 'succeeded')
@@ -154,11 +111,11 @@ t.test('the pipeline sees the values', async (t) => {
 t.test('invalid arguments', async (t) => {
   const server = await serve(t)
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
-  const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
+  const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
   for (const name of ['', '1ABC', 'A-B', 'A B', 'Ä', 'A'.repeat(129), 'A=B']) {
-    failure(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name, value: 'v' }), 'INVALID_ARGUMENTS')
+    failureOf(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name, value: 'v' }), 'INVALID_ARGUMENTS')
   }
-  t.equal(ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'A'.repeat(128), value: 'v' })).created, true, '128 characters is fine')
+  t.equal(okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'A'.repeat(128), value: 'v' })).created, true, '128 characters is fine')
   for (const args of [
     { app_id: app.id, name: 'BIG', value: 'x'.repeat(32769) },
     { app_id: app.id, name: 'NUM', value: 5 },
@@ -168,7 +125,7 @@ t.test('invalid arguments', async (t) => {
     { app_id: app.id, name: 'X', value: 'v', extra: true },
   ]) {
     const reply = await callRaw(server, headers, 'service_env_set', args)
-    failure(t, resultOf(t, reply), 'INVALID_ARGUMENTS')
+    failureOf(t, resultOf(t, reply), 'INVALID_ARGUMENTS')
     t.notOk(reply.text.includes('xxxxxxxxxxxxxxxx'), 'the error does not echo the value')
   }
   t.strictSame(server.app.repos.envVars.list(defaultOrganization(server).id, app.id).map((v) => v.name), ['A'.repeat(128)], 'nothing else was stored')
@@ -179,9 +136,9 @@ t.test('unset', async (t) => {
   const repos = server.app.repos
   const org = defaultOrganization(server)
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
-  const app = ok(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
-  ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'GONE', value: 'bye' }))
-  ok(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'KEPT', value: 'stay' }))
+  const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
+  okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'GONE', value: 'bye' }))
+  okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'KEPT', value: 'stay' }))
 
   t.test('declined: the variable stays', async (t) => {
     for (const answer of [{ action: 'decline' }, { action: 'cancel' }, { action: 'accept', content: { confirm: false } }]) {
@@ -189,36 +146,36 @@ t.test('unset', async (t) => {
       t.equal(request.params.mode, 'form')
       t.equal(request.params.message, `Remove env var GONE from app web (${app.id})?`)
       t.equal(request.params.requestedSchema.properties.confirm.type, 'boolean')
-      failure(t, result, 'ELICITATION_DENIED')
+      failureOf(t, result, 'ELICITATION_DENIED')
       t.ok(repos.envVars.exists(org.id, app.id, 'GONE'), `${JSON.stringify(answer)}: still set`)
     }
   })
 
   t.test('without the elicitation capability, or JSON only', async (t) => {
     const plain = await openSession(server.mcpUrl, server.apiKey)
-    failure(t, await call(t, server, plain.headers, 'service_env_unset', { app_id: app.id, name: 'GONE' }), 'CAPABILITY_REQUIRED')
+    failureOf(t, await call(t, server, plain.headers, 'service_env_unset', { app_id: app.id, name: 'GONE' }), 'CAPABILITY_REQUIRED')
     const jsonOnly = await callRaw(server, { ...headers, accept: 'application/json' }, 'service_env_unset', { app_id: app.id, name: 'GONE' })
     t.match(String(jsonOnly.headers['content-type']), /^application\/json/)
-    failure(t, resultOf(t, jsonOnly), 'CAPABILITY_REQUIRED')
+    failureOf(t, resultOf(t, jsonOnly), 'CAPABILITY_REQUIRED')
     t.ok(repos.envVars.exists(org.id, app.id, 'GONE'), 'still set')
   })
 
   t.test('an unknown variable is refused before asking', async (t) => {
     const reply = await callRaw(server, headers, 'service_env_unset', { app_id: app.id, name: 'NEVER_SET' })
     t.notOk(reply.messages.some((m) => m.method === 'elicitation/create'), 'nobody is asked')
-    const err = failure(t, resultOf(t, reply), 'RESOURCE_NOT_FOUND')
+    const err = failureOf(t, resultOf(t, reply), 'RESOURCE_NOT_FOUND')
     t.match(err.message, /NEVER_SET/)
     const noApp = await callRaw(server, headers, 'service_env_unset', { app_id: newId('app'), name: 'GONE' })
     t.notOk(noApp.messages.some((m) => m.method === 'elicitation/create'), 'nobody is asked')
-    failure(t, resultOf(t, noApp), 'RESOURCE_NOT_FOUND')
+    failureOf(t, resultOf(t, noApp), 'RESOURCE_NOT_FOUND')
   })
 
   t.test('accepted: the variable is removed', async (t) => {
     const { result } = await confirmed(t, server, headers, 'service_env_unset', { app_id: app.id, name: 'GONE' }, { action: 'accept', content: { confirm: true } })
-    t.strictSame(ok(t, result), { app_id: app.id, name: 'GONE', removed: true })
+    t.strictSame(okData(t, result), { app_id: app.id, name: 'GONE', removed: true })
     t.notOk(repos.envVars.exists(org.id, app.id, 'GONE'), 'removed')
-    t.strictSame(ok(t, await call(t, server, headers, 'service_apps_get', { app_id: app.id })).env.map((v: { name: string }) => v.name), ['KEPT'])
-    failure(t, await call(t, server, headers, 'service_env_unset', { app_id: app.id, name: 'GONE' }), 'RESOURCE_NOT_FOUND')
+    t.strictSame(okData(t, await call(t, server, headers, 'service_apps_get', { app_id: app.id })).env.map((v: { name: string }) => v.name), ['KEPT'])
+    failureOf(t, await call(t, server, headers, 'service_env_unset', { app_id: app.id, name: 'GONE' }), 'RESOURCE_NOT_FOUND')
 
     const items = repos.audit.page(org.id, 50).items
     const unset = items.find((e) => e.action === 'service_env_unset' && e.outcome === 'succeeded')
@@ -237,8 +194,8 @@ t.test('env tools and an app of another organization', async (t) => {
   const other = repos.organizations.create({ slug: 'other', name: 'Other' })
   const outsider = createMember(server, { role: 'admin', organizationId: other.id })
   const o = await openSession(server.mcpUrl, outsider.key)
-  const theirs = ok(t, await call(t, server, o.headers, 'service_apps_create', { name: 'theirs' })).app
-  ok(t, await call(t, server, o.headers, 'service_env_set', { app_id: theirs.id, name: 'SECRET', value: 'their-value' }))
+  const theirs = okData(t, await call(t, server, o.headers, 'service_apps_create', { name: 'theirs' })).app
+  okData(t, await call(t, server, o.headers, 'service_env_set', { app_id: theirs.id, name: 'SECRET', value: 'their-value' }))
 
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
   const absent = newId('app')
@@ -246,12 +203,12 @@ t.test('env tools and an app of another organization', async (t) => {
     const foreign = await callRaw(server, headers, tool, { app_id: theirs.id, ...extra })
     const missing = await callRaw(server, headers, tool, { app_id: absent, ...extra })
     t.notOk(foreign.messages.some((m) => m.method === 'elicitation/create'), `${tool}: nobody is asked`)
-    failure(t, resultOf(t, foreign), 'RESOURCE_NOT_FOUND')
+    failureOf(t, resultOf(t, foreign), 'RESOURCE_NOT_FOUND')
     t.strictSame(resultOf(t, foreign), resultOf(t, missing), `${tool}: the same result as for an absent app`)
   }
   const box = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
   const [stored] = repos.envVars.ciphertexts(other.id, theirs.id)
   t.equal(box.open(stored!.ciphertext, `${theirs.id}\u0000SECRET`), 'their-value', 'their value is untouched')
-  const list = ok(t, await call(t, server, o.headers, 'service_apps_get', { app_id: theirs.id }))
+  const list = okData(t, await call(t, server, o.headers, 'service_apps_get', { app_id: theirs.id }))
   t.strictSame(list.env.map((v: { name: string }) => v.name), ['SECRET'])
 })

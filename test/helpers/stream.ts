@@ -103,3 +103,22 @@ export function countOccurrences(text: string, needle: string): number {
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
+
+/** The complete JSON-RPC messages received so far on a live SSE stream (a half-received event is left for later;
+ * priming events carry no data). */
+export function messagesOf(live: LiveStream): any[] {
+  const text = live.text()
+  const complete = text.slice(0, text.lastIndexOf('\n\n') + 2)
+  return parseSse(complete).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
+}
+
+/** Polls `probe` every 15 ms until it returns a value; rejects after `ms`. */
+export async function until<T>(probe: () => T | undefined | false, ms: number, what: string): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = probe()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
+    await sleep(15)
+  }
+}

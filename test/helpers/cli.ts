@@ -1,0 +1,99 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+/** The real `service-mcp` CLI (src/cli.ts through tsx), run from the repository root with a clean environment. */
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+
+/** The caller's environment without any SERVICE_* setting, plus `extra`. */
+export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SERVICE_') && !k.startsWith('TAP')) env[k] = v
+  return { ...env, NODE_OPTIONS: '', ...extra }
+}
+
+export function spawnCli(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+}
+
+export interface Run {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs the CLI to completion (bounded). */
+export function cli(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawnCli(args, env)
+    let stdout = ''
+    let stderr = ''
+    child.stdout!.on('data', (d) => (stdout += d))
+    child.stderr!.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`service-mcp ${args.join(' ')} did not finish in ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`))
+    }, timeoutMs)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+export interface Served {
+  child: ChildProcess
+  /** The /mcp URL the server logged. */
+  url: string
+  stdout: () => string
+  stderr: () => string
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Starts `serve` and waits for the "MCP server listening" log line (bounded). */
+export function startServe(env: Record<string, string>, timeoutMs = 30_000): Promise<Served> {
+  const child = spawnCli(['serve'], env)
+  let out = ''
+  let err = ''
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`serve did not start in ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`))
+    }, timeoutMs)
+    child.stderr!.on('data', (d) => (err += d))
+    child.stdout!.on('data', (d) => {
+      out += d
+      for (const line of out.split('\n')) {
+        if (!line.startsWith('{')) continue
+        let parsed: { msg?: string; url?: string }
+        try {
+          parsed = JSON.parse(line)
+        } catch {
+          continue
+        }
+        if (parsed.msg === 'MCP server listening' && parsed.url) {
+          clearTimeout(timer)
+          resolve({ child, url: parsed.url, stdout: () => out, stderr: () => err, exited })
+          return
+        }
+      }
+    })
+    void exited.then(({ code }) => {
+      clearTimeout(timer)
+      reject(new Error(`serve exited with ${code} before listening\nstdout: ${out}\nstderr: ${err}`))
+    })
+  })
+}
+
+/** True once no process has `pid` (kill 0 fails with ESRCH). */
+export function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH'
+  }
+}
