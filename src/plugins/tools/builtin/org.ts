@@ -25,16 +25,21 @@ function byEmail(a: MembershipView, b: MembershipView): number {
   return a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0
 }
 
+/** Both tools read the organization and need the admin role (decisions.md §8). */
+const ADMIN_READ = {
+  scope: 'mcp:read',
+  role: 'admin',
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  rateLimitPerMinute: 60,
+} as const
+
 export const membersList = defineTool<{ limit?: number; cursor?: string }, { members: MemberView[]; next_cursor: string | null }>({
   name: 'service_members_list',
   title: 'List members',
   description: 'Lists the members of your organization (user, email, role, when they joined), by email. Pass next_cursor back as cursor to get the next page. Needs the admin role.',
   inputSchema: 'tools/service_members_list.input',
   outputSchema: 'tools/service_members_list.output',
-  scope: 'mcp:read',
-  role: 'admin',
-  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  rateLimitPerMinute: 60,
+  ...ADMIN_READ,
   handler(args, { principal, repos }) {
     const limit = args.limit ?? 20
     // An organization has few members: one query, sorted and paged in memory.
@@ -88,10 +93,7 @@ export const auditList = defineTool<{ limit?: number; cursor?: string; action?: 
   description: 'Lists the audit log of your organization, newest first: every write and confirmation, who did it (user, membership, credential, OAuth client), when, on what, and the outcome. `action` keeps only entries with exactly that action (a tool name, or `<tool>.confirmation`). Pass next_cursor back as cursor to get the next page. Needs the admin role.',
   inputSchema: 'tools/service_audit_list.input',
   outputSchema: 'tools/service_audit_list.output',
-  scope: 'mcp:read',
-  role: 'admin',
-  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  rateLimitPerMinute: 60,
+  ...ADMIN_READ,
   handler(args, { principal, repos }) {
     const limit = args.limit ?? 20
     let before: string | undefined
