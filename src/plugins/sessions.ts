@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { HeartbeatRegistry } from '../lib/sse.js'
+import { CancelledByClient } from '../rpc/call-abort.js'
 import { atLeast, isProtocolVersion, LATEST_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
 import { SessionStore } from '../sessions/session-store.js'
 import { validatorFor } from '../validation/index.js'
@@ -110,7 +111,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     handle(params, ctx) {
       // Unknown or finished ids are ignored: the race between an answer and a cancel is normal.
       const controller = ctx.session.runtime?.inflight.get(params.requestId)
-      controller?.abort(new Error(params.reason ?? 'cancelled by the client'))
+      controller?.abort(new CancelledByClient(params.reason ?? 'cancelled by the client'))
     },
   })
 }

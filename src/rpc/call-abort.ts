@@ -26,3 +26,13 @@ export class CallAbort {
     this.#controller?.abort(reason)
   }
 }
+
+/** The abort reason when the client sent notifications/cancelled for the call. */
+export class CancelledByClient extends Error {
+  override name = 'CancelledByClient'
+}
+
+/** The abort reason when the call's session ended under it (DELETE, expiry, revoked credential, shutdown). */
+export class SessionEnded extends Error {
+  override name = 'SessionEnded'
+}

@@ -1,5 +1,5 @@
 import type { SseStream } from '../lib/sse.js'
-import type { CallAbort } from '../rpc/call-abort.js'
+import { SessionEnded, type CallAbort } from '../rpc/call-abort.js'
 import type { LogLevel, ProtocolVersion, RequestId } from '../rpc/types.js'
 
 /** A server-to-client request awaiting the client's answer (elicitation uses this). */
@@ -54,7 +54,7 @@ export class SessionRuntime {
 
   /** Aborts everything in flight, rejects what we await and ends every stream. */
   close(reason: string): void {
-    for (const ac of this.inflight.values()) ac.abort(new Error(reason))
+    for (const ac of this.inflight.values()) ac.abort(new SessionEnded(reason))
     this.inflight.clear()
     for (const p of this.pending.values()) {
       if (p.timer) clearTimeout(p.timer)

@@ -25,7 +25,10 @@ export interface ToolContext {
   session: Session
   protocolVersion: ProtocolVersion
   repos: Repos
-  /** Aborted when the client sends notifications/cancelled for this call (or the session ends). */
+  /**
+   * Aborted when the client sends notifications/cancelled for this call (reason: CancelledByClient) or when the
+   * session ends under it (reason: SessionEnded).
+   */
   signal: AbortSignal
   requestId: RequestId
   /** Sends notifications/progress when the call carried a progressToken; `progress` must increase. */

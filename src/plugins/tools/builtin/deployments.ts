@@ -2,6 +2,7 @@ import type { App } from '../../../db/repos/apps.js'
 import type { Deployment, DeploymentLogLine } from '../../../db/repos/deployments.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
+import { CancelledByClient } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
 
@@ -83,15 +84,11 @@ function refuseToStart(ctx: ToolContext, app: App): void {
 }
 
 /**
- * The call's signal also fires when its session ends (DELETE, expiry, revoked credential, server shutdown), and only a
- * notifications/cancelled for this very call may cancel a run. A session that ends aborts every call it has in flight
- * and then forgets them all (SessionRuntime.close), while notifications/cancelled aborts one call that stays registered
- * until its handler returns: checked once the abort has been dispatched, a call still registered was cancelled by the
- * client.
+ * The call's signal also fires when its session ends (DELETE, expiry, revoked credential, server shutdown); only a
+ * notifications/cancelled for this very call may cancel a run, and its abort reason says so.
  */
-function cancelledByClient(ctx: ToolContext): boolean {
-  const session = ctx.session
-  return !session.ended && session.runtime?.inflight.has(ctx.requestId) === true
+function cancelledByClient(signal: AbortSignal): boolean {
+  return signal.reason instanceof CancelledByClient
 }
 
 /** Starts a run and streams its lines to the caller until it ends; see the module comment for what is sent. */
@@ -118,12 +115,10 @@ async function runAndStream(
   let onAbort: (() => void) | undefined
   const cancelled = new Promise<null>((resolve) => {
     onAbort = () => {
-      queueMicrotask(() => {
-        if (!cancelledByClient(ctx)) return
-        forwarding = false // the request is over for the client: nothing more may reference it
-        pipelines.cancel(principal.organizationId, id, 'cancelled by the client')
-        resolve(null)
-      })
+      if (!cancelledByClient(signal)) return
+      forwarding = false // the request is over for the client: nothing more may reference it
+      pipelines.cancel(principal.organizationId, id, 'cancelled by the client')
+      resolve(null)
     }
     signal.addEventListener('abort', onAbort, { once: true })
   })
