@@ -86,6 +86,8 @@ export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, 
    * or failed, never with argument values); this adds the target.
    */
   auditTarget?(args: I, output: O): AuditTarget
+  /** Names what a failed write call was acting on, from its arguments alone (the audit entry of the failure). */
+  auditSubject?(args: I): AuditTarget
   handler(args: I, ctx: ToolContext): Promise<O> | O
 }
 

@@ -116,7 +116,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
             const code = isServiceError(err) ? err.code : 'INTERNAL_ERROR'
             // Declines and timeouts were recorded by confirm(); anything else that stopped a write is a failure.
             if (!['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED'].includes(code)) {
-              toolCtx.audit({ outcome: 'failed', details: { error: code } })
+              const subject = tool.def.auditSubject?.(args)
+              toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code } })
             }
           }
           throw err

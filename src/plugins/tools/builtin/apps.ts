@@ -93,6 +93,7 @@ export const appsUpdate = defineTool<{ app_id: string; name?: string; descriptio
   role: 'developer',
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
+  auditSubject: (args) => ({ targetType: 'app', targetId: args.app_id }),
   auditTarget: (args, output) => ({
     targetType: 'app',
     targetId: output.app.id,
@@ -131,6 +132,7 @@ export const appsDelete = defineTool<{ app_id: string }, { deleted: true; app_id
   confirm: true,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
+  auditSubject: (args) => ({ targetType: 'app', targetId: args.app_id }),
   auditTarget: (_args, output) => ({
     targetType: 'app',
     targetId: output.app_id,

@@ -229,6 +229,7 @@ export const deploymentsCreate = defineTool<{ app_id: string }, { deployment: De
   longRunning: true,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   rateLimitPerMinute: 10,
+  auditSubject: (args) => ({ targetType: 'app', targetId: args.app_id }),
   auditTarget: (_args, output) => ({
     targetType: 'deployment',
     targetId: output.deployment.id,
@@ -253,6 +254,7 @@ export const deploymentsCancel = defineTool<{ deployment_id: string }, { deploym
   role: 'developer',
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
+  auditSubject: (args) => ({ targetType: 'deployment', targetId: args.deployment_id }),
   auditTarget: (_args, output) => ({ targetType: 'deployment', targetId: output.deployment_id }),
   handler(args, ctx) {
     const { principal } = ctx
@@ -280,6 +282,7 @@ export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id
   longRunning: true,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   rateLimitPerMinute: 10,
+  auditSubject: (args) => ({ targetType: 'app', targetId: args.app_id }),
   auditTarget: (_args, output) => ({
     targetType: 'deployment',
     targetId: output.deployment.id,

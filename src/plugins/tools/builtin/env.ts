@@ -22,6 +22,7 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
   // Never the value: only where it went.
+  auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
   auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
   handler(args, { principal, repos, secrets }) {
     const app = requireApp(repos, principal, args.app_id)
@@ -47,6 +48,7 @@ export const envUnset = defineTool<{ app_id: string; name: string }, { app_id: s
   confirm: true,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
+  auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
   auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}` }),
   async handler(args, ctx) {
     const { principal, repos } = ctx
