@@ -1,12 +1,9 @@
-import formbody from '@fastify/formbody'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
-import { toServiceError } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
-import { accountPage, errorPage, signInPage } from '../../web/pages.js'
-import { fromFastifyError, logFailure } from '../http.js'
+import { accountPage, signInPage } from '../../web/pages.js'
 import type { BrowserState } from './browser.js'
-import { checkPassword, errorStatus, sendPage } from './pages.js'
+import { answerErrorsWithPages, seeOther, sendPage } from './page-replies.js'
 
 const ACCOUNT_CSRF = 'account'
 
@@ -18,17 +15,7 @@ const ACCOUNT_CSRF = 'account'
 export async function accountPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
   const { repos, auth } = fastify
   const { browser } = opts
-  await fastify.register(formbody, { bodyLimit: 16 * 1024 })
-
-  fastify.setErrorHandler((err, request, reply) => {
-    const e = toServiceError(fromFastifyError(err as Error))
-    logFailure(request, err, e)
-    return sendPage(reply, errorStatus(e), errorPage({ title: e.code === 'CSRF_FAILED' ? 'Form expired' : 'Something went wrong', message: e.message, detail: e.action }))
-  })
-
-  function seeOther(reply: FastifyReply, location: string): FastifyReply {
-    return reply.code(303).header('location', location).header('cache-control', 'no-store').send()
-  }
+  answerErrorsWithPages(fastify)
 
   function signedIn(request: FastifyRequest): { id: string; email: string } {
     const user = browser.user(request)
@@ -75,7 +62,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   fastify.post('/account/signin', async (request, reply) => {
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, ACCOUNT_CSRF, body.csrf)
-    const user = await checkPassword(fastify, body.email, body.password)
+    const user = await browser.checkPassword(body.email, body.password)
     if (!user) return signInForm(request, reply, { email: typeof body.email === 'string' ? body.email.slice(0, 320) : '', error: 'Incorrect email or password.' }, 401)
     browser.signIn(reply, user.id)
     return seeOther(reply, '/account')

@@ -1,4 +1,3 @@
-import formbody from '@fastify/formbody'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { toOAuthBody, toServiceBody, toServiceError } from '../../errors/render.js'
@@ -8,7 +7,6 @@ import type { TokenService } from '../../oauth/token-service.js'
 import { fromFastifyError, logFailure } from '../http.js'
 
 const REGISTRATION_BODY_LIMIT = 64 * 1024
-const FORM_BODY_LIMIT = 16 * 1024
 
 /** CORS for the machine endpoints (RFC 9700 §2.6, research item 20): any origin, never with credentials. */
 export function openCors(reply: FastifyReply): void {
@@ -59,7 +57,6 @@ function refuseClientSecrets(request: FastifyRequest, fields: Record<string, str
 export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: TokenService }): Promise<void> {
   const { config, repos } = fastify
   const { tokens } = opts
-  await fastify.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
   // Only registration is limited here (contract: 10 per hour per IP); the token endpoint has no limiter of its own.
   await fastify.register(rateLimit, {
     global: false,

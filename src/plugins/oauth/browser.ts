@@ -2,7 +2,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
 import { fail } from '../../errors/service-error.js'
-import { constantTimeEqual, randomSecret, sha256Hex } from '../../lib/crypto.js'
+import { constantTimeEqual, randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
+
+// A fixed, valid scrypt hash to check against when the email is unknown.
+const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'
 
 /**
  * Browser state for the sign-in, consent and account pages, in two cookies:
@@ -49,8 +52,6 @@ export class BrowserState {
     if (existing) return existing
     const value = randomSecret(32)
     this.#set(reply, 'mcp_browser', value, null)
-    // Later reads in this request must see the cookie just set.
-    request.headers.cookie = `${request.headers.cookie ? request.headers.cookie + '; ' : ''}${this.#name('mcp_browser')}=${value}`
     return value
   }
 
@@ -62,6 +63,14 @@ export class BrowserState {
   user(request: FastifyRequest): { id: string; email: string; name: string } | undefined {
     const cookie = this.#get(request, 'mcp_signin')
     return cookie ? this.#repos.browserSessions.user(sha256Hex(cookie), Date.now()) : undefined
+  }
+
+  /** The user whose email and password these are, if enabled; unknown emails cost the same time as wrong passwords. */
+  async checkPassword(email: unknown, password: unknown): Promise<{ id: string } | null> {
+    if (typeof email !== 'string' || typeof password !== 'string' || email.length > 320 || password.length > 1024) return null
+    const user = this.#repos.users.byEmail(email)
+    const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH)
+    return ok && user && user.passwordHash && user.disabledAt === null ? { id: user.id } : null
   }
 
   signIn(reply: FastifyReply, userId: string): void {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
+import formbody from '@fastify/formbody'
 import fp from 'fastify-plugin'
 import { accessTokenVerifier } from '../../oauth/access-token-verifier.js'
 import { Keyring } from '../../oauth/keyring.js'
@@ -8,6 +9,8 @@ import { accountPages } from './account.js'
 import { oauthApiRoutes } from './api.js'
 import { BrowserState } from './browser.js'
 import { authorizationPages } from './pages.js'
+
+const FORM_BODY_LIMIT = 16 * 1024
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -34,9 +37,13 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.decorate('oauth', { keyring, tokens })
 
   const browser = new BrowserState(config, repos)
-  await fastify.register(oauthApiRoutes, { tokens })
-  await fastify.register(authorizationPages, { browser })
-  await fastify.register(accountPages, { browser })
+  // One encapsulated context for every OAuth route: form bodies are parsed here, nowhere else (not on /mcp).
+  await fastify.register(async (routes) => {
+    await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
+    await routes.register(oauthApiRoutes, { tokens })
+    await routes.register(authorizationPages, { browser })
+    await routes.register(accountPages, { browser })
+  })
 
   // Expired codes, pending requests, browser sign-ins and token rows go on the session sweep's rhythm.
   const timer = setInterval(() => {

@@ -1,47 +1,20 @@
-import formbody from '@fastify/formbody'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
 import type { AuthorizationRequest } from '../../db/repos/authorizations.js'
 import type { OAuthClient } from '../../db/repos/oauth-clients.js'
-import { toOAuthBody, toServiceError } from '../../errors/render.js'
+import { toOAuthBody } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
-import { randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
+import { randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { checkChallenge } from '../../oauth/pkce.js'
 import { redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
 import { normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
-import { pageHeaders } from '../../web/headers.js'
 import { consentPage, errorPage, signInPage } from '../../web/pages.js'
-import { fromFastifyError, logFailure } from '../http.js'
 import { formFields } from './api.js'
 import type { BrowserState } from './browser.js'
+import { answerErrorsWithPages, seeOther, sendPage } from './page-replies.js'
 
 const MAX_STATE = 1024
-// A fixed, valid scrypt hash: unknown emails cost the same time as wrong passwords.
-const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'
-
-export function sendPage(reply: FastifyReply, status: number, body: string): FastifyReply {
-  return reply.code(status).headers(pageHeaders()).send(body)
-}
-
-/** A 303 (never 307: the browser must not re-POST credentials to the client, RFC 9700 §4.12). */
-function seeOther(reply: FastifyReply, location: string): FastifyReply {
-  reply.header('cache-control', 'no-store')
-  reply.header('referrer-policy', 'no-referrer')
-  return reply.code(303).header('location', location).send()
-}
-
-function errorStatus(err: ServiceError): number {
-  return err.status >= 500 ? 500 : err.status
-}
-
-/** Sign-in and its password check, shared by the authorization flow and the account page. */
-export async function checkPassword(fastify: FastifyInstance, email: unknown, password: unknown): Promise<{ id: string } | null> {
-  if (typeof email !== 'string' || typeof password !== 'string' || email.length > 320 || password.length > 1024) return null
-  const user = fastify.repos.users.byEmail(email)
-  const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH)
-  return ok && user && user.passwordHash && user.disabledAt === null ? { id: user.id } : null
-}
 
 /**
  * The browser side of the code flow: GET /oauth/authorize checks the request and parks it server-side, then the
@@ -50,14 +23,7 @@ export async function checkPassword(fastify: FastifyInstance, email: unknown, pa
 export async function authorizationPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
   const { config, repos } = fastify
   const { browser } = opts
-  await fastify.register(formbody, { bodyLimit: 16 * 1024 })
-
-  // Anything unexpected on these routes is a page, not JSON.
-  fastify.setErrorHandler((err, request, reply) => {
-    const e = toServiceError(fromFastifyError(err as Error))
-    logFailure(request, err, e)
-    return sendPage(reply, errorStatus(e), errorPage({ title: e.code === 'CSRF_FAILED' ? 'Form expired' : 'Something went wrong', message: e.message, detail: e.action }))
-  })
+  answerErrorsWithPages(fastify)
 
   function redirectWith(reply: FastifyReply, redirectUri: string, params: Record<string, string>): FastifyReply {
     const url = new URL(redirectUri)
@@ -187,7 +153,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const p = pending(request)
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, p.id, body.csrf)
-    const user = await checkPassword(fastify, body.email, body.password)
+    const user = await browser.checkPassword(body.email, body.password)
     if (!user) {
       request.log.info({ client: p.client.id }, 'sign-in failed')
       return showSignIn(reply, p, { email: typeof body.email === 'string' ? body.email.slice(0, 320) : '', error: 'Incorrect email or password.' }, 401)
@@ -247,4 +213,3 @@ function redirectHost(uri: string): string {
   }
 }
 
-export { errorStatus }
