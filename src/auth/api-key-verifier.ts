@@ -35,15 +35,3 @@ export function apiKeyVerifier(repos: Repos, onRevoked: (credential: string) => 
     },
   }
 }
-
-/** Picks the verifier for the credential's form; unknown forms are INVALID_TOKEN. */
-export function compositeVerifier(verifiers: CredentialVerifier[]): CredentialVerifier {
-  return {
-    accepts: (token) => verifiers.some((v) => v.accepts(token)),
-    verify(token) {
-      const v = verifiers.find((x) => x.accepts(token))
-      if (!v) throw fail('INVALID_TOKEN')
-      return v.verify(token)
-    },
-  }
-}

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config.js'
 import type { Deployment, DeploymentLogLine } from '../db/repos/deployments.js'
+import { envVarAad } from '../db/repos/env-vars.js'
 import type { Repos } from '../db/repos/index.js'
 import { fail } from '../errors/service-error.js'
 import { packageRoot } from '../lib/package-root.js'
@@ -26,7 +27,6 @@ type StopKind = 'cancelled' | 'timeout' | 'shutdown'
 interface LiveRun {
   deployment: Deployment
   child: ChildProcess | null
-  listeners: Set<RunListener>
   stop(kind: StopKind, reason: string): void
 }
 
@@ -72,7 +72,7 @@ export class PipelineRunner {
     const env: Record<string, string> = {}
     for (const name of INHERITED_ENV) if (process.env[name] !== undefined) env[name] = process.env[name]!
     for (const v of this.#repos.envVars.ciphertexts(input.organizationId, input.appId)) {
-      env[v.name] = this.#secrets.open(v.ciphertext, `${input.appId}\u0000${v.name}`)
+      env[v.name] = this.#secrets.open(v.ciphertext, envVarAad(input.appId, v.name))
     }
     const deployment = this.#repos.deployments.create({ ...input, rollbackOf: input.rollbackOf ?? null, pipeline: app.pipeline })
     Object.assign(env, {
@@ -87,18 +87,16 @@ export class PipelineRunner {
     let finished = false
     let stopped: { kind: StopKind; reason: string } | null = null
     let killTimer: NodeJS.Timeout | null = null
-    const live: LiveRun = { deployment, child: null, listeners: new Set(listener ? [listener] : []), stop: () => {} }
+    const live: LiveRun = { deployment, child: null, stop: () => {} }
     this.#live.set(deployment.id, live)
 
     const emit = (stream: DeploymentLogLine['stream'], text: string) => {
       const line: DeploymentLogLine = { deploymentId: deployment.id, seq: seq++, stream, line: text.length > MAX_LINE ? text.slice(0, MAX_LINE) + '…' : text, at: Date.now() }
       this.#queueLine(line)
-      for (const l of live.listeners) {
-        try {
-          l.onLine?.(line)
-        } catch (err) {
-          this.#log.error({ err }, 'deployment listener failed')
-        }
+      try {
+        listener?.onLine?.(line)
+      } catch (err) {
+        this.#log.error({ err }, 'deployment listener failed')
       }
     }
 
@@ -173,14 +171,6 @@ export class PipelineRunner {
       })
     })
     return { deployment, done }
-  }
-
-  /** Adds a listener to a live run (a second client following it). False when it is not running here. */
-  follow(deploymentId: string, listener: RunListener): () => void {
-    const live = this.#live.get(deploymentId)
-    if (!live) return () => {}
-    live.listeners.add(listener)
-    return () => live.listeners.delete(listener)
   }
 
   /** Cancels a live run of the organization; false when it is not running. */

@@ -13,6 +13,17 @@ export const SSE_HEADERS: Readonly<Record<string, string>> = {
   connection: 'keep-alive',
 }
 
+type ResponseHeaders = Record<string, string | number | readonly string[] | undefined>
+
+/** Sends the status line and headers of an SSE response at once, so the client sees the stream open. */
+export function writeStreamHead(raw: ServerResponse, headers: ResponseHeaders): void {
+  const all: Record<string, string | number | readonly string[]> = {}
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined) all[k] = v
+  Object.assign(all, SSE_HEADERS)
+  raw.writeHead(200, all as Record<string, string>)
+  raw.flushHeaders()
+}
+
 export function formatEvent(id: string | null, data: string): string {
   return (id === null ? '' : `id: ${id}\n`) + `event: message\ndata: ${data}\n\n`
 }
@@ -56,13 +67,8 @@ export class SseStream {
   }
 
   /** Sends the status line and headers at once so the client sees the stream open. */
-  open(headers: Record<string, string | number | readonly string[] | undefined>): void {
-    if (!this.raw) return
-    const all: Record<string, string | number | readonly string[]> = {}
-    for (const [k, v] of Object.entries(headers)) if (v !== undefined) all[k] = v
-    Object.assign(all, SSE_HEADERS)
-    this.raw.writeHead(200, all as Record<string, string>)
-    this.raw.flushHeaders()
+  open(headers: ResponseHeaders): void {
+    if (this.raw) writeStreamHead(this.raw, headers)
   }
 
   /** Ended: nothing more will be sent. (A detached resumable stream is not closed.) */

@@ -78,16 +78,6 @@ export function deploymentsRepo(db: Db) {
       return db.select().from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId))
         .orderBy(desc(deploymentLogs.seq)).limit(count).all().reverse()
     },
-    lineCount(deploymentId: string): number {
-      return db.select({ n: sql<number>`count(*)` }).from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId)).get()?.n ?? 0
-    },
-    /** The latest succeeded deploy of an app other than `exceptId`: the default rollback target. */
-    lastSucceeded(organizationId: string, appId: string, exceptId?: string): Deployment | undefined {
-      const rows = db.select().from(deployments)
-        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), eq(deployments.status, 'succeeded'), eq(deployments.kind, 'deploy')))
-        .orderBy(desc(deployments.id)).limit(2).all()
-      return rows.find((r) => r.id !== exceptId)
-    },
     /**
      * Where a rollback of the app goes when none is named. `current` is the deploy the app runs now: the one its latest
      * succeeded run put live (a succeeded rollback puts its target back). `target` is the latest succeeded deploy made

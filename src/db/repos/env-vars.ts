@@ -5,6 +5,11 @@ import { envVars } from '../schema.js'
 
 export type EnvVar = typeof envVars.$inferSelect
 
+/** The associated data every env var ciphertext is sealed with: a value copied onto another app or name won't open. */
+export function envVarAad(appId: string, name: string): string {
+  return `${appId}\u0000${name}`
+}
+
 /** Env vars of an app. Values arrive and leave as ciphertext: encryption is the caller's (lib/secret-box.ts). */
 export function envVarsRepo(db: Db) {
   return {

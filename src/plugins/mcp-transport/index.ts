@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import type { Principal } from '../../auth/principal.js'
 import { toServiceError, wwwAuthenticate } from '../../errors/render.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
-import { parseEventId, SSE_HEADERS, SseStream } from '../../lib/sse.js'
+import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
 import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { isProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
@@ -113,10 +113,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     const stream = last ? session.runtime?.findStream(last.stream) : undefined
     if (!last || !stream || !stream.resumable) return false
     reply.hijack()
-    const headers: Record<string, string | number | readonly string[]> = {}
-    for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v as string
-    reply.raw.writeHead(200, { ...headers, 'mcp-session-id': session.id, ...SSE_HEADERS })
-    reply.raw.flushHeaders()
+    writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
     const complete = stream.attach(reply.raw, last.seq)
     if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
     if (!stream.closed) heartbeats.add(stream)

@@ -5,6 +5,7 @@ import { isoTime } from '../../../lib/iso-time.js'
 import { CancelledByClient } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
+import { requireApp } from './apps.js'
 
 /**
  * Deployments: list, read, follow and cancel the runs of an app's pipeline, start a deploy or a rollback.
@@ -45,19 +46,8 @@ type LogLineView = ReturnType<typeof logLineView>
 const LAST_LINES = 20
 const LOGS_CURSOR = 'deployment_logs'
 
-function appNotFound() {
-  return fail('RESOURCE_NOT_FOUND', { message: 'No app with this id in your organization' })
-}
-
 function deploymentNotFound() {
   return fail('RESOURCE_NOT_FOUND', { message: 'No deployment with this id in your organization' })
-}
-
-/** Absent and "in another organization" are one answer with one text: an id from elsewhere reveals nothing. */
-function requireApp(ctx: ToolContext, appId: string): App {
-  const app = ctx.repos.apps.byId(ctx.principal.organizationId, appId)
-  if (!app) throw appNotFound()
-  return app
 }
 
 function requireDeployment(ctx: ToolContext, deploymentId: string): Deployment {
@@ -162,7 +152,7 @@ export const deploymentsList = defineTool<{ app_id?: string; limit?: number; off
   handler(args, ctx) {
     const limit = args.limit ?? 20
     const offset = args.offset ?? 0
-    if (args.app_id !== undefined) requireApp(ctx, args.app_id)
+    if (args.app_id !== undefined) requireApp(ctx.repos, ctx.principal, args.app_id)
     const page = ctx.repos.deployments.list(ctx.principal.organizationId, { ...(args.app_id !== undefined ? { appId: args.app_id } : {}), limit, offset })
     const end = offset + page.items.length
     return { deployments: page.items.map(deploymentView), total: page.total, next_offset: page.items.length > 0 && end < page.total ? end : null }
@@ -236,11 +226,11 @@ export const deploymentsCreate = defineTool<{ app_id: string }, { deployment: De
     details: { app_id: output.deployment.app_id, kind: output.deployment.kind, status: output.deployment.status },
   }),
   async handler(args, ctx) {
-    const app = requireApp(ctx, args.app_id)
+    const app = requireApp(ctx.repos, ctx.principal, args.app_id)
     refuseToStart(ctx, app)
     await ctx.confirm(`Deploy app ${app.name} (${app.id}) with pipeline ${app.pipeline}?`)
     // The answer may have taken minutes: the runner checks the app and the active run again when it starts.
-    return runAndStream(ctx, requireApp(ctx, app.id), { kind: 'deploy' })
+    return runAndStream(ctx, requireApp(ctx.repos, ctx.principal, app.id), { kind: 'deploy' })
   },
 })
 
@@ -290,7 +280,7 @@ export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id
   }),
   async handler(args, ctx) {
     const { principal, repos } = ctx
-    const app = requireApp(ctx, args.app_id)
+    const app = requireApp(ctx.repos, ctx.principal, args.app_id)
     let target: Deployment
     if (args.to_deployment_id !== undefined) {
       target = requireDeployment(ctx, args.to_deployment_id)
@@ -313,7 +303,7 @@ export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id
     }
     refuseToStart(ctx, app)
     await ctx.confirm(`Roll back app ${app.name} (${app.id}) to deployment ${target.id} of ${isoTime(target.createdAt)}?`)
-    return runAndStream(ctx, requireApp(ctx, app.id), { kind: 'rollback', rollbackOf: target.id })
+    return runAndStream(ctx, requireApp(ctx.repos, ctx.principal, app.id), { kind: 'rollback', rollbackOf: target.id })
   },
 })
 

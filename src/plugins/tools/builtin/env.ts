@@ -1,14 +1,7 @@
+import { envVarAad } from '../../../db/repos/env-vars.js'
 import { fail } from '../../../errors/service-error.js'
 import { defineTool } from '../define.js'
 import { requireApp } from './apps.js'
-
-/**
- * The associated data that binds a sealed value to its app and name (the pipeline runner opens values with the
- * same string): a ciphertext copied onto another variable or app does not decrypt.
- */
-export function envAad(appId: string, name: string): string {
-  return `${appId}\u0000${name}`
-}
 
 export const envSet = defineTool<{ app_id: string; name: string; value: string }, { app_id: string; name: string; created: boolean }>({
   name: 'service_env_set',
@@ -30,7 +23,7 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
       organizationId: principal.organizationId,
       appId: app.id,
       name: args.name,
-      ciphertext: secrets.seal(args.value, envAad(app.id, args.name)),
+      ciphertext: secrets.seal(args.value, envVarAad(app.id, args.name)),
       userId: principal.userId,
     })
     return { app_id: app.id, name: args.name, created }
