@@ -118,14 +118,19 @@ function browser() {
   return browserPromise
 }
 
-t.test('the whole flow as a person would', async (t) => {
+/** A server, a callback server, and a page in a fresh browser context, watched for CSP violations and errors. */
+async function setup(t: Test) {
   const server = await startServer(t)
   const callback = await startCallbackServer(t)
   const context = await (await browser()).newContext()
   context.setDefaultTimeout(5000)
   t.teardown(() => context.close())
   const page = await context.newPage()
-  const problems = watchConsole(page)
+  return { server, callback, page, problems: watchConsole(page) }
+}
+
+t.test('the whole flow as a person would', async (t) => {
+  const { server, callback, page, problems } = await setup(t)
 
   const client = await registerClient(server, { client_name: CLIENT_NAME, redirect_uris: [callback.base] })
   t.same(client.redirect_uris, [callback.base], 'the client is registered with the callback')
@@ -270,13 +275,7 @@ t.test('the whole flow as a person would', async (t) => {
 })
 
 t.test('Deny sends access_denied to the callback, with state and iss and no code', async (t) => {
-  const server = await startServer(t)
-  const callback = await startCallbackServer(t)
-  const context = await (await browser()).newContext()
-  context.setDefaultTimeout(5000)
-  t.teardown(() => context.close())
-  const page = await context.newPage()
-  const problems = watchConsole(page)
+  const { server, callback, page, problems } = await setup(t)
 
   const client = await registerClient(server, { client_name: CLIENT_NAME, redirect_uris: [callback.base] })
   const p = pkce()
