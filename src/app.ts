@@ -11,6 +11,7 @@ import transportPlugin from './plugins/mcp-transport/index.js'
 import oauthPlugin from './plugins/oauth/index.js'
 import rateLimitsPlugin from './plugins/rate-limits.js'
 import rpcPlugin from './plugins/rpc.js'
+import serverDiscoverPlugin from './plugins/server-discover.js'
 import sessionsPlugin from './plugins/sessions.js'
 import toolsPlugin from './plugins/tools/index.js'
 import type { ToolDefinition } from './plugins/tools/define.js'
@@ -70,6 +71,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(oauthPlugin)
   await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)
+  await app.register(serverDiscoverPlugin)
   await app.register(elicitationPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
   await app.register(transportPlugin)

@@ -55,6 +55,11 @@ interface RawConfig {
   pipelineTimeoutMs: number
   pipelineGraceMs: number
   elicitationTimeoutMs: number
+  listTtlMs: number
+  discoverTtlMs: number
+  taskTtlMs: number
+  taskPollIntervalMs: number
+  listenCheckMs: number
   rateLimitWindowMs: number
   rateLimitOAuthMember: number
   rateLimitApiKeyMember: number
@@ -114,6 +119,11 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'pipelineTimeoutMs', env: 'SERVICE_PIPELINE_TIMEOUT_MS', flag: '--pipeline-timeout-ms', kind: 'int', default: 1_800_000, min: 1, doc: 'A pipeline run still going after this long is stopped and fails (30 min)' },
   { key: 'pipelineGraceMs', env: 'SERVICE_PIPELINE_GRACE_MS', flag: '--pipeline-grace-ms', kind: 'int', default: 5_000, min: 1, doc: 'Time between SIGTERM and SIGKILL when a run is cancelled or the server stops' },
   { key: 'elicitationTimeoutMs', env: 'SERVICE_ELICITATION_TIMEOUT_MS', flag: '--elicitation-timeout-ms', kind: 'int', default: 120_000, min: 1, doc: 'How long a confirmation prompt waits for the user (120 s)' },
+  { key: 'listTtlMs', env: 'SERVICE_LIST_TTL_MS', flag: '--list-ttl-ms', kind: 'int', default: 60_000, min: 0, doc: '`ttlMs` of `tools/list` results on 2026-07-28 requests: how long a client may reuse them (1 min)' },
+  { key: 'discoverTtlMs', env: 'SERVICE_DISCOVER_TTL_MS', flag: '--discover-ttl-ms', kind: 'int', default: 3_600_000, min: 0, doc: '`ttlMs` of `server/discover` results (1 h)' },
+  { key: 'taskTtlMs', env: 'SERVICE_TASK_TTL_MS', flag: '--task-ttl-ms', kind: 'int', default: 86_400_000, min: 1000, doc: 'How long a task (tasks extension) stays readable after it was created (24 h)' },
+  { key: 'taskPollIntervalMs', env: 'SERVICE_TASK_POLL_INTERVAL_MS', flag: '--task-poll-interval-ms', kind: 'int', default: 2_000, min: 1, doc: '`pollIntervalMs` suggested to clients polling a task (2 s)' },
+  { key: 'listenCheckMs', env: 'SERVICE_LISTEN_CHECK_MS', flag: '--listen-check-ms', kind: 'int', default: 30_000, min: 1, doc: 'How often a `subscriptions/listen` stream re-checks its credential and the tools it may see (30 s)' },
   { key: 'rateLimitWindowMs', env: 'SERVICE_RATE_LIMIT_WINDOW_MS', flag: '--rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the /mcp and per-tool rate limits (1 min)' },
   { key: 'rateLimitOAuthMember', env: 'SERVICE_RATE_LIMIT_OAUTH_MEMBER', flag: '--rate-limit-oauth-member', kind: 'int', default: 60, min: 1, doc: '/mcp requests per window per member using OAuth' },
   { key: 'rateLimitApiKeyMember', env: 'SERVICE_RATE_LIMIT_API_KEY_MEMBER', flag: '--rate-limit-api-key-member', kind: 'int', default: 30, min: 1, doc: '/mcp requests per window per member using an API key' },

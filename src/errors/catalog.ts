@@ -13,6 +13,11 @@ export interface ErrorSpec {
   readonly rpc?: number
   readonly oauth?: string
   readonly expose?: boolean
+  /**
+   * The JSON-RPC rendering puts `details` at the top of `data` (beside `code` and `action`) instead of under
+   * `data.details`: for the 2026-07-28 errors whose `data` the spec defines (`supported`, `requiredCapabilities`).
+   */
+  readonly rpcDataIsDetails?: boolean
 }
 
 export const catalog = {
@@ -72,7 +77,22 @@ export const catalog = {
   UNSUPPORTED_PROTOCOL_VERSION: {
     status: 400,
     message: 'The MCP-Protocol-Version header names an unsupported revision or differs from the session revision',
-    action: 'Send the protocol version negotiated at initialize, or omit the header',
+    action: 'Send the protocol version negotiated at initialize, or omit the header; a 2026-07-28 request uses a revision of data.supported',
+    rpc: -32022,
+    rpcDataIsDetails: true,
+  },
+  HEADER_MISMATCH: {
+    status: 400,
+    message: 'The request headers do not match the request body',
+    action: 'Send MCP-Protocol-Version, Mcp-Method and Mcp-Name, and the Mcp-Param-* headers the tool declares, with the values of the body',
+    rpc: -32020,
+  },
+  MISSING_CLIENT_CAPABILITY: {
+    status: 400,
+    message: 'This request needs a client capability it did not declare',
+    action: 'Declare the capabilities of data.requiredCapabilities in io.modelcontextprotocol/clientCapabilities, then retry',
+    rpc: -32021,
+    rpcDataIsDetails: true,
   },
   IDEMPOTENCY_CONFLICT: {
     status: 409,
@@ -116,7 +136,7 @@ export const catalog = {
   METHOD_NOT_FOUND: {
     status: 200,
     message: 'Unknown method',
-    action: 'Call a method this server supports (initialize, ping, tools/list, tools/call, logging/setLevel)',
+    action: 'Call a method this server supports: server/discover lists what a 2026-07-28 client may use; a session offers initialize, ping, tools/list, tools/call, logging/setLevel',
     rpc: -32601,
   },
   INVALID_PARAMS: {

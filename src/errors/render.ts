@@ -38,16 +38,26 @@ export function toOAuthBody(err: unknown): OAuthErrorBody {
 export interface RpcErrorObject {
   code: number
   message: string
-  data?: { code: string; details?: unknown; action: string }
+  data?: { code: string; details?: unknown; action: string; [specField: string]: unknown }
 }
 
-export function toRpcError(err: unknown): RpcErrorObject {
+/**
+ * Exposed codes without a JSON-RPC number of their own: -32000, the generic implementation-defined server error, in
+ * session requests. The 2026-07-28 revision asks new implementations to keep out of -32000…-32019, so stateless
+ * requests get an application code outside the reserved range instead.
+ */
+export const LEGACY_SERVER_ERROR = -32000
+export const MODERN_SERVER_ERROR = -31000
+
+export function toRpcError(err: unknown, fallbackCode = LEGACY_SERVER_ERROR): RpcErrorObject {
   const e = toServiceError(err)
   const spec: ErrorSpec = catalog[e.code]
-  const data: RpcErrorObject['data'] = { code: e.code, action: e.action }
-  if (e.details !== null && e.details !== undefined) data.details = e.details
-  // Exposed codes without a JSON-RPC number of their own use -32000, the generic implementation-defined server error.
-  return { code: spec.rpc ?? -32000, message: e.message, data }
+  const hasDetails = e.details !== null && e.details !== undefined
+  const data: NonNullable<RpcErrorObject['data']> = spec.rpcDataIsDetails && hasDetails && typeof e.details === 'object' && !Array.isArray(e.details)
+    ? { ...(e.details as Record<string, unknown>), code: e.code, action: e.action }
+    : { code: e.code, action: e.action }
+  if (hasDetails && !spec.rpcDataIsDetails) data.details = e.details
+  return { code: spec.rpc ?? fallbackCode, message: e.message, data }
 }
 
 export interface ToolErrorResult {

@@ -293,6 +293,91 @@ export const schemas = {
       }
     }
   },
+  "mcp/request-meta": {
+    "$id": "mcp/request-meta",
+    "title": "params._meta of a 2026-07-28 request: the revision, the client's capabilities for this request, and optional client info, log level and progress token",
+    "type": "object",
+    "required": [
+      "io.modelcontextprotocol/protocolVersion",
+      "io.modelcontextprotocol/clientCapabilities"
+    ],
+    "properties": {
+      "io.modelcontextprotocol/protocolVersion": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64
+      },
+      "io.modelcontextprotocol/clientCapabilities": {
+        "type": "object",
+        "properties": {
+          "elicitation": {
+            "type": "object",
+            "properties": {
+              "form": {
+                "type": "object"
+              },
+              "url": {
+                "type": "object"
+              }
+            }
+          },
+          "sampling": {
+            "type": "object"
+          },
+          "roots": {
+            "type": "object"
+          },
+          "experimental": {
+            "type": "object",
+            "additionalProperties": {
+              "type": "object"
+            }
+          },
+          "extensions": {
+            "type": "object",
+            "additionalProperties": {
+              "type": "object"
+            }
+          }
+        }
+      },
+      "io.modelcontextprotocol/clientInfo": {
+        "type": "object",
+        "required": [
+          "name",
+          "version"
+        ],
+        "properties": {
+          "name": {
+            "type": "string",
+            "maxLength": 256
+          },
+          "version": {
+            "type": "string",
+            "maxLength": 256
+          }
+        }
+      },
+      "io.modelcontextprotocol/logLevel": {
+        "enum": [
+          "debug",
+          "info",
+          "notice",
+          "warning",
+          "error",
+          "critical",
+          "alert",
+          "emergency"
+        ]
+      },
+      "progressToken": {
+        "type": [
+          "string",
+          "integer"
+        ]
+      }
+    }
+  },
   "mcp/tools-call.params": {
     "$id": "mcp/tools-call.params",
     "type": "object",
@@ -318,6 +403,15 @@ export const schemas = {
             ]
           }
         }
+      },
+      "inputResponses": {
+        "type": "object",
+        "description": "2026-07-28: answers to the inputRequests of an input_required result, by key"
+      },
+      "requestState": {
+        "type": "string",
+        "maxLength": 8192,
+        "description": "2026-07-28: the requestState of an input_required result, echoed unchanged"
       }
     }
   },

@@ -41,6 +41,11 @@ export interface SseStreamOptions {
    * a stream outlives its connection (detached) until it is ended. 0 (the default): the stream ends with its connection.
    */
   replay?: number
+  /**
+   * Give each event an `id: <stream>:<seq>` line (the default). Streams of 2026-07-28 requests carry none: that
+   * revision has no resumption, and an id would invite a Last-Event-ID nobody honours.
+   */
+  eventIds?: boolean
 }
 
 /**
@@ -54,6 +59,7 @@ export class SseStream {
   private ended = false
   private raw: ServerResponse | null
   private readonly replay: number
+  private readonly eventIds: boolean
   private readonly buffer: Array<{ seq: number; frame: string }> = []
   private readonly closeListeners: Array<() => void> = []
   private readonly detachListeners: Array<() => void> = []
@@ -62,6 +68,7 @@ export class SseStream {
     const opts = typeof options === 'string' ? { id: options } : options
     this.id = opts.id ?? newStreamId()
     this.replay = opts.replay ?? 0
+    this.eventIds = opts.eventIds ?? true
     this.raw = raw
     this.watch(raw)
   }
@@ -90,7 +97,7 @@ export class SseStream {
     if (this.closed) return null
     const seq = ++this.seq
     const eventId = `${this.id}:${seq}`
-    const frame = formatEvent(eventId, JSON.stringify(message))
+    const frame = formatEvent(this.eventIds ? eventId : null, JSON.stringify(message))
     if (this.replay > 0) {
       this.buffer.push({ seq, frame })
       if (this.buffer.length > this.replay) this.buffer.shift()

@@ -11,4 +11,5 @@ export const PLUGIN = {
   oauth: 'mcp-oauth',
   discovery: 'mcp-discovery',
   rateLimits: 'mcp-rate-limits',
+  serverDiscover: 'mcp-server-discover',
 } as const

@@ -9,9 +9,13 @@ declare module 'fastify' {
   }
 }
 
-/** The shared JSON-RPC dispatcher: other plugins register their methods on it. */
+/** The shared JSON-RPC dispatcher: other plugins register their methods and capabilities on it. */
 const rpcPlugin: FastifyPluginAsync = async (fastify) => {
-  fastify.decorate('rpc', new Dispatcher())
+  const rpc = new Dispatcher()
+  // The dispatcher carries notifications/message for tools (sendLog), in both eras: legacy sessions set their level
+  // with logging/setLevel, modern requests with io.modelcontextprotocol/logLevel.
+  rpc.capabilities.declare(['legacy', 'modern'], 'logging', {})
+  fastify.decorate('rpc', rpc)
 }
 
 export default fp(rpcPlugin, { name: PLUGIN.rpc, fastify: '5.x' })

@@ -2,10 +2,10 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { HeartbeatRegistry } from '../lib/sse.js'
 import { CancelledByClient } from '../rpc/call-abort.js'
-import { atLeast, isProtocolVersion, LATEST_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
+import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
 import { SessionStore } from '../sessions/session-store.js'
 import { validatorFor } from '../validation/index.js'
-import { SERVER_NAME, SERVER_VERSION } from '../version.js'
+import { SERVER_INSTRUCTIONS, SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../version.js'
 import { PLUGIN } from './names.js'
 
 declare module 'fastify' {
@@ -60,10 +60,11 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
 
   rpc.registerRequest<InitializeParams>({
     method: 'initialize',
+    eras: ['legacy'],
     params: validatorFor('mcp/initialize.params'),
     sessionless: true,
     handle(params, ctx) {
-      const version = isProtocolVersion(params.protocolVersion) ? params.protocolVersion : LATEST_PROTOCOL_VERSION
+      const version = isLegacyProtocolVersion(params.protocolVersion) ? params.protocolVersion : LATEST_LEGACY_PROTOCOL_VERSION
       const session = store.create({
         credential: ctx.principal.credential,
         membershipId: ctx.principal.membershipId,
@@ -74,12 +75,12 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
       })
       ctx.onSessionStarted?.(session)
       const serverInfo: Record<string, string> = { name: SERVER_NAME, version: SERVER_VERSION }
-      if (atLeast(version, '2025-06-18')) serverInfo.title = 'Service MCP server'
+      if (atLeast(version, '2025-06-18')) serverInfo.title = SERVER_TITLE
       return {
         protocolVersion: version,
-        capabilities: { tools: { listChanged: false }, logging: {} },
+        capabilities: rpc.capabilities.of('legacy'),
         serverInfo,
-        instructions: 'Tools act on the organization of the signed-in member. Call service_whoami to see who and where you are.',
+        instructions: SERVER_INSTRUCTIONS,
       }
     },
   })
@@ -92,12 +93,14 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
 
   rpc.registerRequest({
     method: 'ping',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: () => ({}),
   })
 
   rpc.registerRequest<{ level: LogLevel }>({
     method: 'logging/setLevel',
+    eras: ['legacy'],
     params: validatorFor('mcp/logging-set-level.params'),
     handle(params, ctx) {
       store.setLogLevel(ctx.session!, params.level)

@@ -36,3 +36,12 @@ export class CancelledByClient extends Error {
 export class SessionEnded extends Error {
   override name = 'SessionEnded'
 }
+
+/**
+ * The abort reason when the client closed the connection of a stateless (2026-07-28) request: on Streamable HTTP that
+ * is how a client cancels. Nothing more is sent for the request; long operations decide what "stop" means (a
+ * deployment keeps running, as it does when a session's client goes away: its outcome stays readable).
+ */
+export class ClientDisconnected extends Error {
+  override name = 'ClientDisconnected'
+}

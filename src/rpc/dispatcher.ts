@@ -5,10 +5,13 @@ import { toRpcError } from '../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
 import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '../sessions/session.js'
 import { CallAbort } from './call-abort.js'
+import { ServerCapabilities } from './capabilities.js'
+import type { ClientCapabilities, Exchange } from './exchange.js'
 import { validationDetails, validatorFor } from '../validation/index.js'
 import {
   logLevelRank,
   type Classified,
+  type Era,
   type JsonRpcNotification,
   type JsonRpcRequest,
   type JsonRpcResponse,
@@ -17,9 +20,11 @@ import {
 } from './types.js'
 
 /**
- * The one JSON-RPC dispatcher. Plugins register methods here; the transport hands it parsed messages. Validation
- * order is parse (transport) → envelope → method → params, each against validators precompiled from schemas/.
- * Methods never see HTTP: they get a context with the session, the principal, an AbortSignal and senders.
+ * The one JSON-RPC dispatcher, shared by both protocol eras. Plugins register methods here, each naming the eras it
+ * exists in; each era's front-end hands it parsed messages together with an `Exchange` (what the method may know of
+ * the era). Validation order is parse (transport) → envelope → method → params, each against validators precompiled
+ * from schemas/. Methods never see HTTP: they get a context with the exchange, the principal, an AbortSignal and
+ * senders.
  */
 
 /** Where messages related to one request go: the request's SSE stream, or nowhere for a plain JSON answer. */
@@ -36,20 +41,24 @@ export const NULL_SINK: MessageSink = { send: () => false, streaming: false }
  * V8 builds class instances with a fixed shape far faster than literals mixing spread and accessors.
  */
 class RunningCall implements CallContext {
-  readonly session: Session | null
+  readonly exchange: Exchange
   readonly principal: Principal
   readonly sink: MessageSink
   readonly log: FastifyBaseLogger
   readonly onSessionStarted: ((session: Session) => void) | undefined
   readonly #abort: CallAbort
 
-  constructor(ctx: Omit<CallContext, 'signal' | 'requestId'>, readonly requestId: RequestId, abort: CallAbort) {
-    this.session = ctx.session
+  constructor(ctx: CallSetup, readonly requestId: RequestId, abort: CallAbort) {
+    this.exchange = ctx.exchange
     this.principal = ctx.principal
     this.sink = ctx.sink
     this.log = ctx.log
     this.onSessionStarted = ctx.onSessionStarted
     this.#abort = abort
+  }
+
+  get session(): Session | null {
+    return this.exchange.session
   }
 
   /** Made on first use (CallAbort): most calls never look. */
@@ -59,8 +68,10 @@ class RunningCall implements CallContext {
 }
 
 export interface CallContext {
-  /** Null only for methods that create the session (initialize). */
-  session: Session | null
+  /** The era-specific facts of the request (revision, client capabilities, log level, legacy session). */
+  readonly exchange: Exchange
+  /** The legacy session (`exchange.session`); null on modern requests and for initialize. */
+  readonly session: Session | null
   principal: Principal
   requestId: RequestId
   signal: AbortSignal
@@ -70,18 +81,34 @@ export interface CallContext {
   onSessionStarted?(session: Session): void
 }
 
+/** What a front-end supplies to run a request; the dispatcher adds the id and the AbortSignal. */
+export type CallSetup = Omit<CallContext, 'signal' | 'requestId' | 'session'>
+
 export interface PrecheckContext {
+  exchange: Exchange
   session: Session | null
   principal: Principal
   /** The JSON-RPC id of the request being prechecked (confirmed tool calls are identified by it). */
   requestId: RequestId
 }
 
+/** Caching hints of a complete result on a modern request (2026-07-28 caching: `ttlMs` and `cacheScope`). */
+export interface CacheHint {
+  scope: 'public' | 'private'
+  ttlMs(): number
+}
+
 export interface RequestMethod<P = Record<string, unknown>> {
   method: string
+  /** The eras in which the method exists; in any other it is an unknown method (-32601). */
+  eras: readonly Era[]
   params: ValidateFunction
-  /** True for methods that run without a session (initialize creates it). */
+  /** Legacy: true for methods that run without a session (initialize creates it). */
   sessionless?: boolean
+  /** Modern: what the client must declare in the request's capabilities for this method (else -32021, HTTP 400). */
+  requires?: ClientCapabilities
+  /** Modern: the caching hints of its complete results. */
+  cache?: CacheHint
   /**
    * Runs before the answer's format is chosen and may refuse the whole HTTP exchange with a status
    * (INSUFFICIENT_SCOPE → 403). Errors here are never JSON-RPC errors.
@@ -94,6 +121,7 @@ export interface RequestMethod<P = Record<string, unknown>> {
 
 export interface NotificationMethod<P = Record<string, unknown>> {
   method: string
+  /** Notifications exist only in session (legacy) requests: 2026-07-28 defines none over Streamable HTTP. */
   params: ValidateFunction
   handle(params: P, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void
 }
@@ -121,13 +149,27 @@ function readableId(value: unknown): RequestId | null {
   return typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : null
 }
 
+const failures = new WeakMap<JsonRpcResponse, ServiceError>()
+
 export function errorResponse(id: RequestId | null, err: unknown): JsonRpcResponse {
-  return { jsonrpc: '2.0', id, error: toRpcError(err) }
+  const response: JsonRpcResponse = { jsonrpc: '2.0', id, error: toRpcError(err) }
+  if (isServiceError(err)) failures.set(response, err)
+  return response
+}
+
+/**
+ * The ServiceError an error response was rendered from, when it was one: a front-end that answers some failures at
+ * the HTTP level (a 409 on a stateless request) needs the error itself, with its status and headers.
+ */
+export function failureOf(response: JsonRpcResponse): ServiceError | undefined {
+  return failures.get(response)
 }
 
 export class Dispatcher {
   private readonly requests = new Map<string, RequestMethod>()
   private readonly notifications = new Map<string, NotificationMethod>()
+  /** What the server can do, per era: each plugin declares its own part (initialize and server/discover read it). */
+  readonly capabilities = new ServerCapabilities()
 
   registerRequest<P>(def: RequestMethod<P>): void {
     if (this.requests.has(def.method)) throw new Error(`JSON-RPC method ${def.method} is already registered`)
@@ -139,8 +181,10 @@ export class Dispatcher {
     this.notifications.set(def.method, def as unknown as NotificationMethod)
   }
 
-  hasMethod(method: string): boolean {
-    return this.requests.has(method)
+  /** The method's definition when it exists in `era`. */
+  definition(method: string, era: Era): RequestMethod | undefined {
+    const def = this.requests.get(method)
+    return def !== undefined && def.eras.includes(era) ? def : undefined
   }
 
   /** Envelope check: tells requests, notifications and responses apart, or says why the value is none of them. */
@@ -161,9 +205,9 @@ export class Dispatcher {
     return { kind: 'invalid', id: readableId(value.id), details: { reason: 'neither a request, a notification nor a response' } }
   }
 
-  /** Method then params. Returns the prepared call, or the JSON-RPC error response to send instead. */
-  prepare(message: JsonRpcRequest): PreparedRequest | JsonRpcResponse {
-    const def = this.requests.get(message.method)
+  /** Method (in the request's era) then params. Returns the prepared call, or the JSON-RPC error response to send instead. */
+  prepare(message: JsonRpcRequest, era: Era): PreparedRequest | JsonRpcResponse {
+    const def = this.definition(message.method, era)
     if (!def) return errorResponse(message.id, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}` }))
     const params = message.params ?? {}
     if (!passes(def.params, params)) {
@@ -174,12 +218,13 @@ export class Dispatcher {
 
   /**
    * Runs a prepared request. Returns its response, or null when it was cancelled (a cancelled request gets no
-   * response). Requests with a session are tracked so `notifications/cancelled` can abort them.
+   * response). Requests of a session are tracked so `notifications/cancelled` can abort them; a front-end that cancels
+   * by other means (a modern request's closed stream) passes its own `controller`.
    */
-  async run(prepared: PreparedRequest, ctx: Omit<CallContext, 'signal' | 'requestId'>): Promise<JsonRpcResponse | null> {
+  async run(prepared: PreparedRequest, ctx: CallSetup, controller = new CallAbort()): Promise<JsonRpcResponse | null> {
     const { message, def, params } = prepared
-    const controller = new CallAbort()
-    const runtime = ctx.session ? runtimeOf(ctx.session) : null
+    const session = ctx.exchange.session
+    const runtime = session ? runtimeOf(session) : null
     if (runtime) {
       if (runtime.inflight.has(message.id)) {
         return errorResponse(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
@@ -197,7 +242,7 @@ export class Dispatcher {
       return errorResponse(message.id, err)
     } finally {
       if (runtime && runtime.inflight.get(message.id) === controller) runtime.inflight.delete(message.id)
-      if (ctx.session) releaseRuntime(ctx.session)
+      if (session) releaseRuntime(session)
     }
   }
 
@@ -303,8 +348,12 @@ export class Dispatcher {
   }
 }
 
-/** Sends a `notifications/message` when `level` passes the session's `logging/setLevel` threshold. */
+/**
+ * Sends a `notifications/message` when `level` passes the request's threshold: the session's `logging/setLevel`
+ * (legacy), or the request's own `io.modelcontextprotocol/logLevel`, without which nothing is sent (modern).
+ */
 export function sendLog(ctx: CallContext, level: LogLevel, logger: string, data: unknown): void {
-  if (!ctx.session || logLevelRank(level) < logLevelRank(ctx.session.logLevel)) return
+  const threshold = ctx.exchange.logLevel
+  if (threshold === null || logLevelRank(level) < logLevelRank(threshold)) return
   ctx.sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level, logger, data } })
 }

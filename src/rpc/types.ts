@@ -36,13 +36,31 @@ export type Classified =
   | { kind: 'response'; message: JsonRpcResponse }
   | { kind: 'invalid'; id: RequestId | null; details: unknown }
 
-/** Newest first. The negotiated revision is stored on the session and governs it. */
-export const PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const
-export type ProtocolVersion = (typeof PROTOCOL_VERSIONS)[number]
-export const LATEST_PROTOCOL_VERSION: ProtocolVersion = '2025-11-25'
+/**
+ * The two eras of MCP served on one endpoint. `legacy`: the session-based revisions, reached through `initialize`.
+ * `modern`: the stateless revisions, where every request names its revision in `_meta` (2026-07-28 on).
+ */
+export type Era = 'legacy' | 'modern'
+export const ERAS: readonly Era[] = ['legacy', 'modern']
 
-export function isProtocolVersion(value: string): value is ProtocolVersion {
-  return (PROTOCOL_VERSIONS as readonly string[]).includes(value)
+/** Session-based revisions, newest first. The negotiated one is stored on the session and governs it. */
+export const LEGACY_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const
+export type LegacyProtocolVersion = (typeof LEGACY_PROTOCOL_VERSIONS)[number]
+export const LATEST_LEGACY_PROTOCOL_VERSION: LegacyProtocolVersion = '2025-11-25'
+
+/** Stateless revisions: what `server/discover` and the -32022 error list. */
+export const MODERN_PROTOCOL_VERSIONS = ['2026-07-28'] as const
+export type ModernProtocolVersion = (typeof MODERN_PROTOCOL_VERSIONS)[number]
+
+export const PROTOCOL_VERSIONS = [...MODERN_PROTOCOL_VERSIONS, ...LEGACY_PROTOCOL_VERSIONS] as const
+export type ProtocolVersion = LegacyProtocolVersion | ModernProtocolVersion
+
+export function isLegacyProtocolVersion(value: string): value is LegacyProtocolVersion {
+  return (LEGACY_PROTOCOL_VERSIONS as readonly string[]).includes(value)
+}
+
+export function isModernProtocolVersion(value: string): value is ModernProtocolVersion {
+  return (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(value)
 }
 
 /** True when `version` is `since` or newer (revisions are date strings, so they compare lexically). */

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Repos } from '../db/repos/index.js'
 import type { SessionRow } from '../db/repos/sessions.js'
 import { newSessionId } from '../lib/crypto.js'
-import { isProtocolVersion, LOG_LEVELS, type LogLevel, type ProtocolVersion } from '../rpc/types.js'
+import { isLegacyProtocolVersion, LOG_LEVELS, type LegacyProtocolVersion, type LogLevel } from '../rpc/types.js'
 import type { Session } from './session.js'
 
 export interface SessionStoreOptions {
@@ -15,7 +15,7 @@ export interface NewSession {
   credential: string
   membershipId: string
   organizationId: string
-  protocolVersion: ProtocolVersion
+  protocolVersion: LegacyProtocolVersion
   clientInfo: { name: string; version: string }
   clientCapabilities: Record<string, unknown>
 }
@@ -109,7 +109,7 @@ export class SessionStore {
     let session = this.live.get(id)
     if (!session) {
       const row = this.repos.sessions.byId(id)
-      if (!row || row.endedAt !== null || !isProtocolVersion(row.protocolVersion)) return undefined
+      if (!row || row.endedAt !== null || !isLegacyProtocolVersion(row.protocolVersion)) return undefined
       session = this.fromRow(row)
       this.live.set(id, session)
     }
@@ -214,7 +214,7 @@ export class SessionStore {
       credential: row.credential,
       membershipId: row.membershipId,
       organizationId: row.organizationId,
-      protocolVersion: row.protocolVersion as ProtocolVersion,
+      protocolVersion: row.protocolVersion as LegacyProtocolVersion,
       canElicit: typeof row.clientCapabilities.elicitation === 'object' && row.clientCapabilities.elicitation !== null,
       logLevel: level,
       initialized: row.initializedAt !== null,

@@ -1,6 +1,6 @@
 import type { SseStream } from '../lib/sse.js'
 import { SessionEnded, type CallAbort } from '../rpc/call-abort.js'
-import type { LogLevel, ProtocolVersion, RequestId } from '../rpc/types.js'
+import type { LegacyProtocolVersion, LogLevel, RequestId } from '../rpc/types.js'
 
 /** A server-to-client request awaiting the client's answer (elicitation uses this). */
 export interface PendingOutbound {
@@ -75,7 +75,7 @@ export interface Session {
   readonly credential: string
   readonly membershipId: string
   readonly organizationId: string
-  readonly protocolVersion: ProtocolVersion
+  readonly protocolVersion: LegacyProtocolVersion
   /** The client declared `capabilities.elicitation` at initialize. */
   readonly canElicit: boolean
   logLevel: LogLevel

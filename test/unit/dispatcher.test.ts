@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../../src/auth/principal.js'
 import { fail } from '../../src/errors/service-error.js'
 import { Dispatcher, type MessageSink, type PreparedRequest } from '../../src/rpc/dispatcher.js'
+import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../src/rpc/exchange.js'
 import type { JsonRpcMessage, JsonRpcRequest, JsonRpcResponse, RequestId } from '../../src/rpc/types.js'
 import { OutboundRequestError, type Session } from '../../src/sessions/session.js'
 import { validatorFor } from '../../src/validation/index.js'
@@ -83,7 +84,7 @@ function aborted(signal: AbortSignal): Promise<void> {
 }
 
 function prepared(d: Dispatcher, message: JsonRpcRequest): PreparedRequest {
-  const p = d.prepare(message)
+  const p = d.prepare(message, 'legacy')
   if (!('def' in p)) throw new Error(`prepare failed: ${JSON.stringify(p)}`)
   return p
 }
@@ -93,14 +94,16 @@ function makeDispatcher() {
   const d = new Dispatcher()
   type Deferred = ReturnType<typeof deferred>
   const gates = new Map<RequestId, { started: Deferred; release: Deferred }>()
-  d.registerRequest({ method: 'ping', params: validatorFor('mcp/empty.params'), handle: () => ({}) })
+  d.registerRequest({ method: 'ping', eras: ['legacy'], params: validatorFor('mcp/empty.params'), handle: () => ({}) })
   d.registerRequest<{ requestId: RequestId; reason?: string }>({
     method: 'test/echo',
+    eras: ['legacy'],
     params: validatorFor('mcp/cancelled.params'),
     handle: (params) => ({ echoed: params.requestId }),
   })
   d.registerRequest({
     method: 'test/service-error',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: () => {
       throw fail('SESSION_NOT_FOUND', { details: { why: 'gone' } })
@@ -108,6 +111,7 @@ function makeDispatcher() {
   })
   d.registerRequest({
     method: 'test/crash',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: async () => {
       throw new Error('SELECT secret FROM users WHERE 1 -- boom at /srv/app/db.ts:12')
@@ -115,6 +119,7 @@ function makeDispatcher() {
   })
   d.registerRequest({
     method: 'test/crash-sync',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: () => {
       throw new TypeError('cannot read properties of undefined (reading "x")')
@@ -123,6 +128,7 @@ function makeDispatcher() {
   // Waits until aborted, then either returns or throws (both must yield no response).
   d.registerRequest({
     method: 'test/wait-abort',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: async (_p, ctx) => {
       await aborted(ctx.signal)
@@ -131,6 +137,7 @@ function makeDispatcher() {
   })
   d.registerRequest({
     method: 'test/wait-abort-throw',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: async (_p, ctx) => {
       await aborted(ctx.signal)
@@ -140,6 +147,7 @@ function makeDispatcher() {
   // Waits on a gate keyed by request id so a test can hold a request in flight.
   d.registerRequest({
     method: 'test/gate',
+    eras: ['legacy'],
     params: validatorFor('mcp/empty.params'),
     handle: async (_p, ctx) => {
       const g = gates.get(ctx.requestId)!
@@ -166,10 +174,11 @@ function makeDispatcher() {
 
 t.test('registration refuses duplicates', async (t) => {
   const { d } = makeDispatcher()
-  t.throws(() => d.registerRequest({ method: 'ping', params: validatorFor('mcp/empty.params'), handle: () => ({}) }), /already registered/)
+  t.throws(() => d.registerRequest({ method: 'ping', eras: ['legacy'], params: validatorFor('mcp/empty.params'), handle: () => ({}) }), /already registered/)
   t.throws(() => d.registerNotification({ method: 'notifications/cancelled', params: validatorFor('mcp/empty.params'), handle: () => {} }), /already registered/)
-  t.equal(d.hasMethod('ping'), true)
-  t.equal(d.hasMethod('nope'), false)
+  t.ok(d.definition('ping', 'legacy'))
+  t.equal(d.definition('ping', 'modern'), undefined, 'a method exists only in the eras it names')
+  t.equal(d.definition('nope', 'legacy'), undefined)
 })
 
 t.test('classify', async (t) => {
@@ -230,7 +239,7 @@ t.test('prepare', async (t) => {
   const { d } = makeDispatcher()
 
   t.test('unknown method is -32601 with the request id', async (t) => {
-    const r = d.prepare(req('no/such/method', 'abc'))
+    const r = d.prepare(req('no/such/method', 'abc'), 'legacy')
     t.notOk('def' in r)
     const res = r as JsonRpcResponse
     t.equal(res.jsonrpc, '2.0')
@@ -241,7 +250,7 @@ t.test('prepare', async (t) => {
   })
 
   t.test('bad params are -32602 with details', async (t) => {
-    const r = d.prepare(req('test/echo', 9, { requestId: { nested: true }, extra: 1 }))
+    const r = d.prepare(req('test/echo', 9, { requestId: { nested: true }, extra: 1 }), 'legacy')
     t.notOk('def' in r)
     const res = r as JsonRpcResponse
     t.equal(res.id, 9)
@@ -251,13 +260,13 @@ t.test('prepare', async (t) => {
     t.ok(Array.isArray(data.details) && data.details.length > 0)
     t.ok(data.details.some((x) => x.path === '/requestId'), 'the offending path is named')
 
-    const missing = d.prepare(req('test/echo', 10, {})) as JsonRpcResponse
+    const missing = d.prepare(req('test/echo', 10, {}), 'legacy') as JsonRpcResponse
     t.equal(missing.error?.code, -32602)
     t.ok((missing.error?.data as { details: Array<{ path: string }> }).details.some((x) => x.path === '/requestId'))
   })
 
   t.test('good params yield a prepared call; absent params become {}', async (t) => {
-    const p = d.prepare(req('ping', 1))
+    const p = d.prepare(req('ping', 1), 'legacy')
     t.ok('def' in p)
     if ('def' in p) {
       t.same(p.params, {})
@@ -270,14 +279,14 @@ t.test('run', async (t) => {
   t.test('returns the result', async (t) => {
     const { d } = makeDispatcher()
     const session = fakeSession()
-    const res = await d.run(prepared(d, req('test/echo', 4, { requestId: 'x' })), { session, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    const res = await d.run(prepared(d, req('test/echo', 4, { requestId: 'x' })), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
     t.same(res, { jsonrpc: '2.0', id: 4, result: { echoed: 'x' } })
     t.equal(session.runtime, null, 'runtime released after completion')
   })
 
   t.test('runs without a session', async (t) => {
     const { d } = makeDispatcher()
-    const res = await d.run(prepared(d, req('ping', 'p')), { session: null, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    const res = await d.run(prepared(d, req('ping', 'p')), { exchange: HANDSHAKE_EXCHANGE, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
     t.same(res, { jsonrpc: '2.0', id: 'p', result: {} })
   })
 
@@ -285,7 +294,7 @@ t.test('run', async (t) => {
     const { d } = makeDispatcher()
     const log = fakeLog()
     const session = fakeSession()
-    const res = await d.run(prepared(d, req('test/service-error', 2)), { session, principal: fakePrincipal(), sink: recordingSink(), log })
+    const res = await d.run(prepared(d, req('test/service-error', 2)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log })
     t.equal(res?.id, 2)
     t.equal(res?.error?.code, -32001)
     t.equal(res?.error?.message, 'The session has expired or is invalid')
@@ -300,7 +309,7 @@ t.test('run', async (t) => {
       const { d } = makeDispatcher()
       const log = fakeLog()
       const session = fakeSession()
-      const res = await d.run(prepared(d, req(method, 3)), { session, principal: fakePrincipal(), sink: recordingSink(), log })
+      const res = await d.run(prepared(d, req(method, 3)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log })
       t.equal(res?.id, 3)
       t.equal(res?.error?.code, -32603)
       t.equal(res?.error?.message, 'Internal error')
@@ -318,7 +327,7 @@ t.test('run', async (t) => {
       const session = fakeSession()
       const principal = fakePrincipal()
       const log = fakeLog()
-      const running = d.run(prepared(d, req(method, 'c1')), { session, principal, sink: recordingSink(), log })
+      const running = d.run(prepared(d, req(method, 'c1')), { exchange: new LegacyExchange(session), principal, sink: recordingSink(), log })
       t.ok(session.runtime?.inflight.has('c1'), 'the request is tracked while in flight')
       // A cancel for another id does nothing.
       d.notify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'other' } }, { session, principal, log })
@@ -333,7 +342,7 @@ t.test('run', async (t) => {
   t.test('aborting the inflight controller directly returns null', async (t) => {
     const { d } = makeDispatcher()
     const session = fakeSession()
-    const running = d.run(prepared(d, req('test/wait-abort', 11)), { session, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    const running = d.run(prepared(d, req('test/wait-abort', 11)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
     session.runtime!.inflight.get(11)!.abort()
     t.equal(await running, null)
     t.equal(session.runtime, null)
@@ -342,7 +351,7 @@ t.test('run', async (t) => {
   t.test('a duplicate in-flight id is -32600; the first request still completes', async (t) => {
     const { d, gate } = makeDispatcher()
     const session = fakeSession()
-    const ctx = { session, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }
+    const ctx = { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }
     const g = gate(21)
     const first = d.run(prepared(d, req('test/gate', 21)), ctx)
     await g.started.promise
@@ -368,13 +377,14 @@ t.test('run', async (t) => {
     let seen: { id: RequestId; aborted: boolean; streaming: boolean } | undefined
     d.registerRequest({
       method: 'x',
+      eras: ['legacy'],
       params: validatorFor('mcp/empty.params'),
       handle: (_p, ctx) => {
         seen = { id: ctx.requestId, aborted: ctx.signal.aborted, streaming: ctx.sink.streaming }
         return {}
       },
     })
-    await d.run(prepared(d, req('x', 'rid')), { session: fakeSession(), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    await d.run(prepared(d, req('x', 'rid')), { exchange: new LegacyExchange(fakeSession()), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
     t.same(seen, { id: 'rid', aborted: false, streaming: true })
   })
 })

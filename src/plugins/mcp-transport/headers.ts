@@ -61,10 +61,23 @@ export function checkOrigin(config: Config, request: FastifyRequest, reply: Fast
   reply.header('access-control-expose-headers', 'Mcp-Session-Id, WWW-Authenticate, X-Request-Id, X-Service-MCP-Version, MCP-Protocol-Version, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining')
 }
 
-export function preflightHeaders(reply: FastifyReply): void {
+/** Request headers a browser client may send: both eras' (2026-07-28 adds Mcp-Method, Mcp-Name and Mcp-Param-*). */
+const ALLOWED_REQUEST_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'MCP-Protocol-Version', 'Last-Event-ID', 'Mcp-Method', 'Mcp-Name']
+const ALLOWED_LOWER = new Set(ALLOWED_REQUEST_HEADERS.map((h) => h.toLowerCase()))
+const PARAM_HEADER = /^mcp-param-[!#$%&'*+\-.^_`|~0-9a-z]+$/
+
+/**
+ * CORS preflight. `Mcp-Param-{Name}` headers depend on each tool's schema and cannot be listed in advance (and `*`
+ * does not cover Authorization), so the headers a preflight asks for are echoed when every one is allowed.
+ */
+export function preflightHeaders(request: FastifyRequest, reply: FastifyReply): void {
   reply.header('access-control-allow-methods', 'GET, POST, DELETE, OPTIONS')
-  reply.header('access-control-allow-headers', 'Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID')
+  const asked = String(request.headers['access-control-request-headers'] ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean)
+  const params = asked.filter((h) => PARAM_HEADER.test(h))
+  const acceptable = asked.every((h) => ALLOWED_LOWER.has(h) || PARAM_HEADER.test(h))
+  reply.header('access-control-allow-headers', [...ALLOWED_REQUEST_HEADERS, ...(acceptable ? params : [])].join(', '))
   reply.header('access-control-max-age', '600')
+  reply.header('vary', 'Origin, Access-Control-Request-Headers')
 }
 
 const SESSION_ID = /^[\x21-\x7e]{1,128}$/

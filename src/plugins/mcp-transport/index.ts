@@ -1,15 +1,15 @@
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Principal } from '../../auth/principal.js'
 import { toServiceError, wwwAuthenticate } from '../../errors/render.js'
-import { fail, type ServiceError } from '../../errors/service-error.js'
-import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
-import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
-import { isProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
-import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
+import { fail } from '../../errors/service-error.js'
+import { errorResponse } from '../../rpc/dispatcher.js'
 import { fromFastifyError, logFailure, sendServiceError } from '../http.js'
 import { PLUGIN } from '../names.js'
-import { checkOrigin, isJsonContentType, parseAccept, preflightHeaders, sessionIdHeader } from './headers.js'
+import { classify } from './classify.js'
+import { checkOrigin, isJsonContentType, parseAccept, preflightHeaders } from './headers.js'
+import { legacyFrontEnd } from './legacy.js'
+import { modernFrontEnd } from './modern.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -21,13 +21,18 @@ const JSON_RPC_CODES = new Set(['PARSE_ERROR', 'INVALID_REQUEST'])
 const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
 
 /**
- * Streamable HTTP at /mcp. Checks run in this order: Origin (403) and credential (401) before the body is read; then
- * body size (413) and media type (415) while it is read; then Accept (406), JSON (400/-32700), envelope (400/-32600),
- * session (404), MCP-Protocol-Version (400), and dispatch.
+ * Streamable HTTP at /mcp, one endpoint for both protocol eras. The entry does what every request shares, in this
+ * order: Origin (403) and credential (401) and the per-member and per-organization limits (429) before the body is
+ * read; body size (413) and media type (415) while it is read; then Accept (406) and JSON (400/-32700). It then
+ * classifies the POST by its body (classify.ts) and hands it to the era's front-end: `legacy.ts` (sessions,
+ * initialize, GET, DELETE, resumption) or `modern.ts` (stateless 2026-07-28 requests). Both dispatch through the one
+ * dispatcher, tool registry and error catalog.
  */
 const transportPlugin: FastifyPluginAsync = async (fastify) => {
-  const { config, rpc, sessions, auth, heartbeats, rateLimits } = fastify
+  const { config, auth, rateLimits } = fastify
   const resourceMetadata = () => `${config.baseUrl}/.well-known/oauth-protected-resource/mcp`
+  const legacy = legacyFrontEnd(fastify)
+  const modern = modernFrontEnd(fastify)
 
   fastify.decorateRequest('principal', null)
   fastify.removeAllContentTypeParsers()
@@ -59,73 +64,11 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     return sendServiceError(request, reply, rendered)
   })
 
-  /** The session named by Mcp-Session-Id, usable only with the credential that created it. */
-  function resolveSession(request: FastifyRequest, principal: Principal): Session {
-    const id = sessionIdHeader(request)
-    if (id === undefined) throw fail('SESSION_NOT_FOUND', { message: 'The Mcp-Session-Id header is missing or malformed' })
-    const session = sessions.get(id)
-    if (!session || session.credential !== principal.credential || session.membershipId !== principal.membershipId) {
-      throw fail('SESSION_NOT_FOUND')
-    }
-    const header = request.headers['mcp-protocol-version']
-    if (header !== undefined && header !== session.protocolVersion) {
-      throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header, session: session.protocolVersion } })
-    }
-    sessions.touch(session)
-    return session
-  }
-
-  /**
-   * Opens an SSE answer. A call's stream is resumable: it keeps its latest events, outlives a dropped connection until
-   * the call ends, and stays a while after that if nobody was connected to see the end. The standalone GET stream
-   * carries nothing that needs replaying and ends with its connection.
-   */
-  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session, kind: 'call' | 'standalone'): SseStream {
-    reply.hijack()
-    const stream = new SseStream(reply.raw, { replay: kind === 'call' ? config.sseReplayEvents : 0 })
-    stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
-    if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
-    heartbeats.add(stream)
-    const runtime = runtimeOf(session)
-    runtime.streams.add(stream)
-    stream.onDetach(() => request.log.debug({ stream: stream.id }, 'SSE stream detached: the client may resume it'))
-    stream.onClose(() => {
-      const rt = session.runtime
-      rt?.streams.delete(stream)
-      if (rt?.standalone === stream) rt.standalone = null
-      if (rt && stream.resumable && !stream.attached && !session.ended) {
-        const timer = setTimeout(() => {
-          rt.retained.delete(stream.id)
-          releaseRuntime(session)
-        }, config.sseRetainMs)
-        timer.unref()
-        rt.retained.set(stream.id, { stream, timer })
-      }
-      releaseRuntime(session)
-      request.log.debug({ stream: stream.id }, 'SSE stream ended')
-    })
-    return stream
-  }
-
-  /** GET with Last-Event-ID naming a stream of this session: replay what the client missed, then continue live. */
-  function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean {
-    const last = parseEventId(request.headers['last-event-id'])
-    const stream = last ? session.runtime?.findStream(last.stream) : undefined
-    if (!last || !stream || !stream.resumable) return false
-    reply.hijack()
-    writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
-    const complete = stream.attach(reply.raw, last.seq)
-    if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
-    if (!stream.closed) heartbeats.add(stream)
-    return true
-  }
-
   fastify.route({
     method: 'POST',
     url: '/mcp',
     bodyLimit: config.maxBodyBytes,
     async handler(request, reply) {
-      const principal = request.principal!
       const accept = parseAccept(request.headers.accept)
       if (!accept.json && !accept.sse) throw fail('NOT_ACCEPTABLE')
       if (!isJsonContentType(request.headers['content-type'])) throw fail('UNSUPPORTED_MEDIA_TYPE')
@@ -135,121 +78,29 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
       } catch {
         throw fail('PARSE_ERROR')
       }
-      const batch = Array.isArray(body)
-      const items: unknown[] = batch ? (body as unknown[]) : [body]
-      if (batch && items.length === 0) throw fail('INVALID_REQUEST', { message: 'An empty batch is not a JSON-RPC message' })
-      const classified = items.map((m) => rpc.classify(m))
-      if (!batch && classified[0]!.kind === 'invalid') {
-        const c = classified[0] as { details: unknown }
-        throw fail('INVALID_REQUEST', { details: c.details })
+      const header = request.headers['mcp-protocol-version']
+      const route = classify(body, typeof header === 'string' ? header : undefined)
+      switch (route.era) {
+        case 'legacy':
+          return legacy.post(request, reply, body, accept)
+        case 'modern':
+          return modern.post(request, reply, route, accept)
+        case 'reject':
+          request.log.debug({ errorCode: route.error.code }, 'request refused')
+          return reply.code(400).type('application/json').send(errorResponse(route.id, route.error))
       }
-
-      // initialize: creates the session, never inside a batch, never with a session id.
-      const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
-      if (init && init.kind === 'request') {
-        if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
-        if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
-        const header = request.headers['mcp-protocol-version']
-        if (typeof header === 'string' && !isProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
-        return handleInitialize(request, reply, principal, init.message, accept.json)
-      }
-
-      const session = resolveSession(request, principal)
-      if (batch && session.protocolVersion !== '2025-03-26') {
-        throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
-      }
-
-      // Answers and notifications are handled in order; requests are prepared (method, params) and prechecked.
-      const answers: Array<JsonRpcResponse | PreparedRequest> = []
-      const refusals: ServiceError[] = []
-      for (const c of classified) {
-        if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
-        else if (c.kind === 'notification') rpc.notify(c.message, { session, principal, log: request.log })
-        else if (c.kind === 'response') {
-          const refused = rpc.acceptResponse(c.message, session, principal)
-          if (refused) refusals.push(refused)
-        } else {
-          const prepared = rpc.prepare(c.message)
-          if (!('def' in prepared)) answers.push(prepared)
-          else if (prepared.def.sessionless) answers.push(errorResponse(c.message.id, fail('INVALID_REQUEST', { message: `${c.message.method} is not allowed in an existing session` })))
-          else answers.push(prepared)
-        }
-      }
-      if (answers.length === 0) {
-        if (refusals.length > 0) throw refusals[0]!
-        return reply.code(202).send()
-      }
-      const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
-      for (const call of calls) call.def.precheck?.(call.params, { session, principal, requestId: call.message.id })
-      const stream = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, { session, principal, requestId: call.message.id })))
-
-      if (stream) {
-        const sse = openStream(request, reply, session, 'call')
-        const sink: MessageSink = { streaming: true, send: (m) => sse.send(m) !== null }
-        for (const a of answers) if (!('def' in a)) sink.send(a)
-        await Promise.all(calls.map(async (call) => {
-          const response = await rpc.run(call, { session, principal, sink, log: request.log })
-          if (response) sink.send(response)
-        }))
-        sse.end()
-        return reply
-      }
-
-      const responses = await Promise.all(answers.map((a) => ('def' in a ? rpc.run(a, { session, principal, sink: NULL_SINK, log: request.log }) : a)))
-      const sent = responses.filter((r): r is JsonRpcResponse => r !== null)
-      reply.header('mcp-session-id', session.id)
-      if (sent.length === 0) return reply.code(202).send()
-      return reply.type('application/json').send(batch ? sent : sent[0])
     },
   })
 
-  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean) {
-    const prepared = rpc.prepare(message)
-    if (!('def' in prepared)) return reply.type('application/json').send(prepared)
-    let session: Session | undefined
-    const response = await rpc.run(prepared, { session: null, principal, sink: NULL_SINK, log: request.log, onSessionStarted: (s) => { session = s } })
-    if (!session || !response) return reply.type('application/json').send(response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
-    request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
-    if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
-    const sse = openStream(request, reply, session, 'call')
-    sse.send(response)
-    sse.end()
-    return reply
-  }
-
-  fastify.route({
-    method: 'GET',
-    url: '/mcp',
-    exposeHeadRoute: false,
-    async handler(request, reply) {
-      const principal = request.principal!
-      if (!parseAccept(request.headers.accept).sse) throw fail('NOT_ACCEPTABLE', { message: 'GET /mcp opens an SSE stream: Accept must include text/event-stream' })
-      const session = resolveSession(request, principal)
-      if (resumeStream(request, reply, session)) return reply
-      const previous = session.runtime?.standalone
-      const stream = openStream(request, reply, session, 'standalone')
-      // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
-      runtimeOf(session).standalone = stream
-      previous?.end()
-      return reply
-    },
-  })
-
-  fastify.route({
-    method: 'DELETE',
-    url: '/mcp',
-    async handler(request, reply) {
-      const session = resolveSession(request, request.principal!)
-      sessions.close(session)
-      return reply.code(204).send()
-    },
-  })
+  // GET and DELETE are session operations: they exist only in the legacy era.
+  fastify.route({ method: 'GET', url: '/mcp', exposeHeadRoute: false, handler: (request, reply) => legacy.get(request, reply) })
+  fastify.route({ method: 'DELETE', url: '/mcp', handler: (request, reply) => legacy.delete(request, reply) })
 
   fastify.route({
     method: 'OPTIONS',
     url: '/mcp',
-    async handler(_request, reply) {
-      preflightHeaders(reply)
+    async handler(request, reply) {
+      preflightHeaders(request, reply)
       return reply.code(204).send()
     },
   })

@@ -22,7 +22,9 @@ export interface ToolAnnotations {
 /** What a tool handler receives besides its validated arguments. */
 export interface ToolContext {
   principal: Principal
-  session: Session
+  /** The legacy session of the call; null on stateless (2026-07-28) requests, which have none. */
+  session: Session | null
+  /** The revision the call came in: a session's negotiated one, or the request's own (`2026-07-28`). */
   protocolVersion: ProtocolVersion
   repos: Repos
   /**

@@ -48,9 +48,17 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   for (const def of opts.tools ?? builtinTools) registry.add(def)
   fastify.decorate('tools', registry)
 
+  // Legacy sessions get no list_changed notifications; modern clients get them on a subscriptions/listen stream when
+  // the tools visible to them change (a role change), see the subscriptions plugin.
+  rpc.capabilities.declare(['legacy'], 'tools', { listChanged: false })
+  rpc.capabilities.declare(['modern'], 'tools', { listChanged: true })
+
   rpc.registerRequest<{ cursor?: string }>({
     method: 'tools/list',
+    eras: ['legacy', 'modern'],
     params: validatorFor('mcp/tools-list.params'),
+    // What a caller sees depends on its scopes and role, so a list is only ever reusable by the same caller.
+    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
     handle(params, ctx) {
       const visible = registry.visibleTo(ctx.principal)
       let offset = 0
@@ -59,7 +67,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
         offset = decoded !== undefined && /^\d{1,6}$/.test(decoded) ? Number(decoded) : -1
         if (offset < 0 || offset >= visible.length) throw fail('INVALID_PARAMS', { message: 'Invalid cursor for tools/list' })
       }
-      const version = ctx.session!.protocolVersion
+      const version = ctx.exchange.protocolVersion
       const end = offset + config.toolsPageSize
       const result: Record<string, unknown> = { tools: visible.slice(offset, end).map((t) => t.descriptors[version]) }
       if (end < visible.length) result.nextCursor = encodeCursor('tools', String(end))
@@ -71,6 +79,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   const idempotency = CallIdempotency.attach(fastify)
   rpc.registerRequest<CallParams>({
     method: 'tools/call',
+    eras: ['legacy', 'modern'],
     params: validatorFor('mcp/tools-call.params'),
     precheck(params, ctx) {
       const { principal } = ctx
@@ -95,8 +104,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     handle: idempotency.guard<CallParams>((params) => registry.get(params.name)?.def, async (params, ctx) => {
       const tool = registry.get(params.name)
       if (!tool) throw fail('INVALID_PARAMS', { message: `Unknown tool: ${params.name}`, details: { name: params.name } })
-      const session = ctx.session!
-      const version = session.protocolVersion
+      const version = ctx.exchange.protocolVersion
       const args = params.arguments ?? {}
       try {
         if (!roleAllows(ctx.principal.role, tool.def.role)) {
@@ -167,8 +175,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       this.#toolName = toolName
       this.#progressToken = progressToken
       this.principal = ctx.principal
-      this.session = ctx.session!
-      this.protocolVersion = ctx.session!.protocolVersion
+      this.session = ctx.session
+      this.protocolVersion = ctx.exchange.protocolVersion
       this.requestId = ctx.requestId
       this.logger = ctx.log
     }

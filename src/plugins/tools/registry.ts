@@ -4,6 +4,7 @@ import { roleAllows, type Principal } from '../../auth/principal.js'
 import { atLeast, PROTOCOL_VERSIONS, type ProtocolVersion } from '../../rpc/types.js'
 import { schemaDocument, validatorFor, type SchemaId } from '../../validation/index.js'
 import type { JsonSchema, ToolDefinition } from './define.js'
+import { paramHeadersOf, type ParamHeader } from './param-headers.js'
 
 export interface RegisteredTool {
   def: ToolDefinition<any, any>
@@ -11,6 +12,8 @@ export interface RegisteredTool {
   validateOutput: ValidateFunction | null
   /** The tools/list entry for each protocol revision, built once. */
   descriptors: Record<ProtocolVersion, Record<string, unknown>>
+  /** Arguments mirrored into `Mcp-Param-*` headers on 2026-07-28 requests (`x-mcp-header` in the input schema). */
+  paramHeaders: readonly ParamHeader[]
 }
 
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
@@ -30,12 +33,19 @@ export class ToolRegistry {
     if (this.tools.has(def.name)) throw new Error(`Tool ${def.name} is already registered`)
     const [inputDoc, validateInput] = this.compile(def.inputSchema, `${def.name} input`)
     if (inputDoc.type !== 'object') throw new Error(`Tool ${def.name}: inputSchema must have type "object"`)
+    let paramHeaders: ParamHeader[]
+    try {
+      paramHeaders = paramHeadersOf(inputDoc)
+    } catch (err) {
+      throw new Error(`Tool ${def.name}: ${(err as Error).message}`)
+    }
     const output = def.outputSchema === undefined ? null : this.compile(def.outputSchema, `${def.name} output`)
     const entry: RegisteredTool = {
       def,
       validateInput,
       validateOutput: output ? output[1] : null,
       descriptors: Object.fromEntries(PROTOCOL_VERSIONS.map((v) => [v, describe(def, inputDoc, output?.[0], v)])) as RegisteredTool['descriptors'],
+      paramHeaders,
     }
     this.tools.set(def.name, entry)
     this.ordered.push(entry)

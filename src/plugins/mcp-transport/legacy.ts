@@ -1,0 +1,198 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Principal } from '../../auth/principal.js'
+import { fail, type ServiceError } from '../../errors/service-error.js'
+import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
+import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
+import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
+import { isLegacyProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
+import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
+import { parseAccept, sessionIdHeader, type Acceptance } from './headers.js'
+
+/**
+ * The session-based era (revisions 2025-03-26, 2025-06-18, 2025-11-25) of /mcp: `initialize` creates a session bound
+ * to its credential, later requests name it with Mcp-Session-Id, GET opens the session's standalone stream (or resumes
+ * a call stream with Last-Event-ID), DELETE closes it. After the shared checks of the entry: session (404),
+ * MCP-Protocol-Version (400), batch rules, then dispatch with a LegacyExchange.
+ */
+export interface LegacyFrontEnd {
+  post(request: FastifyRequest, reply: FastifyReply, body: unknown, accept: Acceptance): Promise<FastifyReply>
+  get(request: FastifyRequest, reply: FastifyReply): FastifyReply
+  delete(request: FastifyRequest, reply: FastifyReply): FastifyReply
+}
+
+export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
+  const { config, rpc, sessions, heartbeats } = fastify
+
+  /** The session named by Mcp-Session-Id, usable only with the credential that created it. */
+  function resolveSession(request: FastifyRequest, principal: Principal): Session {
+    const id = sessionIdHeader(request)
+    if (id === undefined) throw fail('SESSION_NOT_FOUND', { message: 'The Mcp-Session-Id header is missing or malformed' })
+    const session = sessions.get(id)
+    if (!session || session.credential !== principal.credential || session.membershipId !== principal.membershipId) {
+      throw fail('SESSION_NOT_FOUND')
+    }
+    const header = request.headers['mcp-protocol-version']
+    if (header !== undefined && header !== session.protocolVersion) {
+      throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header, session: session.protocolVersion } })
+    }
+    sessions.touch(session)
+    return session
+  }
+
+  /**
+   * Opens an SSE answer. A call's stream is resumable: it keeps its latest events, outlives a dropped connection until
+   * the call ends, and stays a while after that if nobody was connected to see the end. The standalone GET stream
+   * carries nothing that needs replaying and ends with its connection.
+   */
+  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session, kind: 'call' | 'standalone'): SseStream {
+    reply.hijack()
+    const stream = new SseStream(reply.raw, { replay: kind === 'call' ? config.sseReplayEvents : 0 })
+    stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
+    if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
+    heartbeats.add(stream)
+    const runtime = runtimeOf(session)
+    runtime.streams.add(stream)
+    stream.onDetach(() => request.log.debug({ stream: stream.id }, 'SSE stream detached: the client may resume it'))
+    stream.onClose(() => {
+      const rt = session.runtime
+      rt?.streams.delete(stream)
+      if (rt?.standalone === stream) rt.standalone = null
+      if (rt && stream.resumable && !stream.attached && !session.ended) {
+        const timer = setTimeout(() => {
+          rt.retained.delete(stream.id)
+          releaseRuntime(session)
+        }, config.sseRetainMs)
+        timer.unref()
+        rt.retained.set(stream.id, { stream, timer })
+      }
+      releaseRuntime(session)
+      request.log.debug({ stream: stream.id }, 'SSE stream ended')
+    })
+    return stream
+  }
+
+  /** GET with Last-Event-ID naming a stream of this session: replay what the client missed, then continue live. */
+  function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean {
+    const last = parseEventId(request.headers['last-event-id'])
+    const stream = last ? session.runtime?.findStream(last.stream) : undefined
+    if (!last || !stream || !stream.resumable) return false
+    reply.hijack()
+    writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
+    const complete = stream.attach(reply.raw, last.seq)
+    if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
+    if (!stream.closed) heartbeats.add(stream)
+    return true
+  }
+
+  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean) {
+    const prepared = rpc.prepare(message, 'legacy')
+    if (!('def' in prepared)) return reply.type('application/json').send(prepared)
+    let session: Session | undefined
+    const response = await rpc.run(prepared, {
+      exchange: HANDSHAKE_EXCHANGE,
+      principal,
+      sink: NULL_SINK,
+      log: request.log,
+      onSessionStarted: (s) => { session = s },
+    })
+    if (!session || !response) return reply.type('application/json').send(response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
+    request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
+    if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
+    const sse = openStream(request, reply, session, 'call')
+    sse.send(response)
+    sse.end()
+    return reply
+  }
+
+  return {
+    async post(request, reply, body, accept) {
+      const principal = request.principal!
+      const batch = Array.isArray(body)
+      const items: unknown[] = batch ? (body as unknown[]) : [body]
+      if (batch && items.length === 0) throw fail('INVALID_REQUEST', { message: 'An empty batch is not a JSON-RPC message' })
+      const classified = items.map((m) => rpc.classify(m))
+      if (!batch && classified[0]!.kind === 'invalid') {
+        const c = classified[0] as { details: unknown }
+        throw fail('INVALID_REQUEST', { details: c.details })
+      }
+
+      // initialize: creates the session, never inside a batch, never with a session id.
+      const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
+      if (init && init.kind === 'request') {
+        if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
+        if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
+        const header = request.headers['mcp-protocol-version']
+        if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
+        return handleInitialize(request, reply, principal, init.message, accept.json)
+      }
+
+      const session = resolveSession(request, principal)
+      if (batch && session.protocolVersion !== '2025-03-26') {
+        throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
+      }
+      const exchange = new LegacyExchange(session)
+
+      // Answers and notifications are handled in order; requests are prepared (method, params) and prechecked.
+      const answers: Array<JsonRpcResponse | PreparedRequest> = []
+      const refusals: ServiceError[] = []
+      for (const c of classified) {
+        if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
+        else if (c.kind === 'notification') rpc.notify(c.message, { session, principal, log: request.log })
+        else if (c.kind === 'response') {
+          const refused = rpc.acceptResponse(c.message, session, principal)
+          if (refused) refusals.push(refused)
+        } else {
+          const prepared = rpc.prepare(c.message, 'legacy')
+          if (!('def' in prepared)) answers.push(prepared)
+          else if (prepared.def.sessionless) answers.push(errorResponse(c.message.id, fail('INVALID_REQUEST', { message: `${c.message.method} is not allowed in an existing session` })))
+          else answers.push(prepared)
+        }
+      }
+      if (answers.length === 0) {
+        if (refusals.length > 0) throw refusals[0]!
+        return reply.code(202).send()
+      }
+      const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
+      const precheck = (call: PreparedRequest) => ({ exchange, session, principal, requestId: call.message.id })
+      for (const call of calls) call.def.precheck?.(call.params, precheck(call))
+      const stream = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
+
+      if (stream) {
+        const sse = openStream(request, reply, session, 'call')
+        const sink: MessageSink = { streaming: true, send: (m) => sse.send(m) !== null }
+        for (const a of answers) if (!('def' in a)) sink.send(a)
+        await Promise.all(calls.map(async (call) => {
+          const response = await rpc.run(call, { exchange, principal, sink, log: request.log })
+          if (response) sink.send(response)
+        }))
+        sse.end()
+        return reply
+      }
+
+      const responses = await Promise.all(answers.map((a) => ('def' in a ? rpc.run(a, { exchange, principal, sink: NULL_SINK, log: request.log }) : a)))
+      const sent = responses.filter((r): r is JsonRpcResponse => r !== null)
+      reply.header('mcp-session-id', session.id)
+      if (sent.length === 0) return reply.code(202).send()
+      return reply.type('application/json').send(batch ? sent : sent[0])
+    },
+
+    get(request, reply) {
+      const principal = request.principal!
+      if (!parseAccept(request.headers.accept).sse) throw fail('NOT_ACCEPTABLE', { message: 'GET /mcp opens an SSE stream: Accept must include text/event-stream' })
+      const session = resolveSession(request, principal)
+      if (resumeStream(request, reply, session)) return reply
+      const previous = session.runtime?.standalone
+      const stream = openStream(request, reply, session, 'standalone')
+      // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
+      runtimeOf(session).standalone = stream
+      previous?.end()
+      return reply
+    },
+
+    delete(request, reply) {
+      const session = resolveSession(request, request.principal!)
+      sessions.close(session)
+      return reply.code(204).send()
+    },
+  }
+}

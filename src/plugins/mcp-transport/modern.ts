@@ -1,0 +1,292 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { catalog, type ErrorSpec } from '../../errors/catalog.js'
+import { MODERN_SERVER_ERROR, toRpcError } from '../../errors/render.js'
+import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
+import { SseStream } from '../../lib/sse.js'
+import { CallAbort, ClientDisconnected } from '../../rpc/call-abort.js'
+import { failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
+import { ModernExchange, type ClientCapabilities, type ClientInfo } from '../../rpc/exchange.js'
+import {
+  isModernProtocolVersion,
+  MODERN_PROTOCOL_VERSIONS,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+  type LogLevel,
+  type RequestId,
+} from '../../rpc/types.js'
+import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
+import { SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../../version.js'
+import { CLIENT_CAPABILITIES_META_KEY, metaOf, PROTOCOL_VERSION_META_KEY, type Route } from './classify.js'
+import type { Acceptance } from './headers.js'
+import { paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
+
+/**
+ * The stateless era (revision 2026-07-28) of /mcp: every POST carries its revision, capabilities and client info in
+ * `params._meta`, nothing is remembered between requests, and there is no session, GET stream or resumption. A
+ * request goes through these steps, in the order the revision and its conformance suite expect:
+ *
+ *   envelope (400/-32602) → header and body revision agree (400/-32020) → Mcp-Method agrees (400/-32020)
+ *   → revision served (400/-32022) → standard headers present and Mcp-Name agrees (400/-32020)
+ *   → method exists in this era (404/-32601) → capabilities the method needs (400/-32021) → params (-32602)
+ *   → Mcp-Param-* headers of the tool (400/-32020) → precheck (403 scope, 429, 409) → run → encode → respond
+ *
+ * Authentication, the Origin check and the per-member and per-organization limits ran before, in the entry, exactly as
+ * for sessions. The answer is JSON unless the call sends notifications (progress, log lines) or the client accepts
+ * only SSE: the stream opens with the first notification, so every refusal before it keeps its own HTTP status. The
+ * client closing the connection cancels the request (ClientDisconnected); nothing more is sent for it.
+ */
+
+export type ModernRoute = Extract<Route, { era: 'modern' }>
+
+export interface ModernFrontEnd {
+  post(request: FastifyRequest, reply: FastifyReply, route: ModernRoute, accept: Acceptance): Promise<FastifyReply>
+}
+
+const LOG_LEVEL_META_KEY = 'io.modelcontextprotocol/logLevel'
+const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo'
+export const SERVER_INFO_META_KEY = 'io.modelcontextprotocol/serverInfo'
+
+/** The revision's own errors keep HTTP 400 even when a method raises them; every other JSON-RPC error is HTTP 200. */
+const SPEC_ERROR_STATUS: Readonly<Record<number, number>> = { [-32020]: 400, [-32021]: 400, [-32022]: 400 }
+
+/** Methods of the 2025 revisions a 2026-07-28 client might still try, named in the -32601 message. */
+const REMOVED = new Set(['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'notifications/initialized', 'tasks/result', 'tasks/list'])
+
+class Refusal {
+  constructor(readonly status: number, readonly error: ServiceError) {}
+}
+
+function headerOf(request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name]
+  return Array.isArray(v) ? v.join(', ') : v
+}
+
+/** The parts of `required` that `declared` lacks (a ClientCapabilities object), or null when nothing is missing. */
+export function missingCapabilities(required: ClientCapabilities, declared: Readonly<ClientCapabilities>): ClientCapabilities | null {
+  const missing: Record<string, unknown> = {}
+  for (const [name, want] of Object.entries(required)) {
+    const have = declared[name]
+    if (typeof have !== 'object' || have === null) {
+      missing[name] = want
+      continue
+    }
+    if (name === 'extensions' && typeof want === 'object' && want !== null) {
+      const lacking = Object.fromEntries(Object.entries(want).filter(([id]) => typeof (have as Record<string, unknown>)[id] !== 'object'))
+      if (Object.keys(lacking).length > 0) missing.extensions = lacking
+    }
+  }
+  return Object.keys(missing).length > 0 ? missing : null
+}
+
+/**
+ * Where a modern request's notifications go. The SSE response opens with the first one (or never, for a call that
+ * sends none); once the client has gone, nothing is sent.
+ */
+class LazyStreamSink implements MessageSink {
+  #stream: SseStream | null = null
+  #gone = false
+
+  constructor(readonly streaming: boolean, private readonly openStream: () => SseStream) {}
+
+  get stream(): SseStream | null {
+    return this.#stream
+  }
+
+  send(message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse): boolean {
+    if (this.#gone || !this.streaming) return false
+    this.#stream ??= this.openStream()
+    return this.#stream.send(message) !== null
+  }
+
+  /** Opens the stream now if it is not open yet (a client that accepts only SSE gets even a lone answer on one). */
+  ensureOpen(): SseStream {
+    this.#stream ??= this.openStream()
+    return this.#stream
+  }
+
+  gone(): void {
+    this.#gone = true
+  }
+}
+
+export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
+  const { rpc, heartbeats } = fastify
+  const validateMeta = validatorFor('mcp/request-meta')
+  const serverInfo = Object.freeze({ name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION })
+
+  /** Step: `params._meta` holds the revision, the capabilities of this request, and optional client info and log level. */
+  function envelope(meta: Record<string, unknown>): Refusal | null {
+    if (validateMeta(meta) === true) return null
+    const details = validationDetails(validateMeta.errors).map((d) => ({ ...d, path: `/params/_meta${d.path === '/' ? '' : d.path}` }))
+    return new Refusal(400, fail('INVALID_PARAMS', { message: `Invalid request metadata: ${describeDetails(details)}`, details }))
+  }
+
+  /** Steps: the headers that are present agree with the body; the revision is one we serve. */
+  function revision(request: FastifyRequest, message: JsonRpcRequest, version: string): Refusal | null {
+    const header = headerOf(request, 'mcp-protocol-version')
+    if (header !== undefined && header !== version) {
+      return new Refusal(400, fail('HEADER_MISMATCH', {
+        message: `MCP-Protocol-Version (${header}) differs from params._meta["${PROTOCOL_VERSION_META_KEY}"] (${version})`,
+        details: { header: 'MCP-Protocol-Version', body: `params._meta["${PROTOCOL_VERSION_META_KEY}"]` },
+      }))
+    }
+    const method = headerOf(request, 'mcp-method')
+    if (method !== undefined && method !== message.method) {
+      return new Refusal(400, fail('HEADER_MISMATCH', { message: `Mcp-Method (${method}) differs from the body's method (${message.method})`, details: { header: 'Mcp-Method', body: 'method' } }))
+    }
+    if (!isModernProtocolVersion(version)) {
+      return new Refusal(400, fail('UNSUPPORTED_PROTOCOL_VERSION', {
+        message: `Protocol revision ${version} is not served here; use one of ${MODERN_PROTOCOL_VERSIONS.join(', ')} (the 2025 revisions are reached through initialize)`,
+        details: { supported: [...MODERN_PROTOCOL_VERSIONS], requested: version },
+      }))
+    }
+    return null
+  }
+
+  /** Step: the method exists in this era, and the client declared what it needs. */
+  function method(message: JsonRpcRequest, capabilities: Readonly<ClientCapabilities>): Refusal | RequestMethod {
+    const def = rpc.definition(message.method, 'modern')
+    if (!def) {
+      const why = REMOVED.has(message.method) ? ` (${message.method} belongs to the 2025 session revisions, not to 2026-07-28)` : ''
+      return new Refusal(404, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}${why}`, details: { method: message.method } }))
+    }
+    const missing = def.requires ? missingCapabilities(def.requires, capabilities) : null
+    if (missing) {
+      return new Refusal(400, fail('MISSING_CLIENT_CAPABILITY', {
+        message: `${message.method} needs client capabilities this request did not declare`,
+        details: { requiredCapabilities: missing },
+      }))
+    }
+    return def
+  }
+
+  /** Step: a tool that mirrors arguments into Mcp-Param-* headers gets them checked against the arguments. */
+  function paramHeaders(request: FastifyRequest, prepared: PreparedRequest): Refusal | null {
+    if (prepared.message.method !== 'tools/call') return null
+    const tool = fastify.tools.get(prepared.params.name as string)
+    if (!tool || tool.paramHeaders.length === 0) return null
+    const problem = paramHeadersProblem(request.headers, tool.paramHeaders, prepared.params.arguments)
+    return problem ? new Refusal(400, problem) : null
+  }
+
+  /** A JSON-RPC error answer of this era (codes without a number of their own get one outside the reserved range). */
+  function rpcError(id: RequestId, err: unknown): JsonRpcResponse {
+    return { jsonrpc: '2.0', id, error: toRpcError(err, MODERN_SERVER_ERROR) }
+  }
+
+  function refuse(reply: FastifyReply, id: RequestId, refusal: Refusal): FastifyReply {
+    reply.request.log.debug({ errorCode: refusal.error.code }, 'request refused')
+    return reply.code(refusal.status).type('application/json').send(rpcError(id, refusal.error))
+  }
+
+  /**
+   * A failure before the answer started: JSON-RPC codes as JSON-RPC errors (HTTP 200, or 400 for the revision's own),
+   * HTTP-level refusals (403 scope, 429, 409) thrown to the entry's error handler, which renders the service body with
+   * its headers, as for sessions.
+   */
+  function failBeforeAnswer(reply: FastifyReply, id: RequestId, err: unknown): FastifyReply {
+    if (isServiceError(err)) {
+      const rpcCode = (catalog[err.code] as ErrorSpec).rpc
+      if (rpcCode !== undefined && err.status < 500) return refuse(reply, id, new Refusal(SPEC_ERROR_STATUS[rpcCode] ?? 200, err))
+    }
+    throw err
+  }
+
+  /** The 2026-07-28 result fields: `resultType`, `serverInfo` in `_meta`, and caching hints on complete results. */
+  function encode(result: Record<string, unknown>, cache: CacheHint | undefined): Record<string, unknown> {
+    const out: Record<string, unknown> = { ...result }
+    out.resultType ??= 'complete'
+    const meta = typeof out._meta === 'object' && out._meta !== null ? (out._meta as Record<string, unknown>) : {}
+    out._meta = { ...meta, [SERVER_INFO_META_KEY]: serverInfo }
+    if (cache && out.resultType === 'complete') {
+      out.ttlMs = cache.ttlMs()
+      out.cacheScope = cache.scope
+    }
+    return out
+  }
+
+  function openStream(reply: FastifyReply): SseStream {
+    reply.hijack()
+    const stream = new SseStream(reply.raw, { eventIds: false })
+    stream.open(reply.getHeaders())
+    heartbeats.add(stream)
+    return stream
+  }
+
+  return {
+    async post(request, reply, route, accept) {
+      // 2026-07-28 defines no client notifications over Streamable HTTP (a closed stream is the cancellation): a
+      // notification is accepted and has no effect.
+      if (route.kind === 'notification') return reply.code(202).send()
+      const { message } = route
+      const meta = metaOf(message)!
+      const refusedEnvelope = envelope(meta)
+      if (refusedEnvelope) return refuse(reply, message.id, refusedEnvelope)
+      const version = meta[PROTOCOL_VERSION_META_KEY] as string
+      const refusedRevision = revision(request, message, version)
+      if (refusedRevision) return refuse(reply, message.id, refusedRevision)
+      const headerProblem = standardHeadersProblem(request.headers, message.method, message.params)
+      if (headerProblem) return refuse(reply, message.id, new Refusal(400, headerProblem))
+
+      const capabilities = meta[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities
+      const def = method(message, capabilities)
+      if (def instanceof Refusal) return refuse(reply, message.id, def)
+      const prepared = rpc.prepare(message, 'modern')
+      if (!('def' in prepared)) return reply.type('application/json').send(rpcError(message.id, failureOf(prepared) ?? fail('INVALID_PARAMS')))
+      const refusedHeaders = paramHeaders(request, prepared)
+      if (refusedHeaders) return refuse(reply, message.id, refusedHeaders)
+
+      const exchange = new ModernExchange(
+        version as (typeof MODERN_PROTOCOL_VERSIONS)[number],
+        capabilities,
+        (meta[LOG_LEVEL_META_KEY] as LogLevel | undefined) ?? null,
+        (meta[CLIENT_INFO_META_KEY] as ClientInfo | undefined) ?? null,
+      )
+      const principal = request.principal!
+      try {
+        def.precheck?.(prepared.params, { exchange, session: null, principal, requestId: message.id })
+      } catch (err) {
+        return failBeforeAnswer(reply, message.id, err)
+      }
+
+      // Run. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28).
+      const controller = new CallAbort()
+      const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
+      let answered = false
+      reply.raw.once('close', () => {
+        if (answered) return
+        sink.gone()
+        controller.abort(new ClientDisconnected('the client closed the connection of the request'))
+      })
+      const response = await rpc.run(prepared, { exchange, principal, sink, log: request.log }, controller)
+      answered = true
+      if (response === null) {
+        // Cancelled: the client is gone (nothing may be sent for the request any more).
+        sink.stream?.end()
+        if (!reply.sent && !reply.raw.destroyed) reply.raw.destroy()
+        return reply
+      }
+
+      let answer: JsonRpcResponse
+      if (response.error) {
+        const failure = failureOf(response)
+        if (failure && sink.stream === null && (catalog[failure.code] as ErrorSpec).rpc === undefined && failure.status >= 400 && failure.status < 500) {
+          throw failure // an HTTP-level refusal raised while running (409 IDEMPOTENCY_CONFLICT): service body
+        }
+        answer = failure ? rpcError(message.id, failure) : response
+        if (sink.stream === null && accept.json) {
+          const status = SPEC_ERROR_STATUS[answer.error!.code] ?? 200
+          return reply.code(status).type('application/json').send(answer)
+        }
+      } else {
+        answer = { jsonrpc: '2.0', id: message.id, result: encode(response.result ?? {}, def.cache) }
+      }
+      if (sink.stream === null && accept.json) return reply.type('application/json').send(answer)
+      const stream = sink.ensureOpen()
+      stream.send(answer)
+      stream.end()
+      return reply
+    },
+  }
+}
