@@ -5,7 +5,7 @@ import type { DatabaseHandle } from './db/client.js'
 import authPlugin from './plugins/auth.js'
 import dbPlugin from './plugins/db.js'
 import discoveryPlugin from './plugins/discovery.js'
-import elicitationPlugin from './plugins/elicitation.js'
+import elicitationPlugin from './plugins/elicitation/index.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import transportPlugin from './plugins/mcp-transport/index.js'
 import oauthPlugin from './plugins/oauth/index.js'
@@ -13,6 +13,7 @@ import rateLimitsPlugin from './plugins/rate-limits.js'
 import rpcPlugin from './plugins/rpc.js'
 import serverDiscoverPlugin from './plugins/server-discover.js'
 import sessionsPlugin from './plugins/sessions.js'
+import tasksPlugin from './plugins/tasks/index.js'
 import toolsPlugin from './plugins/tools/index.js'
 import type { ToolDefinition } from './plugins/tools/define.js'
 
@@ -73,6 +74,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(sessionsPlugin)
   await app.register(serverDiscoverPlugin)
   await app.register(elicitationPlugin)
+  await app.register(tasksPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
   await app.register(transportPlugin)
   await app.ready()

@@ -11,6 +11,7 @@ import { createRepos, type Repos } from './db/repos/index.js'
 import { ROLES, type Role } from './db/schema.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 import { createServer } from './index.js'
+import { generateStateKey } from './mrtr/state-sealer.js'
 import { generateSigningKey } from './oauth/keyring.js'
 
 class UsageError extends Error {}
@@ -46,6 +47,8 @@ OAuth
   clients list                            Registered OAuth clients
   signing-keys list                       Access-token signing keys (the newest unretired one signs)
   signing-keys rotate                     New signing key; older ones keep verifying until their tokens expire
+  state-keys list                         Keys sealing the requestState of 2026-07-28 confirmations
+  state-keys rotate                       New sealing key; older ones keep opening what they sealed (pruned after a day)
 
 Settings: SERVICE_* environment variables or flags such as --database <file>, --port <n> (see README).`
 
@@ -247,6 +250,15 @@ async function admin(config: Config, words: string[], own: Record<string, string
         const key = generateSigningKey()
         repos.signingKeys.rotate(key)
         return out(`new signing key ${key.kid}; earlier keys keep verifying for ${Math.round(config.accessTokenTtlMs / 1000)} s (the access-token lifetime)`)
+      }
+      case 'state-keys list':
+        return table(repos.requestStateKeys.all().map((k) => ({ kid: k.kid, created: when(k.createdAt), retired: when(k.retiredAt), state: k.retiredAt === null ? 'sealing' : 'opening' })))
+      case 'state-keys rotate': {
+        const key = generateStateKey()
+        repos.requestStateKeys.rotate(key)
+        // A requestState lives as long as its confirmation may wait; a day is far beyond any configured timeout.
+        const pruned = repos.requestStateKeys.pruneRetiredBefore(Date.now() - Math.max(86_400_000, config.elicitationTimeoutMs * 2))
+        return out(`new requestState key ${key.kid}; earlier keys keep opening the states they sealed${pruned > 0 ? ` (${pruned} retired more than a day ago removed)` : ''}`)
       }
       default:
         throw new UsageError(`unknown command: ${words.join(' ') || '(none)'}`)

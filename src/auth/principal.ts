@@ -37,6 +37,17 @@ export interface Principal {
   /** When the credential stops being valid (ms since epoch), or null for a key without expiry. */
   expiresAt: number | null
   clientId?: string
+  /** OAuth: the grant (one consent) the token was issued under; refreshed tokens keep it. */
+  grantId?: string
+}
+
+/**
+ * What outlives one access token: the API key, or the OAuth grant (a refresh issues a new token under the same
+ * grant). State handed to a client across requests (a confirmation's requestState) is bound to it, so it keeps working
+ * after a refresh and stops with a revocation.
+ */
+export function lastingCredential(principal: Principal): string {
+  return principal.kind === 'oauth' && principal.grantId !== undefined ? `grant:${principal.grantId}` : principal.credential
 }
 
 /** Turns a bearer credential into a Principal or throws INVALID_TOKEN / TOKEN_EXPIRED / TOKEN_REVOKED. */

@@ -114,6 +114,19 @@ export const signingKeys = sqliteTable('signing_keys', {
   retiredAt: integer('retired_at'),
 })
 
+/**
+ * Keys that seal the `requestState` of 2026-07-28 confirmations (AES-256-GCM). The newest unretired key seals; every
+ * stored key still opens what it sealed, so a rotation (`service-mcp state-keys rotate`) never breaks a confirmation
+ * already handed out. Kept like the signing keys: the server itself must seal and open.
+ */
+export const requestStateKeys = sqliteTable('request_state_keys', {
+  kid: text('kid').primaryKey(),
+  /** 32 random bytes, base64url. */
+  secret: text('secret').notNull(),
+  createdAt: createdAt(),
+  retiredAt: integer('retired_at'),
+})
+
 /** Browser sign-ins for the authorization and account pages. The id is the SHA-256 of the cookie value. */
 export const browserSessions = sqliteTable('browser_sessions', {
   id: text('id').primaryKey(),
@@ -273,6 +286,7 @@ export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number]
  * before the call was answered. No foreign keys: a record outlives nothing it names by more than its 24 hours.
  */
 export const idempotencyRecords = sqliteTable('idempotency_records', {
+  /** The session; `-` for a stateless (2026-07-28) call, whose request_id is then `op:<operation id>`. */
   sessionId: text('session_id').notNull(),
   membershipId: text('membership_id').notNull(),
   organizationId: text('organization_id').notNull(),
@@ -289,3 +303,30 @@ export const idempotencyRecords = sqliteTable('idempotency_records', {
   primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
   index('idempotency_records_expires_idx').on(t.expiresAt),
 ])
+
+export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const
+export type TaskStatus = (typeof TASK_STATUSES)[number]
+
+/**
+ * Tasks of the `io.modelcontextprotocol/tasks` extension (2026-07-28): a tools/call answered with a task handle runs
+ * on, and its outcome is read with tasks/get. Stored before the handle is returned (a tasks/get right after works),
+ * owned by the member who started it, and kept until `expiresAt`. A task still `working` when its process stopped is
+ * completed at the next start with a result saying it was interrupted, as deployments are.
+ */
+export const tasks = sqliteTable('tasks', {
+  /** 128 random bits: the id is all a caller needs to name it, so it must not be guessable. */
+  id: text('id').primaryKey(),
+  membershipId: text('membership_id').notNull(),
+  organizationId: text('organization_id').notNull(),
+  tool: text('tool').notNull(),
+  status: text('status', { enum: TASK_STATUSES }).notNull(),
+  statusMessage: text('status_message'),
+  /** The tool result, once completed (tool failures included: `isError: true`). */
+  result: text('result', { mode: 'json' }).$type<Record<string, unknown>>(),
+  /** The JSON-RPC error, once failed. */
+  error: text('error', { mode: 'json' }).$type<Record<string, unknown>>(),
+  cancelRequestedAt: integer('cancel_requested_at'),
+  createdAt: createdAt(),
+  updatedAt: integer('updated_at').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])

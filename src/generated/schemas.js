@@ -378,6 +378,64 @@ export const schemas = {
       }
     }
   },
+  "mcp/tasks-cancel.params": {
+    "$id": "mcp/tasks-cancel.params",
+    "title": "Params of tasks/cancel (tasks extension)",
+    "type": "object",
+    "required": [
+      "taskId"
+    ],
+    "properties": {
+      "taskId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
+  "mcp/tasks-get.params": {
+    "$id": "mcp/tasks-get.params",
+    "title": "Params of tasks/get (tasks extension)",
+    "type": "object",
+    "required": [
+      "taskId"
+    ],
+    "properties": {
+      "taskId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
+  "mcp/tasks-update.params": {
+    "$id": "mcp/tasks-update.params",
+    "title": "Params of tasks/update (tasks extension): answers to a task's outstanding input requests",
+    "type": "object",
+    "required": [
+      "taskId",
+      "inputResponses"
+    ],
+    "properties": {
+      "taskId": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 256
+      },
+      "inputResponses": {
+        "type": "object"
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
   "mcp/tools-call.params": {
     "$id": "mcp/tools-call.params",
     "type": "object",

@@ -38,6 +38,7 @@ export function accessTokenVerifier(repos: Repos, keyring: Keyring, onRevoked: (
         scopes: parseScopes(claims.scope),
         expiresAt: claims.exp * 1000,
         clientId: state.clientId,
+        grantId: state.grantId,
       }
     },
   }

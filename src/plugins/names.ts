@@ -12,4 +12,5 @@ export const PLUGIN = {
   discovery: 'mcp-discovery',
   rateLimits: 'mcp-rate-limits',
   serverDiscover: 'mcp-server-discover',
+  tasks: 'mcp-tasks',
 } as const

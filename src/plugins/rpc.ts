@@ -1,11 +1,14 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import { EventBus } from '../lib/event-bus.js'
 import { Dispatcher } from '../rpc/dispatcher.js'
 import { PLUGIN } from './names.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     rpc: Dispatcher
+    /** Server events for subscriptions/listen streams (task status changes). */
+    events: EventBus
   }
 }
 
@@ -16,6 +19,7 @@ const rpcPlugin: FastifyPluginAsync = async (fastify) => {
   // with logging/setLevel, modern requests with io.modelcontextprotocol/logLevel.
   rpc.capabilities.declare(['legacy', 'modern'], 'logging', {})
   fastify.decorate('rpc', rpc)
+  fastify.decorate('events', new EventBus())
 }
 
 export default fp(rpcPlugin, { name: PLUGIN.rpc, fastify: '5.x' })

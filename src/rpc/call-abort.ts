@@ -45,3 +45,8 @@ export class SessionEnded extends Error {
 export class ClientDisconnected extends Error {
   override name = 'ClientDisconnected'
 }
+
+/** The abort reason when the client cancelled a task with tasks/cancel (tasks extension): a client cancellation too. */
+export class TaskCancelled extends CancelledByClient {
+  override name = 'TaskCancelled'
+}

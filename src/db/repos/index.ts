@@ -12,8 +12,10 @@ import { membershipsRepo } from './memberships.js'
 import { oauthClientsRepo } from './oauth-clients.js'
 import { oauthGrantsRepo } from './oauth-grants.js'
 import { organizationsRepo } from './organizations.js'
+import { requestStateKeysRepo } from './request-state-keys.js'
 import { sessionsRepo } from './sessions.js'
 import { signingKeysRepo } from './signing-keys.js'
+import { tasksRepo } from './tasks.js'
 import { usersRepo } from './users.js'
 
 /** Every query the server runs lives in one of these modules. */
@@ -32,8 +34,10 @@ export function createRepos(db: Db) {
     deployments: deploymentsRepo(db),
     audit: auditRepo(db),
     idempotency: idempotencyRepo(db),
+    tasks: tasksRepo(db),
     oauthClients: oauthClientsRepo(db),
     signingKeys: signingKeysRepo(db),
+    requestStateKeys: requestStateKeysRepo(db),
     browserSessions: browserSessionsRepo(db),
     authorizations: authorizationsRepo(db),
     oauthGrants: oauthGrantsRepo(db, changes),

@@ -6,7 +6,7 @@ import { toToolResult } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import type { RequestId } from '../../rpc/types.js'
-import type { Session } from '../../sessions/session.js'
+import type { Exchange } from '../../rpc/exchange.js'
 
 /** How long an ended call is remembered (decisions.md §6): 24 h after it finished or was interrupted. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
@@ -15,12 +15,18 @@ export const IDEMPOTENCY_SWEEP_MS = 10 * 60 * 1000
 
 export type ToolResult = Record<string, unknown>
 
-/** Who calls, where, with which JSON-RPC id. `requestId` is optional only until every precheck context carries it. */
+/** Who calls, in which exchange (session or stateless request), with which JSON-RPC id. */
 export interface CallIdentity {
-  session: Session | null
+  exchange: Exchange
   principal: Principal
-  requestId?: RequestId
+  requestId: RequestId
 }
+
+/**
+ * The `session_id` of records of stateless (2026-07-28) calls: they have no session, and their `request_id` is
+ * `op:<operation id>` (the id sealed in the confirmation's requestState), since each retry has a new JSON-RPC id.
+ */
+export const STATELESS_SCOPE = '-'
 
 /**
  * What a retry of a call that the server never answered because it stopped (crash, or a shutdown before the call had
@@ -35,7 +41,9 @@ export function interruptedResult(tool: string): ToolResult {
 
 /**
  * Calls of confirmation-gated tools run at most once per (session, membership, organization, JSON-RPC id)
- * (interface.md "Confirmation-gated call identity", decisions.md §6). Every such call is recorded in the database:
+ * (interface.md "Confirmation-gated call identity", decisions.md §6), and on stateless (2026-07-28) requests per
+ * (membership, organization, operation id sealed in the confirmation's requestState) (decisions.md §10). Every such
+ * call is recorded in the database:
  *
  * - a second call with the id while the first is pending or running is refused with 409 IDEMPOTENCY_CONFLICT, from the
  *   tools/call precheck, before the answer's format is chosen (and before the dispatcher's own in-flight check);
@@ -53,16 +61,21 @@ export class CallIdempotency {
   readonly #repos: Repos
   readonly #log: FastifyBaseLogger
   readonly #ttlMs: number
+  readonly #operationOf: (exchange: Exchange) => string | null
 
-  constructor(repos: Repos, log: FastifyBaseLogger, ttlMs = IDEMPOTENCY_TTL_MS) {
+  constructor(repos: Repos, log: FastifyBaseLogger, operationOf: (exchange: Exchange) => string | null = () => null, ttlMs = IDEMPOTENCY_TTL_MS) {
     this.#repos = repos
     this.#log = log
+    this.#operationOf = operationOf
     this.#ttlMs = ttlMs
   }
 
-  /** The instance of a running server: recovers what a previous process left, sweeps on an unref'd timer. */
-  static attach(fastify: FastifyInstance): CallIdempotency {
-    const idempotency = new CallIdempotency(fastify.repos, fastify.log)
+  /**
+   * The instance of a running server: recovers what a previous process left, sweeps on an unref'd timer.
+   * `operationOf` names the confirmed operation of a stateless call (from its verified requestState).
+   */
+  static attach(fastify: FastifyInstance, operationOf: (exchange: Exchange) => string | null): CallIdempotency {
+    const idempotency = new CallIdempotency(fastify.repos, fastify.log, operationOf)
     const interrupted = idempotency.recover()
     if (interrupted > 0) fastify.log.warn({ calls: interrupted }, 'confirmed tool calls left unanswered by a previous process are marked interrupted')
     const timer = setInterval(() => idempotency.sweep(), IDEMPOTENCY_SWEEP_MS)
@@ -86,13 +99,17 @@ export class CallIdempotency {
     }
   }
 
-  keyOf(session: Session, principal: Principal, requestId: RequestId): IdempotencyKey {
-    return {
-      sessionId: session.id,
-      membershipId: principal.membershipId,
-      organizationId: principal.organizationId,
-      requestId: JSON.stringify(requestId),
-    }
+  /**
+   * What identifies the call: (session, member, organization, JSON-RPC id) in a session; (member, organization,
+   * operation) on a stateless request whose requestState names an operation. Null for a stateless call that carries
+   * none (a first round, which only asks).
+   */
+  keyOf(call: CallIdentity): IdempotencyKey | null {
+    const base = { membershipId: call.principal.membershipId, organizationId: call.principal.organizationId }
+    const session = call.exchange.session
+    if (session) return { ...base, sessionId: session.id, requestId: JSON.stringify(call.requestId) }
+    const operation = call.exchange.era === 'modern' ? this.#operationOf(call.exchange) : null
+    return operation === null ? null : { ...base, sessionId: STATELESS_SCOPE, requestId: `op:${operation}` }
   }
 
   /**
@@ -100,8 +117,9 @@ export class CallIdempotency {
    * to a call of another tool; returns the stored result of an ended call, undefined for a new id.
    */
   check(call: CallIdentity, toolName: string, now = Date.now()): ToolResult | undefined {
-    if (!call.session || call.requestId === undefined) return undefined
-    const record = this.#repos.idempotency.get(this.keyOf(call.session, call.principal, call.requestId), now)
+    const key = this.keyOf(call)
+    if (key === null) return undefined
+    const record = this.#repos.idempotency.get(key, now)
     return record ? this.#answer(record, toolName) : undefined
   }
 
@@ -109,8 +127,7 @@ export class CallIdempotency {
    * Records the call as pending, atomically. Returns its key, or `replay`: the result an ended call with this id gets
    * again. Throws IDEMPOTENCY_CONFLICT as `check` does (here a JSON-RPC error: the exchange has started).
    */
-  begin(ctx: CallContext, toolName: string, now = Date.now()): { key: IdempotencyKey; replay?: ToolResult } {
-    const key = this.keyOf(ctx.session!, ctx.principal, ctx.requestId)
+  begin(key: IdempotencyKey, toolName: string, now = Date.now()): { key: IdempotencyKey; replay?: ToolResult } {
     const begun = this.#repos.idempotency.begin(key, toolName, now, now + this.#ttlMs)
     if (begun.created) return { key }
     return { key, replay: this.#answer(begun.record, toolName) }
@@ -146,7 +163,10 @@ export class CallIdempotency {
     return async (params, ctx) => {
       const tool = toolOf(params)
       if (tool?.confirm !== true) return handle(params, ctx)
-      const call = this.begin(ctx, tool.name)
+      const key = this.keyOf(ctx)
+      // A stateless call without an accepted requestState runs only up to its question: nothing to record yet.
+      if (key === null) return handle(params, ctx)
+      const call = this.begin(key, tool.name)
       if (call.replay) return call.replay
       this.markRunning(call.key)
       let result: ToolResult
@@ -156,25 +176,35 @@ export class CallIdempotency {
         this.release(call.key)
         throw err
       }
-      this.finish(ctx, call.key, result)
+      // Asked again (no answer yet, or a further confirmation): the operation has not run; a later round records it.
+      if (result.resultType === 'input_required') this.release(call.key)
+      else this.finish(ctx, call.key, result)
       return result
     }
   }
 
   #answer(record: IdempotencyRecord, toolName: string): ToolResult {
-    const id = JSON.parse(record.requestId) as RequestId
+    // A session's record names its JSON-RPC id (JSON-encoded); a stateless one its operation (`op:<id>`), since every
+    // retry of a stateless call has an id of its own.
+    const stateless = record.sessionId === STATELESS_SCOPE
+    const which = stateless ? 'this confirmation (the same requestState)' : `request id ${record.requestId} in this session`
+    const details = {
+      ...(stateless ? { operation: record.requestId.replace(/^op:/, '') } : { request_id: JSON.parse(record.requestId) as RequestId }),
+      tool: record.tool,
+      status: record.status,
+    }
     if (record.tool !== toolName) {
       throw fail('IDEMPOTENCY_CONFLICT', {
         message: `Request id ${record.requestId} was already used in this session for a call of ${record.tool}; send a new id for a new call`,
-        details: { request_id: id, tool: record.tool, status: record.status },
+        details,
       })
     }
     switch (record.status) {
       case 'pending':
       case 'running':
         throw fail('IDEMPOTENCY_CONFLICT', {
-          message: `A call of ${record.tool} with request id ${record.requestId} is still ${record.status === 'pending' ? 'pending' : 'running'} in this session`,
-          details: { request_id: id, tool: record.tool, status: record.status },
+          message: `A call of ${record.tool} with ${which} is still ${record.status === 'pending' ? 'pending' : 'running'}`,
+          details,
         })
       case 'finished':
         return record.result ?? interruptedResult(record.tool)

@@ -6,15 +6,19 @@ import { fail, isServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
 import { writeAudit } from '../../lib/audit.js'
 import { loadEnvKey, SecretBox } from '../../lib/secret-box.js'
+import { CallAbort } from '../../rpc/call-abort.js'
 import { sendLog, type CallContext } from '../../rpc/dispatcher.js'
+import { declaresExtension } from '../../rpc/exchange.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
+import { InputRequired } from '../elicitation/index.js'
+import { TASKS_EXTENSION } from '../tasks/index.js'
 import { PLUGIN } from '../names.js'
 import { builtinTools } from './builtin/index.js'
 import { decodeCursor, encodeCursor } from './cursor.js'
 import type { ToolContext, ToolDefinition } from './define.js'
 import { CallIdempotency } from './idempotency.js'
-import { rateLimitOf, ToolRegistry } from './registry.js'
+import { rateLimitOf, ToolRegistry, type RegisteredTool } from './registry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -32,7 +36,18 @@ interface CallParams {
   name: string
   arguments?: Record<string, unknown>
   _meta?: { progressToken?: RequestId }
+  /** 2026-07-28 retries of an input_required result (MRTR). */
+  inputResponses?: Record<string, unknown>
+  requestState?: string
 }
+
+/**
+ * Failures that are about the request rather than the tool: they stay JSON-RPC errors instead of becoming tool
+ * results (an answer to a confirmation that does not fit the form is -32602; a client that cannot be asked, -32021).
+ */
+const PROTOCOL_FAILURES = new Set(['INVALID_PARAMS', 'MISSING_CLIENT_CAPABILITY'])
+/** Failures of a write that are not the write failing: recorded by confirm() or by the tool itself. */
+const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED', ...PROTOCOL_FAILURES])
 
 /** tools/list and tools/call over the registry. Tool failures are tool results, rendered by the error catalog. */
 const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts) => {
@@ -75,8 +90,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     },
   })
 
-  // Confirmation-gated calls run at most once per (session, member, organization, request id) (decisions.md §6).
-  const idempotency = CallIdempotency.attach(fastify)
+  // Confirmation-gated calls run at most once per (session, member, organization, request id) in a session, and per
+  // operation (sealed in the requestState) on a stateless request (decisions.md §6 and §10).
+  const idempotency = CallIdempotency.attach(fastify, (exchange) => fastify.elicitation.operationOf(exchange))
   rpc.registerRequest<CallParams>({
     method: 'tools/call',
     eras: ['legacy', 'modern'],
@@ -94,8 +110,11 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
           details: { required_scope: tool.def.scope, scope: wanted },
         })
       }
-      // The id of a confirmed call still pending or running: 409, before the dispatcher's own in-flight check.
-      if (tool?.def.confirm === true) idempotency.check(ctx, tool.def.name)
+      if (!tool) return // answered -32602 by the handler
+      // A stateless retry's requestState is checked before anything runs (-32602 when it is not this call's).
+      fastify.elicitation.openRound(ctx, tool.def.name, params.arguments ?? {}, params.requestState, params.inputResponses)
+      // The id (or operation) of a confirmed call still pending or running: 409, before the dispatcher's in-flight check.
+      if (tool.def.confirm === true) idempotency.check(ctx, tool.def.name)
     },
     prefersStream(params) {
       const tool = registry.get(params.name)
@@ -104,51 +123,95 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     handle: idempotency.guard<CallParams>((params) => registry.get(params.name)?.def, async (params, ctx) => {
       const tool = registry.get(params.name)
       if (!tool) throw fail('INVALID_PARAMS', { message: `Unknown tool: ${params.name}`, details: { name: params.name } })
-      const version = ctx.exchange.protocolVersion
       const args = params.arguments ?? {}
-      try {
-        if (!roleAllows(ctx.principal.role, tool.def.role)) {
-          audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role } })
-          throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot call ${tool.def.name}; it needs ${tool.def.role} or above` })
-        }
-        if (tool.validateInput(args) !== true) {
-          const details = validationDetails(tool.validateInput.errors)
-          throw fail('INVALID_ARGUMENTS', { message: `Invalid arguments for ${tool.def.name}: ${describeDetails(details)}`, details })
-        }
-        const toolCtx = new ToolCall(ctx, tool.def.name, params._meta?.progressToken)
-        let output
-        try {
-          output = await tool.def.handler(args, toolCtx)
-        } catch (err) {
-          if (tool.def.scope === 'mcp:write') {
-            const code = isServiceError(err) ? err.code : 'INTERNAL_ERROR'
-            // Declines and timeouts were recorded by confirm(); anything else that stopped a write is a failure.
-            if (!['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED'].includes(code)) {
-              const subject = tool.def.auditSubject?.(args)
-              toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code } })
-            }
-          }
-          throw err
-        }
-        if (tool.validateOutput && tool.validateOutput(output) !== true) {
-          ctx.log.error({ tool: tool.def.name, details: validationDetails(tool.validateOutput.errors) }, 'tool output does not match its outputSchema')
-          throw fail('INTERNAL_ERROR')
-        }
-        if (tool.def.scope === 'mcp:write') {
-          const target = tool.def.auditTarget?.(args, output)
-          toolCtx.audit({ outcome: 'succeeded', ...(target ?? {}) })
-        }
-        const result: Record<string, unknown> = { content: [{ type: 'text', text: JSON.stringify(output) }], isError: false }
-        if (atLeast(version, '2025-06-18') && tool.validateOutput) result.structuredContent = output
-        return result
-      } catch (err) {
-        // Before 2025-11-25, invalid arguments are a protocol error (-32602); from then on a tool result.
-        if (isServiceError(err) && err.code === 'INVALID_ARGUMENTS' && !atLeast(version, '2025-11-25')) throw err
-        if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
-        return toToolResult(err)
-      }
+      // A client that declared the tasks extension in this request gets long-running work as a task.
+      if (tool.def.longRunning === true && declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)) return runAsTask(tool, args, ctx)
+      return callTool(tool, args, new ToolCall(ctx, tool.def.name, { progressToken: params._meta?.progressToken }), ctx)
     }),
   })
+
+  /**
+   * One call of a tool, from the role check to the tool result: failures become tool results (the error catalog's
+   * tool shape), except the protocol failures and the input_required round of a stateless confirmation.
+   */
+  async function callTool(tool: RegisteredTool, args: Record<string, unknown>, toolCtx: ToolCall, ctx: CallContext): Promise<Record<string, unknown>> {
+    const version = ctx.exchange.protocolVersion
+    try {
+      if (!roleAllows(ctx.principal.role, tool.def.role)) {
+        audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role } })
+        throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot call ${tool.def.name}; it needs ${tool.def.role} or above` })
+      }
+      if (tool.validateInput(args) !== true) {
+        const details = validationDetails(tool.validateInput.errors)
+        throw fail('INVALID_ARGUMENTS', { message: `Invalid arguments for ${tool.def.name}: ${describeDetails(details)}`, details })
+      }
+      let output
+      try {
+        output = await tool.def.handler(args, toolCtx)
+      } catch (err) {
+        if (tool.def.scope === 'mcp:write' && !(err instanceof InputRequired)) {
+          const code = isServiceError(err) ? err.code : 'INTERNAL_ERROR'
+          // Declines and timeouts were recorded by confirm(); anything else that stopped a write is a failure.
+          if (!NOT_WRITE_FAILURES.has(code)) {
+            const subject = tool.def.auditSubject?.(args)
+            toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code } })
+          }
+        }
+        throw err
+      }
+      if (tool.validateOutput && tool.validateOutput(output) !== true) {
+        ctx.log.error({ tool: tool.def.name, details: validationDetails(tool.validateOutput.errors) }, 'tool output does not match its outputSchema')
+        throw fail('INTERNAL_ERROR')
+      }
+      if (tool.def.scope === 'mcp:write') {
+        const target = tool.def.auditTarget?.(args, output)
+        toolCtx.audit({ outcome: 'succeeded', ...(target ?? {}) })
+      }
+      const result: Record<string, unknown> = { content: [{ type: 'text', text: JSON.stringify(output) }], isError: false }
+      if (atLeast(version, '2025-06-18') && tool.validateOutput) result.structuredContent = output
+      return result
+    } catch (err) {
+      // A stateless confirmation round: the call ends with the input_required result (nothing has changed).
+      if (err instanceof InputRequired) return err.result
+      if (isServiceError(err) && PROTOCOL_FAILURES.has(err.code)) throw err
+      // Before 2025-11-25, invalid arguments are a protocol error (-32602); from then on a tool result.
+      if (isServiceError(err) && err.code === 'INVALID_ARGUMENTS' && !atLeast(version, '2025-11-25')) throw err
+      if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
+      return toToolResult(err)
+    }
+  }
+
+  /**
+   * A long-running call as a task (tasks extension). Confirmations are settled first, synchronously, as the extension
+   * recommends: the call answers input_required (or a refusal) like any call until the tool is confirmed; from then on
+   * its work belongs to a task, the call answers with the task handle, and only tasks/cancel stops the work (a closed
+   * connection no longer does). A tool that asks for no confirmation becomes a task at once. Tasks get no progress or
+   * log notifications.
+   */
+  async function runAsTask(tool: RegisteredTool, args: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    const work = new CallAbort()
+    let started = false
+    let begin!: () => void
+    const gate = new Promise<null>((resolve) => (begin = () => {
+      started = true
+      resolve(null)
+    }))
+    // Until the task exists, the request's own cancellation (its client closing the connection) stops the call.
+    const onRequestAbort = () => {
+      if (!started) work.abort(ctx.signal.reason)
+    }
+    ctx.signal.addEventListener('abort', onRequestAbort, { once: true })
+    const toolCtx = new ToolCall(ctx, tool.def.name, { work, quiet: true, onConfirmed: () => begin() })
+    if (tool.def.confirm !== true) begin()
+    const running = callTool(tool, args, toolCtx, ctx)
+    try {
+      const early = await Promise.race([gate, running])
+      if (!started && early !== null) return early // ended before starting: a question, a refusal or a failure
+    } finally {
+      ctx.signal.removeEventListener('abort', onRequestAbort)
+    }
+    return fastify.tasks.adopt(ctx.principal, tool.def.name, running, work)
+  }
 
   function audit(ctx: CallContext, toolName: string, entry: Parameters<ToolContext['audit']>[0]): void {
     writeAudit(repos, ctx, toolName, entry)
@@ -169,11 +232,21 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     readonly #ctx: CallContext
     readonly #toolName: string
     readonly #progressToken: RequestId | undefined
+    readonly #work: CallAbort | undefined
+    readonly #quiet: boolean
+    readonly #onConfirmed: (() => void) | undefined
 
-    constructor(ctx: CallContext, toolName: string, progressToken: RequestId | undefined) {
+    /**
+     * `progressToken`: the call's, for notifications/progress. A task's call passes `work` (its own cancellation,
+     * instead of the request's), `quiet` (tasks send no notifications) and `onConfirmed` (the work may start).
+     */
+    constructor(ctx: CallContext, toolName: string, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
       this.#ctx = ctx
       this.#toolName = toolName
-      this.#progressToken = progressToken
+      this.#progressToken = options.quiet ? undefined : options.progressToken
+      this.#work = options.work
+      this.#quiet = options.quiet === true
+      this.#onConfirmed = options.onConfirmed
       this.principal = ctx.principal
       this.session = ctx.session
       this.protocolVersion = ctx.exchange.protocolVersion
@@ -182,7 +255,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
 
     get signal(): AbortSignal {
-      return this.#ctx.signal // made on first use (CallAbort)
+      return this.#work?.signal ?? this.#ctx.signal // made on first use (CallAbort)
     }
 
     progress(progress: number, total?: number, message?: string): void {
@@ -196,12 +269,13 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
 
     log(level: Parameters<ToolContext['log']>[0], data: unknown, logger = 'tool'): void {
-      sendLog(this.#ctx, level, logger, data)
+      if (!this.#quiet) sendLog(this.#ctx, level, logger, data)
     }
 
-    confirm(message: string): Promise<void> {
+    async confirm(message: string): Promise<void> {
       // The elicitation plugin asks, checks the answer and audits it.
-      return fastify.elicitation.confirm(this.#ctx, this.#toolName, message)
+      await fastify.elicitation.confirm(this.#ctx, this.#toolName, message)
+      this.#onConfirmed?.()
     }
 
     audit(entry: Parameters<ToolContext['audit']>[0]): void {
@@ -210,4 +284,4 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   }
 }
 
-export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits, PLUGIN.elicitation] })
+export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits, PLUGIN.elicitation, PLUGIN.tasks] })

@@ -2,7 +2,7 @@ import type { App } from '../../../db/repos/apps.js'
 import type { Deployment, DeploymentLogLine } from '../../../db/repos/deployments.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
-import { CancelledByClient } from '../../../rpc/call-abort.js'
+import { CancelledByClient, TaskCancelled } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
 import { requireApp } from './apps.js'
@@ -81,6 +81,11 @@ function cancelledByClient(signal: AbortSignal): boolean {
   return signal.reason instanceof CancelledByClient
 }
 
+/** What stopped the call: notifications/cancelled in a session, tasks/cancel for a task. */
+function cancelledWith(signal: AbortSignal): string {
+  return signal.reason instanceof TaskCancelled ? 'tasks/cancel' : 'notifications/cancelled'
+}
+
 /** Starts a run and streams its lines to the caller until it ends; see the module comment for what is sent. */
 async function runAndStream(
   ctx: ToolContext,
@@ -121,7 +126,7 @@ async function runAndStream(
   }
   if (final === null) {
     // The dispatcher sends nothing for a cancelled call; the runner stops the child (SIGTERM, then SIGKILL).
-    ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind, by: 'notifications/cancelled' } })
+    ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind, by: cancelledWith(signal) } })
     throw fail('OPERATION_CANCELLED', { message: `Deployment ${id} was cancelled` })
   }
   const why = (final.outcome ?? final.status).replace(/^[a-z]+: /, '')

@@ -1,0 +1,93 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { roleAllows } from '../../auth/principal.js'
+import { fail } from '../../errors/service-error.js'
+import type { CallContext } from '../../rpc/dispatcher.js'
+import { validatorFor } from '../../validation/index.js'
+import { interruptedResult } from '../tools/idempotency.js'
+import { PLUGIN } from '../names.js'
+import { TASKS_EXTENSION, TaskManager } from './task-manager.js'
+
+export { TASKS_EXTENSION } from './task-manager.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    tasks: TaskManager
+  }
+}
+
+/** How often expired tasks are purged (expired ones are invisible before that). */
+const TASK_SWEEP_MS = 10 * 60 * 1000
+
+/**
+ * The tasks extension (`io.modelcontextprotocol/tasks`, 2026-07-28) for clients that declare it in a request's
+ * capabilities: long-running tools (deployments) answer such a tools/call with a task handle, and `tasks/get`,
+ * `tasks/cancel` and `tasks/update` follow it. Without the declaration a client never gets a task and these methods
+ * are refused with -32021 (the dispatcher checks `requires`). `tasks/result` and `tasks/list` do not exist (-32601).
+ */
+const tasksPlugin: FastifyPluginAsync = async (fastify) => {
+  const { rpc, repos, config, events } = fastify
+  const manager = new TaskManager({ repos, config, events, log: fastify.log })
+  const interrupted = manager.recover(interruptedResult)
+  if (interrupted > 0) fastify.log.warn({ tasks: interrupted }, 'tasks left working by a previous process are completed as interrupted')
+  fastify.decorate('tasks', manager)
+  rpc.capabilities.declareExtension(['modern'], TASKS_EXTENSION)
+
+  const timer = setInterval(() => manager.sweep(), TASK_SWEEP_MS)
+  timer.unref()
+  // onClose runs after the tools plugin's preClose stopped every pipeline: the tasks then record how they ended.
+  fastify.addHook('onClose', async () => {
+    clearInterval(timer)
+    await manager.settle(config.pipelineGraceMs + 1000)
+  })
+
+  const requires = { extensions: { [TASKS_EXTENSION]: {} } }
+  const ownTask = (ctx: CallContext, taskId: string) => {
+    const task = manager.get(ctx.principal, taskId)
+    if (!task) throw fail('INVALID_PARAMS', { message: 'No task with this id (it never existed, has expired, or is not yours)', details: { taskId } })
+    return task
+  }
+
+  rpc.registerRequest<{ taskId: string }>({
+    method: 'tasks/get',
+    eras: ['modern'],
+    requires,
+    params: validatorFor('mcp/tasks-get.params'),
+    handle: (params, ctx) => manager.view(ownTask(ctx, params.taskId)),
+  })
+
+  rpc.registerRequest<{ taskId: string }>({
+    method: 'tasks/cancel',
+    eras: ['modern'],
+    requires,
+    params: validatorFor('mcp/tasks-cancel.params'),
+    handle(params, ctx) {
+      const task = ownTask(ctx, params.taskId)
+      // Stopping the work is a call of its tool: the member must still be allowed to make it (scope and role).
+      const tool = fastify.tools.get(task.tool)
+      if (tool && !ctx.principal.scopes.includes(tool.def.scope)) {
+        throw fail('INSUFFICIENT_SCOPE', { message: `Cancelling a task of ${task.tool} needs the ${tool.def.scope} scope`, details: { required_scope: tool.def.scope } })
+      }
+      if (tool && !roleAllows(ctx.principal.role, tool.def.role)) {
+        throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot cancel a task of ${task.tool}; it needs ${tool.def.role} or above` })
+      }
+      manager.cancel(task, 'tasks/cancel')
+      return {}
+    },
+  })
+
+  // No task of this server asks for input while it runs (confirmations happen before a task starts), so there is
+  // never an outstanding request: answers are acknowledged and ignored, as the extension says for unknown keys.
+  rpc.registerRequest<{ taskId: string; inputResponses: Record<string, unknown> }>({
+    method: 'tasks/update',
+    eras: ['modern'],
+    requires,
+    params: validatorFor('mcp/tasks-update.params'),
+    handle(params, ctx) {
+      ownTask(ctx, params.taskId)
+      return {}
+    },
+  })
+}
+
+export default fp(tasksPlugin, { name: PLUGIN.tasks, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc] })

@@ -1,0 +1,151 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Principal } from '../../auth/principal.js'
+import type { Config } from '../../config.js'
+import type { Repos } from '../../db/repos/index.js'
+import type { TaskRow } from '../../db/repos/tasks.js'
+import { MODERN_SERVER_ERROR, toRpcError } from '../../errors/render.js'
+import type { EventBus } from '../../lib/event-bus.js'
+import { randomSecret } from '../../lib/crypto.js'
+import { isoTime } from '../../lib/iso-time.js'
+import { TaskCancelled, type CallAbort } from '../../rpc/call-abort.js'
+
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
+
+export type ToolResult = Record<string, unknown>
+
+/** The tool-failure code of a result, when it is one (`{"code", "message"}` in its text content). */
+function failureCode(result: ToolResult): string | undefined {
+  if (result.isError !== true) return undefined
+  try {
+    const text = (result.content as Array<{ text?: string }> | undefined)?.[0]?.text
+    return text ? (JSON.parse(text) as { code?: string }).code : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Owns the tasks of the tasks extension: a tools/call whose work outlives the request is adopted as a task, stored
+ * before its handle is returned, and its outcome recorded when the work ends (completed with the tool result,
+ * isError included; failed only for a JSON-RPC error; cancelled when tasks/cancel stopped it). Cancellation is
+ * cooperative: tasks/cancel aborts the work's signal with CancelledByClient and the work decides (a deployment stops
+ * its pipeline). Only the member who started a task can read or cancel it; anyone else is told there is no such task.
+ */
+export class TaskManager {
+  readonly #repos: Repos
+  readonly #config: Config
+  readonly #events: EventBus
+  readonly #log: FastifyBaseLogger
+  readonly #live = new Map<string, { abort: CallAbort; done: Promise<void> }>()
+
+  constructor(options: { repos: Repos; config: Config; events: EventBus; log: FastifyBaseLogger }) {
+    this.#repos = options.repos
+    this.#config = options.config
+    this.#events = options.events
+    this.#log = options.log
+  }
+
+  get running(): number {
+    return this.#live.size
+  }
+
+  /** At start: tasks a previous process left working can never end; they complete with `interrupted`. */
+  recover(interrupted: (tool: string) => ToolResult, now = Date.now()): number {
+    return this.#repos.tasks.interruptWorking((tool) => ({ ...interrupted(tool), resultType: 'complete' }), 'interrupted: the server stopped while the task ran', now)
+  }
+
+  sweep(now = Date.now()): void {
+    try {
+      this.#repos.tasks.purge(now)
+    } catch (err) {
+      this.#log.error({ err }, 'could not purge expired tasks')
+    }
+  }
+
+  /**
+   * Makes `running` (a tool call that has started its work) a task owned by `owner`, and returns the CreateTaskResult
+   * (`resultType: "task"`) once the task is stored. `abort` is the work's cancellation.
+   */
+  adopt(owner: Principal, tool: string, running: Promise<ToolResult>, abort: CallAbort, now = Date.now()): ToolResult {
+    const row = this.#repos.tasks.create({
+      id: randomSecret(16),
+      membershipId: owner.membershipId,
+      organizationId: owner.organizationId,
+      tool,
+      status: 'working',
+      statusMessage: `${tool} is running`,
+      createdAt: now,
+      updatedAt: now,
+      expiresAt: now + this.#config.taskTtlMs,
+    })
+    const done = running.then(
+      (result) => this.#end(row, result),
+      (err: unknown) => this.#failed(row, err),
+    ).finally(() => this.#live.delete(row.id))
+    this.#live.set(row.id, { abort, done })
+    this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
+    return { ...this.view(row), resultType: 'task' }
+  }
+
+  /** The task, when it exists, has not expired and belongs to `owner` (anyone else: undefined, as for an unknown id). */
+  get(owner: Principal, id: string, now = Date.now()): TaskRow | undefined {
+    const row = this.#repos.tasks.byId(id, now)
+    return row && row.membershipId === owner.membershipId && row.organizationId === owner.organizationId ? row : undefined
+  }
+
+  /** Asks the work of a working task to stop (cooperative); a task that already ended stays as it is. */
+  cancel(row: TaskRow, reason: string, now = Date.now()): void {
+    if (row.status !== 'working') return
+    this.#repos.tasks.markCancelRequested(row.id, now)
+    this.#live.get(row.id)?.abort.abort(new TaskCancelled(reason))
+  }
+
+  /** A task as tasks/get and notifications/tasks show it (DetailedTask, without resultType). */
+  view(row: TaskRow): Record<string, unknown> {
+    const v: Record<string, unknown> = {
+      taskId: row.id,
+      status: row.status,
+      createdAt: isoTime(row.createdAt),
+      lastUpdatedAt: isoTime(row.updatedAt),
+      ttlMs: row.expiresAt - row.createdAt,
+      pollIntervalMs: this.#config.taskPollIntervalMs,
+    }
+    if (row.statusMessage !== null) v.statusMessage = row.statusMessage
+    if (row.status === 'completed' && row.result) v.result = row.result
+    if (row.status === 'failed' && row.error) v.error = row.error
+    return v
+  }
+
+  /** Shutdown: waits (at most `ms`) for live tasks to record their outcome. */
+  async settle(ms: number): Promise<void> {
+    const pending = [...this.#live.values()].map((l) => l.done)
+    if (pending.length === 0) return
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, ms)))])
+    clearTimeout(timer)
+  }
+
+  #end(row: TaskRow, result: ToolResult): void {
+    const code = failureCode(result)
+    const current = this.#repos.tasks.byId(row.id, Date.now())
+    const cancelled = current?.cancelRequestedAt != null && code === 'OPERATION_CANCELLED'
+    this.#write(row, cancelled
+      ? { status: 'cancelled', statusMessage: 'cancelled with tasks/cancel' }
+      : { status: 'completed', statusMessage: code ? `completed with a tool error (${code})` : 'completed', result: { ...result, resultType: 'complete' } })
+  }
+
+  #failed(row: TaskRow, err: unknown): void {
+    this.#log.error({ err, task: row.id, tool: row.tool }, 'task failed')
+    const error = toRpcError(err, MODERN_SERVER_ERROR)
+    this.#write(row, { status: 'failed', statusMessage: error.message, error: { ...error } })
+  }
+
+  #write(row: TaskRow, end: Parameters<Repos['tasks']['finish']>[1]): void {
+    try {
+      if (this.#repos.tasks.finish(row.id, end, Date.now())) this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
+    } catch (err) {
+      // Only when the database closed under a shutdown that did not wait: the next start marks it interrupted.
+      this.#log.error({ err, task: row.id }, 'could not record the end of a task')
+    }
+  }
+}
