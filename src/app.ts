@@ -13,6 +13,7 @@ import rateLimitsPlugin from './plugins/rate-limits.js'
 import rpcPlugin from './plugins/rpc.js'
 import serverDiscoverPlugin from './plugins/server-discover.js'
 import sessionsPlugin from './plugins/sessions.js'
+import subscriptionsPlugin from './plugins/subscriptions.js'
 import tasksPlugin from './plugins/tasks/index.js'
 import toolsPlugin from './plugins/tools/index.js'
 import type { ToolDefinition } from './plugins/tools/define.js'
@@ -76,6 +77,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(elicitationPlugin)
   await app.register(tasksPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
+  await app.register(subscriptionsPlugin)
   await app.register(transportPlugin)
   await app.ready()
   const result = await bootstrap(app.repos, config)

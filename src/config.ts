@@ -60,6 +60,7 @@ interface RawConfig {
   taskTtlMs: number
   taskPollIntervalMs: number
   listenCheckMs: number
+  listenMaxPerMember: number
   rateLimitWindowMs: number
   rateLimitOAuthMember: number
   rateLimitApiKeyMember: number
@@ -124,6 +125,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'taskTtlMs', env: 'SERVICE_TASK_TTL_MS', flag: '--task-ttl-ms', kind: 'int', default: 86_400_000, min: 1000, doc: 'How long a task (tasks extension) stays readable after it was created (24 h)' },
   { key: 'taskPollIntervalMs', env: 'SERVICE_TASK_POLL_INTERVAL_MS', flag: '--task-poll-interval-ms', kind: 'int', default: 2_000, min: 1, doc: '`pollIntervalMs` suggested to clients polling a task (2 s)' },
   { key: 'listenCheckMs', env: 'SERVICE_LISTEN_CHECK_MS', flag: '--listen-check-ms', kind: 'int', default: 30_000, min: 1, doc: 'How often a `subscriptions/listen` stream re-checks its credential and the tools it may see (30 s)' },
+  { key: 'listenMaxPerMember', env: 'SERVICE_LISTEN_MAX_PER_MEMBER', flag: '--listen-max-per-member', kind: 'int', default: 10, min: 1, doc: 'Open `subscriptions/listen` streams a member may hold at once (429 beyond)' },
   { key: 'rateLimitWindowMs', env: 'SERVICE_RATE_LIMIT_WINDOW_MS', flag: '--rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the /mcp and per-tool rate limits (1 min)' },
   { key: 'rateLimitOAuthMember', env: 'SERVICE_RATE_LIMIT_OAUTH_MEMBER', flag: '--rate-limit-oauth-member', kind: 'int', default: 60, min: 1, doc: '/mcp requests per window per member using OAuth' },
   { key: 'rateLimitApiKeyMember', env: 'SERVICE_RATE_LIMIT_API_KEY_MEMBER', flag: '--rate-limit-api-key-member', kind: 'int', default: 30, min: 1, doc: '/mcp requests per window per member using an API key' },

@@ -378,6 +378,49 @@ export const schemas = {
       }
     }
   },
+  "mcp/subscriptions-listen.params": {
+    "$id": "mcp/subscriptions-listen.params",
+    "title": "Params of subscriptions/listen (2026-07-28): the notifications the client opts in to",
+    "type": "object",
+    "required": [
+      "notifications"
+    ],
+    "properties": {
+      "notifications": {
+        "type": "object",
+        "properties": {
+          "toolsListChanged": {
+            "type": "boolean"
+          },
+          "promptsListChanged": {
+            "type": "boolean"
+          },
+          "resourcesListChanged": {
+            "type": "boolean"
+          },
+          "resourceSubscriptions": {
+            "type": "array",
+            "maxItems": 100,
+            "items": {
+              "type": "string",
+              "maxLength": 2048
+            }
+          },
+          "taskIds": {
+            "type": "array",
+            "maxItems": 100,
+            "items": {
+              "type": "string",
+              "maxLength": 256
+            }
+          }
+        }
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
   "mcp/tasks-cancel.params": {
     "$id": "mcp/tasks-cancel.params",
     "title": "Params of tasks/cancel (tasks extension)",

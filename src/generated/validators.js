@@ -1621,11 +1621,11 @@ return errors === 0;
 }
 validate28.evaluated = {"props":{"io.modelcontextprotocol/protocolVersion":true,"io.modelcontextprotocol/clientCapabilities":true,"io.modelcontextprotocol/clientInfo":true,"io.modelcontextprotocol/logLevel":true,"progressToken":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tasks_cancel_params = validate29;
-const schema40 = {"$id":"mcp/tasks-cancel.params","title":"Params of tasks/cancel (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
+export const validate_mcp_subscriptions_listen_params = validate29;
+const schema40 = {"$id":"mcp/subscriptions-listen.params","title":"Params of subscriptions/listen (2026-07-28): the notifications the client opts in to","type":"object","required":["notifications"],"properties":{"notifications":{"type":"object","properties":{"toolsListChanged":{"type":"boolean"},"promptsListChanged":{"type":"boolean"},"resourcesListChanged":{"type":"boolean"},"resourceSubscriptions":{"type":"array","maxItems":100,"items":{"type":"string","maxLength":2048}},"taskIds":{"type":"array","maxItems":100,"items":{"type":"string","maxLength":256}}}},"_meta":{"type":"object"}}};
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="mcp/tasks-cancel.params" */;
+/*# sourceURL="mcp/subscriptions-listen.params" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate29.evaluated;
@@ -1636,8 +1636,8 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.taskId === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "taskId"},message:"must have required property '"+"taskId"+"'"};
+if(data.notifications === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "notifications"},message:"must have required property '"+"notifications"+"'"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -1646,11 +1646,12 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.taskId !== undefined){
-let data0 = data.taskId;
-if(typeof data0 === "string"){
-if(func1(data0) > 256){
-const err1 = {instancePath:instancePath+"/taskId",schemaPath:"#/properties/taskId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(data.notifications !== undefined){
+let data0 = data.notifications;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.toolsListChanged !== undefined){
+if(typeof data0.toolsListChanged !== "boolean"){
+const err1 = {instancePath:instancePath+"/notifications/toolsListChanged",schemaPath:"#/properties/notifications/properties/toolsListChanged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -1659,8 +1660,10 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(func1(data0) < 1){
-const err2 = {instancePath:instancePath+"/taskId",schemaPath:"#/properties/taskId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data0.promptsListChanged !== undefined){
+if(typeof data0.promptsListChanged !== "boolean"){
+const err2 = {instancePath:instancePath+"/notifications/promptsListChanged",schemaPath:"#/properties/notifications/properties/promptsListChanged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -1670,8 +1673,9 @@ vErrors.push(err2);
 errors++;
 }
 }
-else {
-const err3 = {instancePath:instancePath+"/taskId",schemaPath:"#/properties/taskId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data0.resourcesListChanged !== undefined){
+if(typeof data0.resourcesListChanged !== "boolean"){
+const err3 = {instancePath:instancePath+"/notifications/resourcesListChanged",schemaPath:"#/properties/notifications/properties/resourcesListChanged/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -1681,10 +1685,11 @@ vErrors.push(err3);
 errors++;
 }
 }
-if(data._meta !== undefined){
-let data1 = data._meta;
-if(!(data1 && typeof data1 == "object" && !Array.isArray(data1))){
-const err4 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data0.resourceSubscriptions !== undefined){
+let data4 = data0.resourceSubscriptions;
+if(Array.isArray(data4)){
+if(data4.length > 100){
+const err4 = {instancePath:instancePath+"/notifications/resourceSubscriptions",schemaPath:"#/properties/notifications/properties/resourceSubscriptions/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -1693,10 +1698,12 @@ vErrors.push(err4);
 }
 errors++;
 }
-}
-}
-else {
-const err5 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const len0 = data4.length;
+for(let i0=0; i0<len0; i0++){
+let data5 = data4[i0];
+if(typeof data5 === "string"){
+if(func1(data5) > 2048){
+const err5 = {instancePath:instancePath+"/notifications/resourceSubscriptions/" + i0,schemaPath:"#/properties/notifications/properties/resourceSubscriptions/items/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -1705,16 +1712,127 @@ vErrors.push(err5);
 }
 errors++;
 }
+}
+else {
+const err6 = {instancePath:instancePath+"/notifications/resourceSubscriptions/" + i0,schemaPath:"#/properties/notifications/properties/resourceSubscriptions/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/notifications/resourceSubscriptions",schemaPath:"#/properties/notifications/properties/resourceSubscriptions/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data0.taskIds !== undefined){
+let data6 = data0.taskIds;
+if(Array.isArray(data6)){
+if(data6.length > 100){
+const err8 = {instancePath:instancePath+"/notifications/taskIds",schemaPath:"#/properties/notifications/properties/taskIds/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+const len1 = data6.length;
+for(let i1=0; i1<len1; i1++){
+let data7 = data6[i1];
+if(typeof data7 === "string"){
+if(func1(data7) > 256){
+const err9 = {instancePath:instancePath+"/notifications/taskIds/" + i1,schemaPath:"#/properties/notifications/properties/taskIds/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/notifications/taskIds/" + i1,schemaPath:"#/properties/notifications/properties/taskIds/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/notifications/taskIds",schemaPath:"#/properties/notifications/properties/taskIds/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+else {
+const err12 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data8 = data._meta;
+if(!(data8 && typeof data8 == "object" && !Array.isArray(data8))){
+const err13 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
 validate29.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate29.evaluated = {"props":{"notifications":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tasks_get_params = validate30;
-const schema41 = {"$id":"mcp/tasks-get.params","title":"Params of tasks/get (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
+export const validate_mcp_tasks_cancel_params = validate30;
+const schema41 = {"$id":"mcp/tasks-cancel.params","title":"Params of tasks/cancel (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
 
 function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="mcp/tasks-get.params" */;
+/*# sourceURL="mcp/tasks-cancel.params" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate30.evaluated;
@@ -1799,14 +1917,103 @@ return errors === 0;
 }
 validate30.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tasks_update_params = validate31;
-const schema42 = {"$id":"mcp/tasks-update.params","title":"Params of tasks/update (tasks extension): answers to a task's outstanding input requests","type":"object","required":["taskId","inputResponses"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"inputResponses":{"type":"object"},"_meta":{"type":"object"}}};
+export const validate_mcp_tasks_get_params = validate31;
+const schema42 = {"$id":"mcp/tasks-get.params","title":"Params of tasks/get (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
 
 function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="mcp/tasks-update.params" */;
+/*# sourceURL="mcp/tasks-get.params" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate31.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.taskId === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "taskId"},message:"must have required property '"+"taskId"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.taskId !== undefined){
+let data0 = data.taskId;
+if(typeof data0 === "string"){
+if(func1(data0) > 256){
+const err1 = {instancePath:instancePath+"/taskId",schemaPath:"#/properties/taskId/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(func1(data0) < 1){
+const err2 = {instancePath:instancePath+"/taskId",schemaPath:"#/properties/taskId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/taskId",schemaPath:"#/properties/taskId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data1 = data._meta;
+if(!(data1 && typeof data1 == "object" && !Array.isArray(data1))){
+const err4 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+else {
+const err5 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+validate31.errors = vErrors;
+return errors === 0;
+}
+validate31.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_tasks_update_params = validate32;
+const schema43 = {"$id":"mcp/tasks-update.params","title":"Params of tasks/update (tasks extension): answers to a task's outstanding input requests","type":"object","required":["taskId","inputResponses"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"inputResponses":{"type":"object"},"_meta":{"type":"object"}}};
+
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/tasks-update.params" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate32.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1906,19 +2113,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate31.errors = vErrors;
+validate32.errors = vErrors;
 return errors === 0;
 }
-validate31.evaluated = {"props":{"taskId":true,"inputResponses":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate32.evaluated = {"props":{"taskId":true,"inputResponses":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tools_call_params = validate32;
-const schema43 = {"$id":"mcp/tools-call.params","type":"object","required":["name"],"properties":{"name":{"type":"string","minLength":1,"maxLength":128},"arguments":{"type":"object"},"_meta":{"type":"object","properties":{"progressToken":{"type":["string","integer"]}}},"inputResponses":{"type":"object","description":"2026-07-28: answers to the inputRequests of an input_required result, by key"},"requestState":{"type":"string","maxLength":8192,"description":"2026-07-28: the requestState of an input_required result, echoed unchanged"}}};
+export const validate_mcp_tools_call_params = validate33;
+const schema44 = {"$id":"mcp/tools-call.params","type":"object","required":["name"],"properties":{"name":{"type":"string","minLength":1,"maxLength":128},"arguments":{"type":"object"},"_meta":{"type":"object","properties":{"progressToken":{"type":["string","integer"]}}},"inputResponses":{"type":"object","description":"2026-07-28: answers to the inputRequests of an input_required result, by key"},"requestState":{"type":"string","maxLength":8192,"description":"2026-07-28: the requestState of an input_required result, echoed unchanged"}}};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tools-call.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate33.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1990,7 +2197,7 @@ if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
 if(data2.progressToken !== undefined){
 let data3 = data2.progressToken;
 if((typeof data3 !== "string") && (!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3))))){
-const err5 = {instancePath:instancePath+"/_meta/progressToken",schemaPath:"#/properties/_meta/properties/progressToken/type",keyword:"type",params:{type: schema43.properties._meta.properties.progressToken.type},message:"must be string,integer"};
+const err5 = {instancePath:instancePath+"/_meta/progressToken",schemaPath:"#/properties/_meta/properties/progressToken/type",keyword:"type",params:{type: schema44.properties._meta.properties.progressToken.type},message:"must be string,integer"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -2061,19 +2268,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate33.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":{"name":true,"arguments":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
+validate33.evaluated = {"props":{"name":true,"arguments":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tools_list_params = validate33;
-const schema44 = {"$id":"mcp/tools-list.params","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
+export const validate_mcp_tools_list_params = validate34;
+const schema45 = {"$id":"mcp/tools-list.params","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tools-list.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate34.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2130,21 +2337,21 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate33.errors = vErrors;
+validate34.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate34.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_create_input = validate34;
-const schema45 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
+export const validate_tools_service_apps_create_input = validate35;
+const schema46 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
 const pattern4 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
 const pattern5 = new RegExp("^[a-z0-9][a-z0-9_-]{0,63}$", "u");
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_create.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate35.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2300,19 +2507,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate34.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_create_output = validate35;
-const schema46 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+export const validate_tools_service_apps_create_output = validate36;
+const schema47 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_create.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate35.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2512,20 +2719,20 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate35.errors = vErrors;
+validate36.errors = vErrors;
 return errors === 0;
 }
-validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_delete_input = validate36;
-const schema47 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
+export const validate_tools_service_apps_delete_input = validate37;
+const schema48 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
 const pattern6 = new RegExp("^app_[0-9a-z]{26}$", "u");
 
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_delete.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate36.evaluated;
+const evaluated0 = validate37.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2611,19 +2818,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate36.errors = vErrors;
+validate37.errors = vErrors;
 return errors === 0;
 }
-validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_delete_output = validate37;
-const schema48 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
+export const validate_tools_service_apps_delete_output = validate38;
+const schema49 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
 
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_delete.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate37.evaluated;
+const evaluated0 = validate38.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2766,19 +2973,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate37.errors = vErrors;
+validate38.errors = vErrors;
 return errors === 0;
 }
-validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_get_input = validate38;
-const schema49 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
+export const validate_tools_service_apps_get_input = validate39;
+const schema50 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_get.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate38.evaluated;
+const evaluated0 = validate39.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2864,19 +3071,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate38.errors = vErrors;
+validate39.errors = vErrors;
 return errors === 0;
 }
-validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_get_output = validate39;
-const schema50 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
+export const validate_tools_service_apps_get_output = validate40;
+const schema51 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
 
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_get.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate39.evaluated;
+const evaluated0 = validate40.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3195,19 +3402,19 @@ vErrors.push(err26);
 }
 errors++;
 }
-validate39.errors = vErrors;
+validate40.errors = vErrors;
 return errors === 0;
 }
-validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_input = validate40;
-const schema51 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_apps_list_input = validate41;
+const schema52 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate40.evaluated;
+const evaluated0 = validate41.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3308,19 +3515,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate40.errors = vErrors;
+validate41.errors = vErrors;
 return errors === 0;
 }
-validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_output = validate41;
-const schema52 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
+export const validate_tools_service_apps_list_output = validate42;
+const schema53 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
 
-function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate41.evaluated;
+const evaluated0 = validate42.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3538,7 +3745,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema52.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema53.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -3559,19 +3766,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate41.errors = vErrors;
+validate42.errors = vErrors;
 return errors === 0;
 }
-validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_update_input = validate42;
-const schema53 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
+export const validate_tools_service_apps_update_input = validate43;
+const schema54 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
 
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_update.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate42.evaluated;
+const evaluated0 = validate43.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3772,19 +3979,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate42.errors = vErrors;
+validate43.errors = vErrors;
 return errors === 0;
 }
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_update_output = validate43;
-const schema54 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+export const validate_tools_service_apps_update_output = validate44;
+const schema55 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_update.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate44.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3984,19 +4191,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate43.errors = vErrors;
+validate44.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_audit_list_input = validate44;
-const schema55 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
+export const validate_tools_service_audit_list_input = validate45;
+const schema56 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
 
-function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_audit_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate44.evaluated;
+const evaluated0 = validate45.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4132,19 +4339,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate44.errors = vErrors;
+validate45.errors = vErrors;
 return errors === 0;
 }
-validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_audit_list_output = validate45;
-const schema56 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_audit_list_output = validate46;
+const schema57 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_audit_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate46.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4375,7 +4582,7 @@ errors++;
 if(data4.user_id !== undefined){
 let data5 = data4.user_id;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -4388,7 +4595,7 @@ errors++;
 if(data4.membership_id !== undefined){
 let data6 = data4.membership_id;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -4413,7 +4620,7 @@ errors++;
 if(data4.credential_id !== undefined){
 let data8 = data4.credential_id;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4426,7 +4633,7 @@ errors++;
 if(data4.client_id !== undefined){
 let data9 = data4.client_id;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4463,7 +4670,7 @@ errors++;
 if(data1.target_type !== undefined){
 let data11 = data1.target_type;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.target_type.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.target_type.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -4476,7 +4683,7 @@ errors++;
 if(data1.target_id !== undefined){
 let data12 = data1.target_id;
 if((typeof data12 !== "string") && (data12 !== null)){
-const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.target_id.type},message:"must be string,null"};
+const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.target_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -4489,7 +4696,7 @@ errors++;
 if(data1.outcome !== undefined){
 let data13 = data1.outcome;
 if(!(((((((data13 === "succeeded") || (data13 === "failed")) || (data13 === "denied")) || (data13 === "confirmed")) || (data13 === "declined")) || (data13 === "timed_out")) || (data13 === "cancelled"))){
-const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema56.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema57.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4502,7 +4709,7 @@ errors++;
 if(data1.details !== undefined){
 let data14 = data1.details;
 if((!(data14 && typeof data14 == "object" && !Array.isArray(data14))) && (data14 !== null)){
-const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema56.properties.entries.items.properties.details.type},message:"must be object,null"};
+const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.details.type},message:"must be object,null"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -4539,7 +4746,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data15 = data.next_cursor;
 if((typeof data15 !== "string") && (data15 !== null)){
-const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema56.properties.next_cursor.type},message:"must be string,null"};
+const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema57.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -4560,20 +4767,20 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate45.errors = vErrors;
+validate46.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_cancel_input = validate46;
-const schema57 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
+export const validate_tools_service_deployments_cancel_input = validate47;
+const schema58 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
 const pattern11 = new RegExp("^dep_[0-9a-z]{26}$", "u");
 
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_cancel.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate46.evaluated;
+const evaluated0 = validate47.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4659,19 +4866,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate46.errors = vErrors;
+validate47.errors = vErrors;
 return errors === 0;
 }
-validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_cancel_output = validate47;
-const schema58 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
+export const validate_tools_service_deployments_cancel_output = validate48;
+const schema59 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_cancel.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate48.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4757,19 +4964,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate47.errors = vErrors;
+validate48.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_create_input = validate48;
-const schema59 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
+export const validate_tools_service_deployments_create_input = validate49;
+const schema60 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_create.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4855,20 +5062,20 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate48.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_create_output = validate49;
-const schema60 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
-const func49 = Object.prototype.hasOwnProperty;
+export const validate_tools_service_deployments_create_output = validate50;
+const schema61 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+const func51 = Object.prototype.hasOwnProperty;
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_create.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate50.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5012,7 +5219,7 @@ vErrors.push(err12);
 errors++;
 }
 for(const key1 in data0){
-if(!(func49.call(schema60.properties.deployment.properties, key1))){
+if(!(func51.call(schema61.properties.deployment.properties, key1))){
 const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err13];
@@ -5060,7 +5267,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema60.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema61.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -5073,7 +5280,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema60.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema61.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5108,7 +5315,7 @@ vErrors.push(err20);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema60.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema61.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5133,7 +5340,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema60.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema61.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -5146,7 +5353,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema60.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema61.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -5159,7 +5366,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema60.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema61.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -5172,7 +5379,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema60.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema61.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -5205,19 +5412,19 @@ vErrors.push(err28);
 }
 errors++;
 }
-validate49.errors = vErrors;
+validate50.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_get_input = validate50;
-const schema61 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
+export const validate_tools_service_deployments_get_input = validate51;
+const schema62 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
 
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate50.evaluated;
+const evaluated0 = validate51.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5303,19 +5510,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate50.errors = vErrors;
+validate51.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_get_output = validate51;
-const schema62 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
+export const validate_tools_service_deployments_get_output = validate52;
+const schema63 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5469,7 +5676,7 @@ vErrors.push(err13);
 errors++;
 }
 for(const key1 in data0){
-if(!(func49.call(schema62.properties.deployment.properties, key1))){
+if(!(func51.call(schema63.properties.deployment.properties, key1))){
 const err14 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err14];
@@ -5517,7 +5724,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema62.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema63.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5530,7 +5737,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema62.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema63.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -5565,7 +5772,7 @@ vErrors.push(err21);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema62.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema63.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -5590,7 +5797,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema62.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema63.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -5603,7 +5810,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema62.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema63.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -5616,7 +5823,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema62.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema63.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -5629,7 +5836,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema62.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema63.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -5758,7 +5965,7 @@ vErrors.push(err37);
 errors++;
 }
 if(!(((data15 === "stdout") || (data15 === "stderr")) || (data15 === "system"))){
-const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema62.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema63.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -5827,19 +6034,19 @@ vErrors.push(err43);
 }
 errors++;
 }
-validate51.errors = vErrors;
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_list_input = validate52;
-const schema63 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
+export const validate_tools_service_deployments_list_input = validate53;
+const schema64 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
 
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate53.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5985,19 +6192,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate52.errors = vErrors;
+validate53.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_list_output = validate53;
-const schema64 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
+export const validate_tools_service_deployments_list_output = validate54;
+const schema65 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6165,7 +6372,7 @@ vErrors.push(err14);
 errors++;
 }
 for(const key1 in data1){
-if(!(func49.call(schema64.properties.deployments.items.properties, key1))){
+if(!(func51.call(schema65.properties.deployments.items.properties, key1))){
 const err15 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err15];
@@ -6213,7 +6420,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!((data4 === "deploy") || (data4 === "rollback"))){
-const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema64.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema65.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -6226,7 +6433,7 @@ errors++;
 if(data1.rollback_of !== undefined){
 let data5 = data1.rollback_of;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema64.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -6261,7 +6468,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((((((data7 === "queued") || (data7 === "running")) || (data7 === "succeeded")) || (data7 === "failed")) || (data7 === "cancelled")) || (data7 === "interrupted"))){
-const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema64.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema65.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -6286,7 +6493,7 @@ errors++;
 if(data1.started_at !== undefined){
 let data9 = data1.started_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema64.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -6299,7 +6506,7 @@ errors++;
 if(data1.finished_at !== undefined){
 let data10 = data1.finished_at;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema64.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -6312,7 +6519,7 @@ errors++;
 if(data1.exit_code !== undefined){
 let data11 = data1.exit_code;
 if((!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))) && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema64.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
+const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -6325,7 +6532,7 @@ errors++;
 if(data1.outcome !== undefined){
 let data12 = data1.outcome;
 if((typeof data12 !== "string") && (data12 !== null)){
-const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema64.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
+const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -6387,7 +6594,7 @@ errors++;
 if(data.next_offset !== undefined){
 let data14 = data.next_offset;
 if((!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))) && (data14 !== null)){
-const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema64.properties.next_offset.type},message:"must be integer,null"};
+const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema65.properties.next_offset.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -6408,19 +6615,19 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate53.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_logs_input = validate54;
-const schema65 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_deployments_logs_input = validate55;
+const schema66 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate54.evaluated;
+const evaluated0 = validate55.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6576,19 +6783,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate54.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_logs_output = validate55;
-const schema66 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
+export const validate_tools_service_deployments_logs_output = validate56;
+const schema67 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6725,7 +6932,7 @@ vErrors.push(err10);
 errors++;
 }
 if(!(((data3 === "stdout") || (data3 === "stderr")) || (data3 === "system"))){
-const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema66.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema67.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -6786,7 +6993,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data6 = data.next_cursor;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema66.properties.next_cursor.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema67.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -6807,19 +7014,19 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate55.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_rollback_input = validate56;
-const schema67 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
+export const validate_tools_service_deployments_rollback_input = validate57;
+const schema68 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_rollback.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate57.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6950,19 +7157,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate56.errors = vErrors;
+validate57.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_rollback_output = validate57;
-const schema68 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+export const validate_tools_service_deployments_rollback_output = validate58;
+const schema69 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_rollback.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7106,7 +7313,7 @@ vErrors.push(err12);
 errors++;
 }
 for(const key1 in data0){
-if(!(func49.call(schema68.properties.deployment.properties, key1))){
+if(!(func51.call(schema69.properties.deployment.properties, key1))){
 const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err13];
@@ -7154,7 +7361,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema68.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema69.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -7167,7 +7374,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema68.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema69.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7202,7 +7409,7 @@ vErrors.push(err20);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema68.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema69.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -7227,7 +7434,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema68.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema69.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -7240,7 +7447,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema68.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema69.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -7253,7 +7460,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema68.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema69.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -7266,7 +7473,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema68.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema69.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -7299,20 +7506,20 @@ vErrors.push(err28);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_set_input = validate58;
-const schema69 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
+export const validate_tools_service_env_set_input = validate59;
+const schema70 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
 const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_set.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7488,19 +7695,19 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_set_output = validate59;
-const schema70 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
+export const validate_tools_service_env_set_output = validate60;
+const schema71 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_set.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7597,19 +7804,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_input = validate60;
-const schema71 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
+export const validate_tools_service_env_unset_input = validate61;
+const schema72 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_unset.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7750,19 +7957,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_output = validate61;
-const schema72 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
+export const validate_tools_service_env_unset_output = validate62;
+const schema73 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_unset.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate62.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7870,19 +8077,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate61.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_input = validate62;
-const schema73 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_members_list_input = validate63;
+const schema74 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate62.evaluated;
+const evaluated0 = validate63.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7983,19 +8190,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate62.errors = vErrors;
+validate63.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_output = validate63;
-const schema74 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_members_list_output = validate64;
+const schema75 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate63.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8165,7 +8372,7 @@ errors++;
 if(data1.role !== undefined){
 let data6 = data1.role;
 if(!((((data6 === "viewer") || (data6 === "developer")) || (data6 === "admin")) || (data6 === "owner"))){
-const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema74.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema75.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8214,7 +8421,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema74.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema75.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8235,19 +8442,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate63.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_input = validate64;
-const schema75 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
+export const validate_tools_service_whoami_input = validate65;
+const schema76 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
 
-function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate64.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8276,19 +8483,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate64.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_output = validate65;
-const schema76 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
+export const validate_tools_service_whoami_output = validate66;
+const schema77 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate66.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8547,7 +8754,7 @@ errors++;
 if(data.role !== undefined){
 let data8 = data.role;
 if(!((((data8 === "viewer") || (data8 === "developer")) || (data8 === "admin")) || (data8 === "owner"))){
-const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema76.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema77.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -8564,7 +8771,7 @@ const len0 = data9.length;
 for(let i0=0; i0<len0; i0++){
 let data10 = data9[i0];
 if(!((data10 === "mcp:read") || (data10 === "mcp:write"))){
-const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema76.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema77.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -8624,7 +8831,7 @@ errors++;
 if(data11.kind !== undefined){
 let data12 = data11.kind;
 if(!((data12 === "api_key") || (data12 === "oauth"))){
-const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema76.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema77.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -8681,9 +8888,9 @@ vErrors.push(err32);
 }
 errors++;
 }
-validate65.errors = vErrors;
+validate66.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/elicit-confirm.result","mcp/empty.params","mcp/initialize.params","mcp/logging-set-level.params","mcp/request-meta","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]
+export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/elicit-confirm.result","mcp/empty.params","mcp/initialize.params","mcp/logging-set-level.params","mcp/request-meta","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]

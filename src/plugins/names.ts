@@ -13,4 +13,5 @@ export const PLUGIN = {
   rateLimits: 'mcp-rate-limits',
   serverDiscover: 'mcp-server-discover',
   tasks: 'mcp-tasks',
+  subscriptions: 'mcp-subscriptions',
 } as const

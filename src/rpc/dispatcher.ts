@@ -46,6 +46,7 @@ class RunningCall implements CallContext {
   readonly sink: MessageSink
   readonly log: FastifyBaseLogger
   readonly onSessionStarted: ((session: Session) => void) | undefined
+  readonly authenticateAgain: (() => Principal) | undefined
   readonly #abort: CallAbort
 
   constructor(ctx: CallSetup, readonly requestId: RequestId, abort: CallAbort) {
@@ -54,6 +55,7 @@ class RunningCall implements CallContext {
     this.sink = ctx.sink
     this.log = ctx.log
     this.onSessionStarted = ctx.onSessionStarted
+    this.authenticateAgain = ctx.authenticateAgain
     this.#abort = abort
   }
 
@@ -79,6 +81,11 @@ export interface CallContext {
   log: FastifyBaseLogger
   /** Called by a session-creating method (initialize) with the new session. */
   onSessionStarted?(session: Session): void
+  /**
+   * Authenticates the request's credential again and returns who it is now (throws when it is no longer valid): for a
+   * call that outlives a moment (a subscriptions/listen stream) and must notice a revocation or a role change.
+   */
+  authenticateAgain?(): Principal
 }
 
 /** What a front-end supplies to run a request; the dispatcher adds the id and the AbortSignal. */

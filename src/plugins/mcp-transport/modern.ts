@@ -259,7 +259,9 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
         sink.gone()
         controller.abort(new ClientDisconnected('the client closed the connection of the request'))
       })
-      const response = await rpc.run(prepared, { exchange, principal, sink, log: request.log }, controller)
+      const authorization = request.headers.authorization
+      const authenticateAgain = () => fastify.auth.authenticate(authorization)
+      const response = await rpc.run(prepared, { exchange, principal, sink, log: request.log, authenticateAgain }, controller)
       answered = true
       if (response === null) {
         // Cancelled: the client is gone (nothing may be sent for the request any more).

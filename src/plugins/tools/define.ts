@@ -6,7 +6,7 @@ import type { Repos } from '../../db/repos/index.js'
 import type { PipelineRunner } from '../../deployments/runner.js'
 import type { SecretBox } from '../../lib/secret-box.js'
 import type { Role } from '../../db/schema.js'
-import type { LogLevel, ProtocolVersion, RequestId } from '../../rpc/types.js'
+import type { Era, LogLevel, ProtocolVersion, RequestId } from '../../rpc/types.js'
 import type { Session } from '../../sessions/session.js'
 import type { SchemaId } from '../../validation/index.js'
 
@@ -26,23 +26,35 @@ export interface ToolContext {
   session: Session | null
   /** The revision the call came in: a session's negotiated one, or the request's own (`2026-07-28`). */
   protocolVersion: ProtocolVersion
+  /** `legacy` (a session of the 2025 revisions) or `modern` (a stateless 2026-07-28 request). */
+  era: Era
   repos: Repos
   /**
-   * Aborted when the client sends notifications/cancelled for this call (reason: CancelledByClient) or when the
-   * session ends under it (reason: SessionEnded).
+   * Aborted when the call is cancelled: notifications/cancelled in a session (reason: CancelledByClient), tasks/cancel
+   * for a task (TaskCancelled, a CancelledByClient), the session ending under the call (SessionEnded), or the client
+   * closing the connection of a stateless request (ClientDisconnected).
    */
   signal: AbortSignal
   requestId: RequestId
-  /** Sends notifications/progress when the call carried a progressToken; `progress` must increase. */
+  /**
+   * Sends notifications/progress when the call carried a progressToken; `progress` must increase. On the call's SSE
+   * answer in both eras (a stateless call's answer becomes a stream with its first notification); dropped for tasks.
+   */
   progress(progress: number, total?: number, message?: string): void
-  /** Sends notifications/message when the level passes the session's logging/setLevel threshold. */
+  /**
+   * Sends notifications/message when the level passes the threshold: the session's logging/setLevel, or the
+   * request's own `io.modelcontextprotocol/logLevel` (without one, a stateless call gets no log messages).
+   */
   log(level: LogLevel, data: unknown, logger?: string): void
   /** Server-side logger (never sent to the client). */
   logger: FastifyBaseLogger
   /**
-   * Asks the user to confirm `message` (the exact effect) through elicitation/create, and resolves only on
-   * accept + confirm: true. Throws CAPABILITY_REQUIRED, ELICITATION_DENIED, ELICITATION_TIMEOUT or OPERATION_CANCELLED;
-   * each answer is written to the audit log. Tools declared `confirm: true` must call it before changing anything.
+   * Asks the user to confirm `message` (the exact effect) and resolves only on accept + confirm: true; each answer is
+   * written to the audit log. In a session it sends elicitation/create on the call's stream (throws
+   * CAPABILITY_REQUIRED, ELICITATION_DENIED, ELICITATION_TIMEOUT or OPERATION_CANCELLED). On a stateless request the
+   * first run of the tool ends here with an input_required result, and the client's retry runs the tool again, this
+   * time past the question (or with ELICITATION_DENIED / ELICITATION_TIMEOUT). So: change nothing before it, and let
+   * whatever it throws propagate. Tools declared `confirm: true` must call it before changing anything.
    */
   confirm(message: string): Promise<void>
   /** Adds an audit-log entry for this call's member and organization (the action defaults to the tool name). */
@@ -79,7 +91,10 @@ export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, 
   annotations?: ToolAnnotations
   /** Calls are confirmed by the user through elicitation before the handler runs. */
   confirm?: boolean
-  /** Streams progress and log lines while it runs; answered as SSE. */
+  /**
+   * Streams progress and log lines while it runs; answered as SSE. A stateless call from a client that declares the
+   * tasks extension runs it as a task (after its confirmation, if any).
+   */
   longRunning?: boolean
   /** Calls per member per minute. */
   rateLimitPerMinute?: number

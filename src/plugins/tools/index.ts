@@ -222,6 +222,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     readonly principal: ToolContext['principal']
     readonly session: ToolContext['session']
     readonly protocolVersion: ToolContext['protocolVersion']
+    readonly era: ToolContext['era']
     readonly requestId: RequestId
     readonly logger: ToolContext['logger']
     readonly repos = repos
@@ -250,6 +251,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       this.principal = ctx.principal
       this.session = ctx.session
       this.protocolVersion = ctx.exchange.protocolVersion
+      this.era = ctx.exchange.era
       this.requestId = ctx.requestId
       this.logger = ctx.log
     }

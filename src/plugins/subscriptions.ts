@@ -1,0 +1,164 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Principal } from '../auth/principal.js'
+import { fail } from '../errors/service-error.js'
+import type { ServerEvent } from '../lib/event-bus.js'
+import type { CallContext } from '../rpc/dispatcher.js'
+import { declaresExtension } from '../rpc/exchange.js'
+import type { JsonRpcNotification, RequestId } from '../rpc/types.js'
+import { validatorFor } from '../validation/index.js'
+import { PLUGIN } from './names.js'
+import { TASKS_EXTENSION } from './tasks/index.js'
+
+export const SUBSCRIPTION_ID_META_KEY = 'io.modelcontextprotocol/subscriptionId'
+
+interface Filter {
+  toolsListChanged?: boolean
+  promptsListChanged?: boolean
+  resourcesListChanged?: boolean
+  resourceSubscriptions?: string[]
+  taskIds?: string[]
+}
+
+/** One open subscriptions/listen stream. */
+interface Subscription {
+  id: RequestId
+  ctx: CallContext
+  principal: Principal
+  honored: Filter
+  /** The names of the tools its caller may see, comma-joined: a change is a tools/list_changed. */
+  tools: string
+  /** Ends the subscription: `graceful` answers the listen request (the server closes it), else nothing more is sent. */
+  end(graceful: boolean): void
+}
+
+/**
+ * `subscriptions/listen` (2026-07-28): the long-lived SSE answer that replaces the session's GET stream. The first
+ * message acknowledges the honoured part of the filter; every message carries the listen request's id in
+ * `_meta["io.modelcontextprotocol/subscriptionId"]`; only requested kinds are sent. Honoured here:
+ *
+ * - `toolsListChanged`: the tools a caller may see depend on its scopes and role, so a role change (CLI, another
+ *   process) changes its list. Each stream re-authenticates its credential every SERVICE_LISTEN_CHECK_MS and sends
+ *   `notifications/tools/list_changed` when the visible tools differ; a credential that is no longer valid (revoked,
+ *   expired, membership gone) ends the stream.
+ * - `taskIds` (tasks extension, declared in the request): `notifications/tasks` with the task as tasks/get shows it,
+ *   for the caller's own tasks.
+ *
+ * Prompts and resources do not exist yet: those filter fields are left out of the acknowledgement. The client ends a
+ * subscription by closing the stream; the server ends it gracefully (the listen result, then the end of the stream)
+ * when it shuts down or the credential stops being valid. Heartbeats keep idle streams open through proxies.
+ */
+const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
+  const { rpc, config, events, auth } = fastify
+  const open = new Set<Subscription>()
+  const validateFilter = validatorFor('mcp/subscriptions-listen.params')
+
+  const visibleTools = (principal: Principal) => fastify.tools.visibleTo(principal).map((t) => t.def.name).join(',')
+  const tagged = (sub: Subscription, method: string, params: Record<string, unknown> = {}): JsonRpcNotification => ({
+    jsonrpc: '2.0',
+    method,
+    params: { ...params, _meta: { [SUBSCRIPTION_ID_META_KEY]: sub.id } },
+  })
+
+  /** Re-authenticates each stream: ends the ones whose credential lapsed, tells the others when their tools changed. */
+  function check(): void {
+    for (const sub of open) {
+      let principal: Principal
+      try {
+        principal = sub.ctx.authenticateAgain ? sub.ctx.authenticateAgain() : sub.principal
+      } catch {
+        sub.end(true)
+        continue
+      }
+      sub.principal = principal
+      if (!sub.honored.toolsListChanged) continue
+      const tools = visibleTools(principal)
+      if (tools !== sub.tools) {
+        sub.tools = tools
+        sub.ctx.sink.send(tagged(sub, 'notifications/tools/list_changed'))
+      }
+    }
+  }
+  const timer = setInterval(check, config.listenCheckMs)
+  timer.unref()
+
+  const onEvent = (event: ServerEvent) => {
+    if (event.type !== 'task') return
+    for (const sub of open) {
+      if (sub.principal.membershipId !== event.membershipId || !sub.honored.taskIds?.includes(event.taskId)) continue
+      const task = fastify.tasks.get(sub.principal, event.taskId)
+      if (task) sub.ctx.sink.send(tagged(sub, 'notifications/tasks', fastify.tasks.view(task)))
+    }
+  }
+  const unsubscribe = events.subscribe(onEvent)
+  // A revoked credential ends its streams at once, not at the next check.
+  auth.onRevoked((credential) => {
+    for (const sub of open) if (sub.principal.credential === credential) sub.end(true)
+  })
+
+  fastify.addHook('preClose', async () => {
+    clearInterval(timer)
+    unsubscribe()
+    for (const sub of [...open]) sub.end(true)
+    // Let the front-end write each listen result before the connections close.
+    await new Promise((resolve) => setImmediate(resolve))
+  })
+
+  rpc.registerRequest<{ notifications: Filter }>({
+    method: 'subscriptions/listen',
+    eras: ['modern'],
+    params: validateFilter,
+    precheck(params, ctx) {
+      if (params.notifications.taskIds !== undefined && !declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)) {
+        throw fail('MISSING_CLIENT_CAPABILITY', {
+          message: 'Task notifications need the tasks extension declared in this request\'s capabilities',
+          details: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+        })
+      }
+      let mine = 0
+      for (const sub of open) if (sub.principal.membershipId === ctx.principal.membershipId) mine++
+      if (mine >= config.listenMaxPerMember) {
+        throw fail('RATE_LIMITED', {
+          message: `A member may keep ${config.listenMaxPerMember} subscriptions/listen streams open; close one first`,
+          retryAfter: 60,
+          details: { limit: config.listenMaxPerMember, scope: 'open subscriptions/listen streams of this member' },
+          headers: { 'x-ratelimit-limit': String(config.listenMaxPerMember), 'x-ratelimit-remaining': '0' },
+        })
+      }
+    },
+    handle(params, ctx) {
+      if (!ctx.sink.streaming) {
+        throw fail('NOT_ACCEPTABLE', { message: 'subscriptions/listen answers with an SSE stream: send Accept: application/json, text/event-stream' })
+      }
+      const requested = params.notifications
+      const honored: Filter = {}
+      if (requested.toolsListChanged === true) honored.toolsListChanged = true
+      if (requested.taskIds !== undefined) honored.taskIds = requested.taskIds.filter((id) => fastify.tasks.get(ctx.principal, id) !== undefined)
+      return new Promise<Record<string, unknown>>((resolve) => {
+        const sub: Subscription = {
+          id: ctx.requestId,
+          ctx,
+          principal: ctx.principal,
+          honored,
+          tools: honored.toolsListChanged ? visibleTools(ctx.principal) : '',
+          end(graceful) {
+            if (!open.delete(sub)) return
+            ctx.signal.removeEventListener('abort', onClose)
+            // The listen result (graceful end); after a client's close the dispatcher sends nothing anyway.
+            resolve(graceful ? { _meta: { [SUBSCRIPTION_ID_META_KEY]: sub.id } } : {})
+          },
+        }
+        const onClose = () => sub.end(false)
+        open.add(sub)
+        ctx.signal.addEventListener('abort', onClose, { once: true })
+        ctx.sink.send(tagged(sub, 'notifications/subscriptions/acknowledged', { notifications: honored }))
+      })
+    },
+  })
+}
+
+export default fp(subscriptionsPlugin, {
+  name: PLUGIN.subscriptions,
+  fastify: '5.x',
+  dependencies: [PLUGIN.rpc, PLUGIN.auth, PLUGIN.tasks, PLUGIN.tools],
+})
