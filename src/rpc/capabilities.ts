@@ -16,8 +16,8 @@ export class ServerCapabilities {
     for (const era of eras) {
       if (this.#published[era]) throw new Error(`capability ${name} declared after the ${era} capabilities were published`)
       if (name in this.#declared[era]) throw new Error(`capability ${name} is already declared for the ${era} era`)
-      this.#declared[era][name] = settings
     }
+    for (const era of eras) this.#declared[era][name] = settings
   }
 
   /** Declares an extension (`capabilities.extensions[id]`, e.g. `io.modelcontextprotocol/tasks`) in each of `eras`. */
@@ -25,8 +25,8 @@ export class ServerCapabilities {
     for (const era of eras) {
       if (this.#published[era]) throw new Error(`extension ${id} declared after the ${era} capabilities were published`)
       if (id in this.#extensions[era]) throw new Error(`extension ${id} is already declared for the ${era} era`)
-      this.#extensions[era][id] = settings
     }
+    for (const era of eras) this.#extensions[era][id] = settings
   }
 
   /** The capabilities object of `era`, built once and frozen (declarations are closed from then on). */

@@ -89,19 +89,24 @@ function asHeaderString(value: unknown): string | undefined {
 
 /**
  * Every `Mcp-Param-{Name}` a tool declares, checked against its arguments: present whenever the argument is (absent or
- * null arguments expect no header), decodable, and equal (integers compare numerically, so `42.0` matches 42).
+ * null arguments expect no header), decodable, and equal (integers compare numerically, so `42.0` matches 42). A
+ * recognized header is refused when it holds invalid characters, and when it names a value the arguments do not have
+ * (a gateway routing on it would act on something the server never runs).
  */
 export function paramHeadersProblem(headers: IncomingHttpHeaders, declared: readonly ParamHeader[], args: unknown): ServiceError | null {
   for (const d of declared) {
     const name = `Mcp-Param-${d.name}`
     const raw = header(headers, name.toLowerCase())
+    const decoded = raw === undefined ? undefined : decodeHeaderValue(raw)
+    if (raw !== undefined && decoded === undefined) return mismatch(`The ${name} header holds invalid characters or a malformed =?base64?…?= value`, { header: name })
     const value = valueAt(args, d.path)
-    if (value === undefined || value === null) continue
+    if (value === undefined || value === null) {
+      if (raw === undefined) continue
+      return mismatch(`The ${name} header is set, but arguments.${d.path.join('.')} is not: send the header only with the argument`, { header: name, body: `arguments.${d.path.join('.')}` })
+    }
     const expected = asHeaderString(value)
     if (expected === undefined) continue // not the declared primitive: argument validation reports it
-    if (raw === undefined) return mismatch(`The ${name} header is missing: arguments.${d.path.join('.')} is set, and the tool mirrors it into that header`, { header: name })
-    const decoded = decodeHeaderValue(raw)
-    if (decoded === undefined) return mismatch(`The ${name} header holds invalid characters or a malformed =?base64?…?= value`, { header: name })
+    if (decoded === undefined) return mismatch(`The ${name} header is missing: arguments.${d.path.join('.')} is set, and the tool mirrors it into that header`, { header: name })
     const same = d.type === 'integer' && typeof value === 'number' && DECIMAL.test(decoded) ? Number(decoded) === value : decoded === expected
     if (!same) {
       return mismatch(`The ${name} header (${JSON.stringify(decoded)}) differs from arguments.${d.path.join('.')} (${JSON.stringify(value)})`, { header: name, body: `arguments.${d.path.join('.')}` })
