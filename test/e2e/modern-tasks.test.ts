@@ -129,6 +129,10 @@ t.test('replaying the accepted state returns the same task handle and starts not
   await waitTask(t, server, handle.taskId, ['completed'])
   const after = await replay(`${id}-after`)
   t.equal(after.json.result.taskId, handle.taskId, 'after completion: the same task handle (stored result)')
+  t.equal(after.json.result.resultType, 'task')
+  t.equal(after.json.result.status, 'completed', 'the handle shows where the task is now, not where it was')
+  t.equal(after.json.result.createdAt, handle.createdAt)
+  t.notOk('result' in after.json.result, 'a task handle carries no result: tasks/get does')
   t.equal(deploymentCount(server, app.id), 1, 'no second deployment')
 })
 

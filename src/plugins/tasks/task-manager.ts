@@ -84,13 +84,22 @@ export class TaskManager {
     ).finally(() => this.#live.delete(row.id))
     this.#live.set(row.id, { abort, done })
     this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
-    return { ...this.view(row), resultType: 'task' }
+    return this.#handle(row)
   }
 
   /** The task, when it exists, has not expired and belongs to `owner` (anyone else: undefined, as for an unknown id). */
   get(owner: Principal, id: string, now = Date.now()): TaskRow | undefined {
     const row = this.#repos.tasks.byId(id, now)
     return row && row.membershipId === owner.membershipId && row.organizationId === owner.organizationId ? row : undefined
+  }
+
+  /**
+   * A task handle answered again (the stored result of a replayed confirmation): with the task's current status, so a
+   * client that lost the first answer sees where the task is. Unchanged when the task is gone or not the caller's.
+   */
+  refreshHandle(owner: Principal, handle: ToolResult, now = Date.now()): ToolResult {
+    const row = typeof handle.taskId === 'string' ? this.get(owner, handle.taskId, now) : undefined
+    return row ? this.#handle(row) : handle
   }
 
   /** Asks the work of a working task to stop (cooperative); a task that already ended stays as it is. */
@@ -114,6 +123,12 @@ export class TaskManager {
     if (row.status === 'completed' && row.result) v.result = row.result
     if (row.status === 'failed' && row.error) v.error = row.error
     return v
+  }
+
+  /** The CreateTaskResult: the task's fields, never its result or error (tasks/get gives those). */
+  #handle(row: TaskRow): ToolResult {
+    const { result: _result, error: _error, ...task } = this.view(row)
+    return { ...task, resultType: 'task' }
   }
 
   /** Shutdown: waits (at most `ms`) for live tasks to record their outcome. */

@@ -120,14 +120,21 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       const tool = registry.get(params.name)
       return params._meta?.progressToken !== undefined || tool?.def.longRunning === true || tool?.def.confirm === true
     },
-    handle: idempotency.guard<CallParams>((params) => registry.get(params.name)?.def, async (params, ctx) => {
-      const tool = registry.get(params.name)
-      if (!tool) throw fail('INVALID_PARAMS', { message: `Unknown tool: ${params.name}`, details: { name: params.name } })
-      const args = params.arguments ?? {}
-      // A client that declared the tasks extension in this request gets long-running work as a task.
-      if (tool.def.longRunning === true && declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)) return runAsTask(tool, args, ctx)
-      return callTool(tool, args, new ToolCall(ctx, tool.def.name, { progressToken: params._meta?.progressToken }), ctx)
-    }),
+    handle: async (params, ctx) => {
+      const result = await guarded(params, ctx)
+      // A replayed confirmation of a task answers the same task, as it is now.
+      return result.resultType === 'task' ? fastify.tasks.refreshHandle(ctx.principal, result) : result
+    },
+  })
+
+  /** tools/call itself, behind the at-most-once guard of confirmed calls. */
+  const guarded = idempotency.guard<CallParams>((params) => registry.get(params.name)?.def, async (params, ctx) => {
+    const tool = registry.get(params.name)
+    if (!tool) throw fail('INVALID_PARAMS', { message: `Unknown tool: ${params.name}`, details: { name: params.name } })
+    const args = params.arguments ?? {}
+    // A client that declared the tasks extension in this request gets long-running work as a task.
+    if (tool.def.longRunning === true && declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)) return runAsTask(tool, args, ctx)
+    return callTool(tool, args, new ToolCall(ctx, tool.def.name, { progressToken: params._meta?.progressToken }), ctx)
   })
 
   /**
