@@ -200,7 +200,7 @@ t.test('accept: the retry deletes the app once; the confirmation and the write a
   t.equal(w.targetId, app.id)
   t.equal(w.membershipId, owner.id)
   t.equal(w.details?.request_id, r.id, 'the write names the retry id')
-  if (w.details && 'operation_id' in w.details) t.equal(w.details.operation_id, c.details?.operation_id, 'and the same operation id')
+  t.equal(w.details?.operation_id, c.details?.operation_id, 'the write names the same operation as its confirmation')
 })
 
 t.test('decline, cancel, and accept with confirm: false → ELICITATION_DENIED, the app stays, audited declined', async (t) => {

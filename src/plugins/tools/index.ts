@@ -220,8 +220,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     return fastify.tasks.adopt(ctx.principal, tool.def.name, running, work)
   }
 
+  /** Audit entries of a stateless confirmed call name its operation too, linking the write to its confirmation. */
   function audit(ctx: CallContext, toolName: string, entry: Parameters<ToolContext['audit']>[0]): void {
-    writeAudit(repos, ctx, toolName, entry)
+    const operation = fastify.elicitation.operationOf(ctx.exchange)
+    writeAudit(repos, ctx, toolName, operation === null ? entry : { ...entry, details: { ...entry.details, operation_id: operation } })
   }
 
   /** The context one tool call gets. A class: one is made per call, and V8 makes class instances cheaply. */
