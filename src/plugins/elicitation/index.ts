@@ -20,12 +20,12 @@ declare module 'fastify' {
 
 export interface Elicitation {
   /**
-   * Asks the user to confirm `message` (the exact effect of `toolName`) and resolves only on `accept` with
+   * Asks the user to confirm `message` (the exact effect of `toolName` called with `args`) and resolves only on `accept` with
    * `confirm: true`. In a session: `elicitation/create` on the call's stream (server-request.ts). On a stateless
    * request: an `input_required` round trip (input-required.ts), which ends this run of the tool with InputRequired.
    * Every outcome of a question asked is audited as `<tool>.confirmation`.
    */
-  confirm(ctx: CallContext, toolName: string, message: string): Promise<void>
+  confirm(ctx: CallContext, toolName: string, args: unknown, message: string): Promise<void>
   /**
    * Before a tools/call runs: on a stateless request, opens and checks its `requestState` and keeps its
    * `inputResponses` for `confirm` (-32602 when the state is not this server's, or not this call's); in a session,
@@ -45,7 +45,7 @@ const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
   const stateless = inputRequiredConfirmation(fastify, sealer)
 
   fastify.decorate('elicitation', {
-    confirm: (ctx, toolName, message) => (ctx.exchange.era === 'modern' ? stateless.confirm(ctx, toolName, message) : sessions(ctx, toolName, message)),
+    confirm: (ctx, toolName, args, message) => (ctx.exchange.era === 'modern' ? stateless.confirm(ctx, toolName, args, message) : sessions(ctx, toolName, message)),
     openRound(ctx, toolName, args, requestState, inputResponses) {
       if (ctx.exchange.era === 'modern') stateless.open(ctx, toolName, args, requestState, inputResponses)
     },

@@ -69,13 +69,22 @@ function isStatePayload(p: Record<string, unknown>): p is Record<string, unknown
 class ConfirmationRound {
   /** confirm() calls made by this run of the tool. */
   calls = 0
+  #digest: string | undefined
 
   constructor(
     readonly tool: string,
-    readonly digest: string,
+    private readonly args: unknown,
     readonly state: StatePayload | null,
     readonly answers: Readonly<Record<string, unknown>> | undefined,
-  ) {}
+    digest?: string,
+  ) {
+    this.#digest = digest
+  }
+
+  /** SHA-256 of the canonical arguments, computed only when a state is checked or minted (most calls never ask). */
+  get digest(): string {
+    return (this.#digest ??= argumentsDigest(this.args))
+  }
 }
 
 function keyOf(index: number): string {
@@ -91,9 +100,12 @@ export function inputRequiredConfirmation(fastify: FastifyInstance, sealer: Requ
    * for this member, credential, tool and arguments) and keeps its answers for `confirm()`.
    */
   function open(ctx: { exchange: Exchange; principal: Principal }, toolName: string, args: unknown, requestState: unknown, inputResponses: unknown): void {
-    const digest = argumentsDigest(args)
+    // A call without state or answers is a first round: confirm() makes its round if the tool ever asks.
+    if (requestState === undefined && inputResponses === undefined) return
     let state: StatePayload | null = null
+    let digest: string | undefined
     if (requestState !== undefined) {
+      digest = argumentsDigest(args)
       const payload = typeof requestState === 'string' ? sealer.open(requestState) : null
       if (!payload || !isStatePayload(payload)) {
         throw fail('INVALID_PARAMS', {
@@ -111,7 +123,7 @@ export function inputRequiredConfirmation(fastify: FastifyInstance, sealer: Requ
       state = payload
     }
     const answers = typeof inputResponses === 'object' && inputResponses !== null ? (inputResponses as Record<string, unknown>) : undefined
-    rounds.set(ctx.exchange, new ConfirmationRound(toolName, digest, state, answers))
+    rounds.set(ctx.exchange, new ConfirmationRound(toolName, args, state, answers, digest))
   }
 
   /** The operation id of the call's verified requestState, when it carries one (the key of at-most-once). */
@@ -141,9 +153,12 @@ export function inputRequiredConfirmation(fastify: FastifyInstance, sealer: Requ
     })
   }
 
-  async function confirm(ctx: CallContext, toolName: string, message: string): Promise<void> {
-    const round = rounds.get(ctx.exchange)
-    if (!round) throw new Error(`confirm() of ${toolName} on a stateless request whose confirmation round was never opened`)
+  async function confirm(ctx: CallContext, toolName: string, args: unknown, message: string): Promise<void> {
+    let round = rounds.get(ctx.exchange)
+    if (!round) {
+      round = new ConfirmationRound(toolName, args, null, undefined)
+      rounds.set(ctx.exchange, round)
+    }
     const index = ++round.calls
     const granted = round.state?.n ?? 0
     if (index <= granted) return // answered with accept in an earlier round of this operation

@@ -193,17 +193,20 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     throw err
   }
 
-  /** The 2026-07-28 result fields: `resultType`, `serverInfo` in `_meta`, and caching hints on complete results. */
+  /**
+   * The 2026-07-28 result fields: `resultType`, `serverInfo` in `_meta`, and caching hints on complete results. Added
+   * in place: every method answers with an object of its own, made for this answer.
+   */
   function encode(result: Record<string, unknown>, cache: CacheHint | undefined): Record<string, unknown> {
-    const out: Record<string, unknown> = { ...result }
-    out.resultType ??= 'complete'
-    const meta = typeof out._meta === 'object' && out._meta !== null ? (out._meta as Record<string, unknown>) : {}
-    out._meta = { ...meta, [SERVER_INFO_META_KEY]: serverInfo }
-    if (cache && out.resultType === 'complete') {
-      out.ttlMs = cache.ttlMs()
-      out.cacheScope = cache.scope
+    if (result.resultType === undefined) result.resultType = 'complete'
+    const meta = result._meta
+    if (typeof meta === 'object' && meta !== null) (meta as Record<string, unknown>)[SERVER_INFO_META_KEY] = serverInfo
+    else result._meta = { [SERVER_INFO_META_KEY]: serverInfo }
+    if (cache !== undefined && result.resultType === 'complete') {
+      result.ttlMs = cache.ttlMs()
+      result.cacheScope = cache.scope
     }
-    return out
+    return result
   }
 
   function openStream(reply: FastifyReply): SseStream {

@@ -134,7 +134,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     const args = params.arguments ?? {}
     // A client that declared the tasks extension in this request gets long-running work as a task.
     if (tool.def.longRunning === true && declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)) return runAsTask(tool, args, ctx)
-    return callTool(tool, args, new ToolCall(ctx, tool.def.name, { progressToken: params._meta?.progressToken }), ctx)
+    return callTool(tool, args, new ToolCall(ctx, tool.def.name, args, { progressToken: params._meta?.progressToken }), ctx)
   })
 
   /**
@@ -208,7 +208,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (!started) work.abort(ctx.signal.reason)
     }
     ctx.signal.addEventListener('abort', onRequestAbort, { once: true })
-    const toolCtx = new ToolCall(ctx, tool.def.name, { work, quiet: true, onConfirmed: () => begin() })
+    const toolCtx = new ToolCall(ctx, tool.def.name, args, { work, quiet: true, onConfirmed: () => begin() })
     if (tool.def.confirm !== true) begin()
     const running = callTool(tool, args, toolCtx, ctx)
     try {
@@ -241,6 +241,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     #lastProgress = -Infinity
     readonly #ctx: CallContext
     readonly #toolName: string
+    readonly #args: Record<string, unknown>
     readonly #progressToken: RequestId | undefined
     readonly #work: CallAbort | undefined
     readonly #quiet: boolean
@@ -250,9 +251,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
      * `progressToken`: the call's, for notifications/progress. A task's call passes `work` (its own cancellation,
      * instead of the request's), `quiet` (tasks send no notifications) and `onConfirmed` (the work may start).
      */
-    constructor(ctx: CallContext, toolName: string, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
+    constructor(ctx: CallContext, toolName: string, args: Record<string, unknown>, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
       this.#ctx = ctx
       this.#toolName = toolName
+      this.#args = args
       this.#progressToken = options.quiet ? undefined : options.progressToken
       this.#work = options.work
       this.#quiet = options.quiet === true
@@ -285,7 +287,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
 
     async confirm(message: string): Promise<void> {
       // The elicitation plugin asks, checks the answer and audits it.
-      await fastify.elicitation.confirm(this.#ctx, this.#toolName, message)
+      await fastify.elicitation.confirm(this.#ctx, this.#toolName, this.#args, message)
       this.#onConfirmed?.()
     }
 
