@@ -275,6 +275,14 @@ export function initializeBody(id: number): string {
   return JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'bench', version: '1.0.0' } } })
 }
 
+/** The headers of a stateless (2026-07-28) request: no session, the revision and the method mirrored from the body. */
+export function modernHeaders(init: Record<string, string>, method: string, name?: string): Record<string, string> {
+  return { ...init, 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(name !== undefined ? { 'mcp-name': name } : {}) }
+}
+
+/** The `params._meta` every stateless request carries, as a JSON fragment (`"_meta":{…}`). */
+export const MODERN_META = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1.0.0"}}'
+
 /** initialize + notifications/initialized over a plain request; returns the session's header set. */
 export async function openSession(pool: Pool, init: Record<string, string>): Promise<Record<string, string>> {
   const res = await pool.request({ path: '/mcp', method: 'POST', headers: init, body: initializeBody(0) })

@@ -10,9 +10,11 @@
  * Every flag also reads BENCH_<NAME> from the environment (BENCH_DURATION=10, BENCH_CPU_PROF=/tmp/prof, …).
  *
  * Scenarios (each on a fresh server and database):
- *   call    tools/call service_apps_list, all connections sharing one pre-opened session, once per `--apps` count
- *           (default 0,20): that many apps are seeded into the default organization first (0 = the empty list; the
- *           tool returns at most 20 per page). There is no write tool yet, so seeding uses a second SQLite connection.
+ *   call    tools/call service_apps_list, once per `--apps` count (default 0,20): that many apps are seeded into the
+ *           default organization first (0 = the empty list; the tool returns at most 20 per page), seeded through a
+ *           second SQLite connection. At each concurrency, on the same server, one after the other: the legacy call
+ *           (all connections sharing one pre-opened 2025-11-25 session) and the stateless 2026-07-28 call (one POST
+ *           with its `_meta` and headers, no session, no initialize).
  *   ping    (not run by default) `ping` on one pre-opened session: the cost of HTTP + auth + session + dispatch alone,
  *           a floor for tools/call.
  *   init    session creation: POST initialize (Accept: application/json, text/event-stream), nothing else.
@@ -31,7 +33,7 @@ import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 import { oauthTokens } from '../../test/helpers/oauth.js'
 import type { TestServer } from '../../test/helpers/server.js'
-import { cpuSeconds, initHeaders, initializeBody, mb, numberOption, openSession, openSessions, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ServerChild } from './child.js'
+import { cpuSeconds, initHeaders, initializeBody, mb, MODERN_META, modernHeaders, numberOption, openSession, openSessions, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ServerChild } from './child.js'
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options
@@ -249,16 +251,22 @@ async function scenarioCall(appCount: number): Promise<LoadResult[]> {
 
     let id = 1
     const next = (): Shot => ({ headers, body: `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"service_apps_list","arguments":{}}}` })
+    const stateless = modernHeaders(INIT_HEADERS, 'tools/call', 'service_apps_list')
+    const nextStateless = (): Shot => ({ headers: stateless, body: `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"service_apps_list","arguments":{},${MODERN_META}}}` })
     const check = (status: number, _h: unknown, text: string) => {
       if (status !== 200) return `HTTP ${status}: ${text.slice(0, 200)}`
       if (!text.includes('"isError":false')) return `tool error: ${text.slice(0, 200)}`
       return null
     }
+    const checkStateless = (status: number, h: Record<string, string | string[] | undefined>, text: string) =>
+      check(status, h, text) ?? (text.includes('"resultType":"complete"') && h['mcp-session-id'] === undefined ? null : `not a 2026-07-28 answer: ${text.slice(0, 200)}`)
     const results: LoadResult[] = []
     for (const c of OPTS.concurrency) {
-      const r = await load(`tools/call apps_list (${appCount} apps)`, server, c, next, check)
-      report(r)
-      results.push(r)
+      const legacy = await load(`tools/call apps_list (${appCount} apps), 2025-11-25 session`, server, c, next, check)
+      report(legacy)
+      const modern = await load(`tools/call apps_list (${appCount} apps), 2026-07-28 stateless`, server, c, nextStateless, checkStateless)
+      report(modern)
+      results.push(legacy, modern)
     }
     return results
   } finally {
@@ -411,6 +419,12 @@ function table(results: LoadResult[], memory: MemoryResult | null): string {
 function targets(results: LoadResult[], memory: MemoryResult | null): string {
   const lines: string[] = []
   const calls16 = results.filter((r) => r.scenario.startsWith('tools/call') && r.concurrency === 16)
+  for (const c of OPTS.concurrency) {
+    for (const legacy of results.filter((r) => r.concurrency === c && r.scenario.endsWith('2025-11-25 session'))) {
+      const modern = results.find((r) => r.concurrency === c && r.scenario === legacy.scenario.replace('2025-11-25 session', '2026-07-28 stateless'))
+      if (modern) lines.push(`${modern.scenario} / session at concurrency ${c}: ${(modern.rps / legacy.rps).toFixed(2)}× the throughput`)
+    }
+  }
   const initBest = results.filter((r) => r.scenario === 'initialize').sort((a, b) => b.rps - a.rps)[0]
   const verdict = (ok: boolean) => (ok ? 'MET' : 'BELOW TARGET')
   for (const r of calls16) lines.push(`${r.scenario} at concurrency 16: ${r.rps.toFixed(0)} req/s (target > 9000) ${verdict(r.rps > 9000)}`)
@@ -428,7 +442,7 @@ function targets(results: LoadResult[], memory: MemoryResult | null): string {
 
 async function main(): Promise<void> {
   const budgetMs =
-    (OPTS.scenarios.has('call') ? OPTS.apps.length : 0) * OPTS.concurrency.length * (OPTS.durationMs + OPTS.warmupMs) +
+    (OPTS.scenarios.has('call') ? OPTS.apps.length * 2 : 0) * OPTS.concurrency.length * (OPTS.durationMs + OPTS.warmupMs) +
     (OPTS.scenarios.has('init') ? 1 : 0) * OPTS.concurrency.length * (OPTS.durationMs + OPTS.warmupMs) +
     (OPTS.scenarios.has('ping') ? 1 : 0) * OPTS.concurrency.length * (OPTS.durationMs + OPTS.warmupMs) +
     (OPTS.scenarios.has('memory') ? OPTS.sessions * 2 : 0) + // generous: 500 sessions/s
@@ -445,7 +459,7 @@ async function main(): Promise<void> {
   let memory: MemoryResult | null = null
   if (OPTS.scenarios.has('call')) {
     for (const appCount of OPTS.apps) {
-      process.stdout.write(`\n(b) tools/call service_apps_list on one session, ${appCount} apps in the organization\n`)
+      process.stdout.write(`\n(b) tools/call service_apps_list, ${appCount} apps in the organization: on one session, then stateless\n`)
       results.push(...(await scenarioCall(appCount)))
     }
   }
