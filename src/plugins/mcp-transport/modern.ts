@@ -217,81 +217,95 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     return stream
   }
 
+  /** The ladder up to the precheck: the prepared call and its exchange, or the refusal that answers it. */
+  function check(request: FastifyRequest, message: JsonRpcRequest): Refusal | { prepared: PreparedRequest; def: RequestMethod; exchange: ModernExchange } {
+    const meta = metaOf(message)! // a modern route has a claim, so `_meta` is an object
+    const refusedEnvelope = envelope(meta)
+    if (refusedEnvelope) return refusedEnvelope
+    const version = meta[PROTOCOL_VERSION_META_KEY] as string
+    const refusedRevision = revision(request, message, version)
+    if (refusedRevision) return refusedRevision
+    const headerProblem = standardHeadersProblem(request.headers, message.method, message.params)
+    if (headerProblem) return new Refusal(400, headerProblem)
+    const capabilities = meta[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities
+    const def = method(message, capabilities)
+    if (def instanceof Refusal) return def
+    const prepared = rpc.prepare(message, 'modern')
+    if (!('def' in prepared)) return new Refusal(200, failureOf(prepared) ?? fail('INVALID_PARAMS'))
+    const refusedHeaders = paramHeaders(request, prepared)
+    if (refusedHeaders) return refusedHeaders
+    const exchange = new ModernExchange(
+      version as (typeof MODERN_PROTOCOL_VERSIONS)[number],
+      capabilities,
+      (meta[LOG_LEVEL_META_KEY] as LogLevel | undefined) ?? null,
+      (meta[CLIENT_INFO_META_KEY] as ClientInfo | undefined) ?? null,
+    )
+    return { prepared, def, exchange }
+  }
+
+  /**
+   * Runs the call. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28): the call's
+   * signal fires with ClientDisconnected and nothing more is sent. Null when the call was cancelled.
+   */
+  async function run(request: FastifyRequest, reply: FastifyReply, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink): Promise<JsonRpcResponse | null> {
+    const controller = new CallAbort()
+    let answered = false
+    reply.raw.once('close', () => {
+      if (answered) return
+      sink.gone()
+      controller.abort(new ClientDisconnected('the client closed the connection of the request'))
+    })
+    const authorization = request.headers.authorization
+    const authenticateAgain = () => fastify.auth.authenticate(authorization)
+    const response = await rpc.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller)
+    answered = true
+    return response
+  }
+
+  /** The answer: JSON when nothing was streamed (and the client takes JSON), else the last event of the SSE stream. */
+  function respond(reply: FastifyReply, def: RequestMethod, id: RequestId, response: JsonRpcResponse, sink: LazyStreamSink, accept: Acceptance): FastifyReply {
+    let answer: JsonRpcResponse
+    let status = 200
+    if (response.error) {
+      const failure = failureOf(response)
+      if (failure && sink.stream === null && (catalog[failure.code] as ErrorSpec).rpc === undefined && failure.status >= 400 && failure.status < 500) {
+        throw failure // an HTTP-level refusal raised while running (409 IDEMPOTENCY_CONFLICT): service body
+      }
+      answer = failure ? rpcError(id, failure) : response
+      status = SPEC_ERROR_STATUS[answer.error!.code] ?? 200
+    } else {
+      answer = { jsonrpc: '2.0', id, result: encode(response.result ?? {}, def.cache) }
+    }
+    if (sink.stream === null && accept.json) return reply.code(status).type('application/json').send(answer)
+    const stream = sink.ensureOpen()
+    stream.send(answer)
+    stream.end()
+    return reply
+  }
+
   return {
     async post(request, reply, route, accept) {
       // 2026-07-28 defines no client notifications over Streamable HTTP (a closed stream is the cancellation): a
       // notification is accepted and has no effect.
       if (route.kind === 'notification') return reply.code(202).send()
       const { message } = route
-      const meta = metaOf(message)!
-      const refusedEnvelope = envelope(meta)
-      if (refusedEnvelope) return refuse(reply, message.id, refusedEnvelope)
-      const version = meta[PROTOCOL_VERSION_META_KEY] as string
-      const refusedRevision = revision(request, message, version)
-      if (refusedRevision) return refuse(reply, message.id, refusedRevision)
-      const headerProblem = standardHeadersProblem(request.headers, message.method, message.params)
-      if (headerProblem) return refuse(reply, message.id, new Refusal(400, headerProblem))
-
-      const capabilities = meta[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities
-      const def = method(message, capabilities)
-      if (def instanceof Refusal) return refuse(reply, message.id, def)
-      const prepared = rpc.prepare(message, 'modern')
-      if (!('def' in prepared)) return reply.type('application/json').send(rpcError(message.id, failureOf(prepared) ?? fail('INVALID_PARAMS')))
-      const refusedHeaders = paramHeaders(request, prepared)
-      if (refusedHeaders) return refuse(reply, message.id, refusedHeaders)
-
-      const exchange = new ModernExchange(
-        version as (typeof MODERN_PROTOCOL_VERSIONS)[number],
-        capabilities,
-        (meta[LOG_LEVEL_META_KEY] as LogLevel | undefined) ?? null,
-        (meta[CLIENT_INFO_META_KEY] as ClientInfo | undefined) ?? null,
-      )
-      const principal = request.principal!
+      const checked = check(request, message)
+      if (checked instanceof Refusal) return refuse(reply, message.id, checked)
+      const { prepared, def, exchange } = checked
       try {
-        def.precheck?.(prepared.params, { exchange, session: null, principal, requestId: message.id })
+        def.precheck?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id })
       } catch (err) {
         return failBeforeAnswer(reply, message.id, err)
       }
-
-      // Run. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28).
-      const controller = new CallAbort()
       const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
-      let answered = false
-      reply.raw.once('close', () => {
-        if (answered) return
-        sink.gone()
-        controller.abort(new ClientDisconnected('the client closed the connection of the request'))
-      })
-      const authorization = request.headers.authorization
-      const authenticateAgain = () => fastify.auth.authenticate(authorization)
-      const response = await rpc.run(prepared, { exchange, principal, sink, log: request.log, authenticateAgain }, controller)
-      answered = true
+      const response = await run(request, reply, prepared, exchange, sink)
       if (response === null) {
-        // Cancelled: the client is gone (nothing may be sent for the request any more).
+        // Cancelled: the client is gone, and nothing may be sent for the request any more.
         sink.stream?.end()
         if (!reply.sent && !reply.raw.destroyed) reply.raw.destroy()
         return reply
       }
-
-      let answer: JsonRpcResponse
-      if (response.error) {
-        const failure = failureOf(response)
-        if (failure && sink.stream === null && (catalog[failure.code] as ErrorSpec).rpc === undefined && failure.status >= 400 && failure.status < 500) {
-          throw failure // an HTTP-level refusal raised while running (409 IDEMPOTENCY_CONFLICT): service body
-        }
-        answer = failure ? rpcError(message.id, failure) : response
-        if (sink.stream === null && accept.json) {
-          const status = SPEC_ERROR_STATUS[answer.error!.code] ?? 200
-          return reply.code(status).type('application/json').send(answer)
-        }
-      } else {
-        answer = { jsonrpc: '2.0', id: message.id, result: encode(response.result ?? {}, def.cache) }
-      }
-      if (sink.stream === null && accept.json) return reply.type('application/json').send(answer)
-      const stream = sink.ensureOpen()
-      stream.send(answer)
-      stream.end()
-      return reply
+      return respond(reply, def, message.id, response, sink, accept)
     },
   }
 }
