@@ -486,3 +486,26 @@ t.test('a long-running custom tool becomes a task at once; tasks/cancel aborts i
   await until(() => longRuns[1]?.ended, 5000, 'the non-task run to stop on disconnect')
   t.type(longRuns[1]?.reason, ClientDisconnected)
 })
+
+// Regression: a custom tool that throws any catalog code gets a tool result in both eras, INVALID_PARAMS included;
+// only a malformed answer to a confirmation (the request's own fault) is a JSON-RPC -32602.
+t.test('a tool throwing fail(INVALID_PARAMS) gets a tool result in both eras', async (t) => {
+  const picky = defineTool<Record<string, never>, Record<string, never>>({
+    name: 'team_picky',
+    title: 'Picky',
+    description: 'Always refuses.',
+    inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+    scope: 'mcp:read',
+    role: 'viewer',
+    handler() {
+      throw fail('INVALID_PARAMS', { message: 'not today' })
+    },
+  })
+  const server = await startServer(t, { tools: [...builtinTools, picky] })
+  const { headers } = await openSession(server.mcpUrl, server.apiKey)
+  const legacy = await callToEnd(server.mcpUrl, headers, 'team_picky', {}, 1)
+  t.equal(failureOf(t, legacy.result, 'INVALID_PARAMS').message, 'not today', 'session: a tool result')
+  const modern = await modernCall(server.mcpUrl, server.apiKey, 'team_picky')
+  t.equal(modern.status, 200)
+  t.equal(failureOf(t, answerOf(modern).result, 'INVALID_PARAMS').message, 'not today', 'stateless: a tool result')
+})

@@ -8,7 +8,7 @@ import { PLUGIN } from '../names.js'
 import { inputRequiredConfirmation } from './input-required.js'
 import { serverRequestConfirmation } from './server-request.js'
 
-export { InputRequired } from './input-required.js'
+export { AnswerRefused, InputRequired } from './input-required.js'
 export { CONFIRM_SCHEMA, checkConfirmAnswer } from './form.js'
 
 declare module 'fastify' {

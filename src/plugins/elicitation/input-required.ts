@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { lastingCredential, type Principal } from '../../auth/principal.js'
-import { fail } from '../../errors/service-error.js'
+import { fail, type ServiceError } from '../../errors/service-error.js'
 import { randomSecret } from '../../lib/crypto.js'
 import { argumentsDigest } from '../../mrtr/canonical.js'
 import type { RequestStateSealer } from '../../mrtr/state-sealer.js'
@@ -37,6 +37,17 @@ export class InputRequired extends Error {
   override name = 'InputRequired'
   constructor(readonly result: Record<string, unknown>) {
     super('the call needs the client to answer an input request and retry')
+  }
+}
+
+/**
+ * Thrown by `confirm()` when the retry itself is malformed (an answer that does not fit the form): the request gets a
+ * JSON-RPC error (-32602), never a tool result, whatever the tool does with its own failures.
+ */
+export class AnswerRefused extends Error {
+  override name = 'AnswerRefused'
+  constructor(readonly error: ServiceError) {
+    super(error.message)
   }
 }
 
@@ -177,10 +188,10 @@ export function inputRequiredConfirmation(fastify: FastifyInstance, sealer: Requ
       if (answer === undefined) throw ask(ctx, round, index, message, state.exp)
       const problem = checkConfirmAnswer(answer)
       if (problem !== null) {
-        throw fail('INVALID_PARAMS', {
+        throw new AnswerRefused(fail('INVALID_PARAMS', {
           message: `inputResponses.${key} does not answer the confirmation: ${problem}`,
           details: { param: `inputResponses.${key}` },
-        })
+        }))
       }
       const a = answer as Record<string, unknown>
       if (confirms(a)) {

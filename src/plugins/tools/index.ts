@@ -11,7 +11,7 @@ import { sendLog, type CallContext } from '../../rpc/dispatcher.js'
 import { declaresExtension } from '../../rpc/exchange.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
-import { InputRequired } from '../elicitation/index.js'
+import { AnswerRefused, InputRequired } from '../elicitation/index.js'
 import { TASKS_EXTENSION } from '../tasks/index.js'
 import { PLUGIN } from '../names.js'
 import { builtinTools } from './builtin/index.js'
@@ -42,12 +42,10 @@ interface CallParams {
 }
 
 /**
- * Failures that are about the request rather than the tool: they stay JSON-RPC errors instead of becoming tool
- * results (an answer to a confirmation that does not fit the form is -32602; a client that cannot be asked, -32021).
+ * Failures of a write that are not the write failing: recorded by confirm() or by the tool itself, or a request the
+ * client must change (a capability it did not declare: -32021, which the revision makes a JSON-RPC error).
  */
-const PROTOCOL_FAILURES = new Set(['INVALID_PARAMS', 'MISSING_CLIENT_CAPABILITY'])
-/** Failures of a write that are not the write failing: recorded by confirm() or by the tool itself. */
-const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED', ...PROTOCOL_FAILURES])
+const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED', 'MISSING_CLIENT_CAPABILITY'])
 
 /** tools/list and tools/call over the registry. Tool failures are tool results, rendered by the error catalog. */
 const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts) => {
@@ -180,7 +178,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     } catch (err) {
       // A stateless confirmation round: the call ends with the input_required result (nothing has changed).
       if (err instanceof InputRequired) return err.result
-      if (isServiceError(err) && PROTOCOL_FAILURES.has(err.code)) throw err
+      // A malformed answer to a confirmation, or a capability the request lacks: the request is wrong, not the tool.
+      if (err instanceof AnswerRefused) throw err.error
+      if (isServiceError(err) && err.code === 'MISSING_CLIENT_CAPABILITY') throw err
       // Before 2025-11-25, invalid arguments are a protocol error (-32602); from then on a tool result.
       if (isServiceError(err) && err.code === 'INVALID_ARGUMENTS' && !atLeast(version, '2025-11-25')) throw err
       if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
