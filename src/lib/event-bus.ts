@@ -24,8 +24,4 @@ export class EventBus {
       }
     }
   }
-
-  get size(): number {
-    return this.#listeners.size
-  }
 }

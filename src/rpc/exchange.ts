@@ -18,12 +18,6 @@ export interface ClientCapabilities {
   [key: string]: unknown
 }
 
-/** The client's self-description (`clientInfo`): for logs and display only, never for decisions. */
-export interface ClientInfo {
-  name: string
-  version: string
-}
-
 /**
  * What a method knows of the protocol era its request came in: the revision, what the client declared for it and
  * whether it wants log messages. Each era's front-end builds one per request (legacy: from the session; modern: from
@@ -93,6 +87,5 @@ export class ModernExchange implements Exchange {
     readonly protocolVersion: ModernProtocolVersion,
     readonly clientCapabilities: Readonly<ClientCapabilities>,
     readonly logLevel: LogLevel | null,
-    readonly clientInfo: ClientInfo | null,
   ) {}
 }

@@ -5,7 +5,7 @@ import { fail, isServiceError, type ServiceError } from '../../errors/service-er
 import { SseStream } from '../../lib/sse.js'
 import { CallAbort, ClientDisconnected } from '../../rpc/call-abort.js'
 import { failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
-import { ModernExchange, type ClientCapabilities, type ClientInfo } from '../../rpc/exchange.js'
+import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
 import {
   isModernProtocolVersion,
   MODERN_PROTOCOL_VERSIONS,
@@ -19,7 +19,7 @@ import { describeDetails, validationDetails, validatorFor } from '../../validati
 import { SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../../version.js'
 import { CLIENT_CAPABILITIES_META_KEY, metaOf, PROTOCOL_VERSION_META_KEY, type Route } from './classify.js'
 import type { Acceptance } from './headers.js'
-import { paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
+import { headerValue, paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
 
 /**
  * The stateless era (revision 2026-07-28) of /mcp: every POST carries its revision, capabilities and client info in
@@ -44,7 +44,6 @@ export interface ModernFrontEnd {
 }
 
 const LOG_LEVEL_META_KEY = 'io.modelcontextprotocol/logLevel'
-const CLIENT_INFO_META_KEY = 'io.modelcontextprotocol/clientInfo'
 export const SERVER_INFO_META_KEY = 'io.modelcontextprotocol/serverInfo'
 
 /** The revision's own errors keep HTTP 400 even when a method raises them; every other JSON-RPC error is HTTP 200. */
@@ -55,11 +54,6 @@ const REMOVED = new Set(['initialize', 'ping', 'logging/setLevel', 'resources/su
 
 class Refusal {
   constructor(readonly status: number, readonly error: ServiceError) {}
-}
-
-function headerOf(request: FastifyRequest, name: string): string | undefined {
-  const v = request.headers[name]
-  return Array.isArray(v) ? v.join(', ') : v
 }
 
 /** The parts of `required` that `declared` lacks (a ClientCapabilities object), or null when nothing is missing. */
@@ -124,14 +118,14 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
 
   /** Steps: the headers that are present agree with the body; the revision is one we serve. */
   function revision(request: FastifyRequest, message: JsonRpcRequest, version: string): Refusal | null {
-    const header = headerOf(request, 'mcp-protocol-version')
+    const header = headerValue(request.headers, 'mcp-protocol-version')
     if (header !== undefined && header !== version) {
       return new Refusal(400, fail('HEADER_MISMATCH', {
         message: `MCP-Protocol-Version (${header}) differs from params._meta["${PROTOCOL_VERSION_META_KEY}"] (${version})`,
         details: { header: 'MCP-Protocol-Version', body: `params._meta["${PROTOCOL_VERSION_META_KEY}"]` },
       }))
     }
-    const method = headerOf(request, 'mcp-method')
+    const method = headerValue(request.headers, 'mcp-method')
     if (method !== undefined && method !== message.method) {
       return new Refusal(400, fail('HEADER_MISMATCH', { message: `Mcp-Method (${method}) differs from the body's method (${message.method})`, details: { header: 'Mcp-Method', body: 'method' } }))
     }
@@ -238,7 +232,6 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
       version as (typeof MODERN_PROTOCOL_VERSIONS)[number],
       capabilities,
       (meta[LOG_LEVEL_META_KEY] as LogLevel | undefined) ?? null,
-      (meta[CLIENT_INFO_META_KEY] as ClientInfo | undefined) ?? null,
     )
     return { prepared, def, exchange }
   }

@@ -46,7 +46,8 @@ export function decodeHeaderValue(value: string): string | undefined {
   return PLAIN_VALUE.test(value) ? value : undefined
 }
 
-function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+/** A request header's value (lowercase `name`); repeated headers are joined as HTTP joins them. */
+export function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
   const v = headers[name]
   return Array.isArray(v) ? v.join(', ') : v
 }
@@ -60,16 +61,16 @@ function mismatch(message: string, details: Record<string, unknown>): ServiceErr
  * body where the method mirrors one. (Mismatches of a header that is present are found earlier, by the era ladder.)
  */
 export function standardHeadersProblem(headers: IncomingHttpHeaders, method: string, params: Record<string, unknown> | undefined): ServiceError | null {
-  if (header(headers, 'mcp-protocol-version') === undefined) {
+  if (headerValue(headers, 'mcp-protocol-version') === undefined) {
     return mismatch('The MCP-Protocol-Version header is missing: every 2026-07-28 request carries it', { header: 'MCP-Protocol-Version' })
   }
-  if (header(headers, 'mcp-method') === undefined) {
+  if (headerValue(headers, 'mcp-method') === undefined) {
     return mismatch(`The Mcp-Method header is missing: send Mcp-Method: ${method}`, { header: 'Mcp-Method' })
   }
   const source = MCP_NAME_SOURCE[method]
   const bodyValue = source === undefined ? undefined : params?.[source]
   if (source === undefined || typeof bodyValue !== 'string') return null // params validation reports a missing or malformed body value
-  const raw = header(headers, 'mcp-name')
+  const raw = headerValue(headers, 'mcp-name')
   if (raw === undefined) return mismatch(`The Mcp-Name header is missing: ${method} requests carry params.${source} in it`, { header: 'Mcp-Name' })
   const decoded = decodeHeaderValue(raw)
   if (decoded === undefined) return mismatch('The Mcp-Name header holds invalid characters or a malformed =?base64?…?= value', { header: 'Mcp-Name' })
@@ -96,7 +97,7 @@ function asHeaderString(value: unknown): string | undefined {
 export function paramHeadersProblem(headers: IncomingHttpHeaders, declared: readonly ParamHeader[], args: unknown): ServiceError | null {
   for (const d of declared) {
     const name = `Mcp-Param-${d.name}`
-    const raw = header(headers, name.toLowerCase())
+    const raw = headerValue(headers, name.toLowerCase())
     const decoded = raw === undefined ? undefined : decodeHeaderValue(raw)
     if (raw !== undefined && decoded === undefined) return mismatch(`The ${name} header holds invalid characters or a malformed =?base64?…?= value`, { header: name })
     const value = valueAt(args, d.path)

@@ -45,10 +45,6 @@ export class TaskManager {
     this.#log = options.log
   }
 
-  get running(): number {
-    return this.#live.size
-  }
-
   /** At start: tasks a previous process left working can never end; they complete with `interrupted`. */
   recover(interrupted: (tool: string) => ToolResult, now = Date.now()): number {
     return this.#repos.tasks.interruptWorking((tool) => ({ ...interrupted(tool), resultType: 'complete' }), 'interrupted: the server stopped while the task ran', now)
