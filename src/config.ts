@@ -68,6 +68,18 @@ interface RawConfig {
   rateLimitToolFactor: number
   registerRateLimit: number
   registerRateLimitWindowMs: number
+  maxBatchSize: number
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  maxConnectionsPerAddress: number
+  sseMaxBufferedBytes: number
+  signInFreeAttempts: number
+  signInAddressFreeAttempts: number
+  signInDelayMs: number
+  signInMaxDelayMs: number
+  authorizeRateLimit: number
+  authorizeRateLimitWindowMs: number
+  pendingAuthorizationsPerAddress: number
 }
 
 /** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
@@ -133,6 +145,18 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'rateLimitToolFactor', env: 'SERVICE_RATE_LIMIT_TOOL_FACTOR', flag: '--rate-limit-tool-factor', kind: 'int', default: 1, min: 1, doc: 'Multiplies every tool\'s declared calls-per-window limit' },
   { key: 'registerRateLimit', env: 'SERVICE_REGISTER_RATE_LIMIT', flag: '--register-rate-limit', kind: 'int', default: 10, min: 1, doc: '`/oauth/register` requests per window per IP' },
   { key: 'registerRateLimitWindowMs', env: 'SERVICE_REGISTER_RATE_LIMIT_WINDOW_MS', flag: '--register-rate-limit-window-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'Window of the `/oauth/register` limit (1 h)' },
+  { key: 'maxBatchSize', env: 'SERVICE_MAX_BATCH_SIZE', flag: '--max-batch-size', kind: 'int', default: 20, min: 1, max: 1000, doc: 'Most messages in one JSON-RPC batch (2025-03-26 sessions); each counts against the rate limits' },
+  { key: 'headersTimeoutMs', env: 'SERVICE_HEADERS_TIMEOUT_MS', flag: '--headers-timeout-ms', kind: 'int', default: 10_000, min: 100, doc: 'A client must send its request headers within this time (408 otherwise)' },
+  { key: 'requestTimeoutMs', env: 'SERVICE_REQUEST_TIMEOUT_MS', flag: '--request-timeout-ms', kind: 'int', default: 30_000, min: 100, doc: 'A client must send its whole request, body included, within this time (408 otherwise); answers may stream longer' },
+  { key: 'maxConnectionsPerAddress', env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS', flag: '--max-connections-per-address', kind: 'int', default: 256, min: 0, doc: 'Open connections one client address may hold; more are closed at once (0: no limit; behind a proxy every client shares its address)' },
+  { key: 'sseMaxBufferedBytes', env: 'SERVICE_SSE_MAX_BUFFERED_BYTES', flag: '--sse-max-buffered-bytes', kind: 'int', default: 1_048_576, min: 1024, doc: 'Output waiting for a client that reads an SSE stream too slowly; beyond it the connection is closed (a session stream can be resumed)' },
+  { key: 'signInFreeAttempts', env: 'SERVICE_SIGN_IN_FREE_ATTEMPTS', flag: '--sign-in-free-attempts', kind: 'int', default: 5, min: 1, doc: 'Failed sign-ins of one account before each further attempt must wait (a delay doubling from SERVICE_SIGN_IN_DELAY_MS)' },
+  { key: 'signInAddressFreeAttempts', env: 'SERVICE_SIGN_IN_ADDRESS_FREE_ATTEMPTS', flag: '--sign-in-address-free-attempts', kind: 'int', default: 20, min: 1, doc: 'Failed sign-ins from one client address, whatever the account, before it must wait likewise' },
+  { key: 'signInDelayMs', env: 'SERVICE_SIGN_IN_DELAY_MS', flag: '--sign-in-delay-ms', kind: 'int', default: 1_000, min: 1, doc: 'First wait after the free sign-in attempts; each further failure doubles it' },
+  { key: 'signInMaxDelayMs', env: 'SERVICE_SIGN_IN_MAX_DELAY_MS', flag: '--sign-in-max-delay-ms', kind: 'int', default: 900_000, min: 1, doc: 'Longest wait between sign-in attempts (15 min); a success clears the account' },
+  { key: 'authorizeRateLimit', env: 'SERVICE_AUTHORIZE_RATE_LIMIT', flag: '--authorize-rate-limit', kind: 'int', default: 60, min: 1, doc: '`GET /oauth/authorize` requests per window per IP' },
+  { key: 'authorizeRateLimitWindowMs', env: 'SERVICE_AUTHORIZE_RATE_LIMIT_WINDOW_MS', flag: '--authorize-rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the `/oauth/authorize` limit (1 min)' },
+  { key: 'pendingAuthorizationsPerAddress', env: 'SERVICE_PENDING_AUTHORIZATIONS_PER_ADDRESS', flag: '--pending-authorizations-per-address', kind: 'int', default: 20, min: 1, doc: 'Authorizations started from one IP and not yet answered or expired (further ones are refused until some end)' },
 ]
 
 export interface Config extends RawConfig {

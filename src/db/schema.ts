@@ -149,10 +149,15 @@ export const authorizationRequests = sqliteTable('oauth_authorization_requests',
   state: text('state').notNull(),
   codeChallenge: text('code_challenge').notNull(),
   resource: text('resource').notNull(),
+  /** SHA-256 of the client address that started it: pending requests per address are bounded. */
+  clientAddress: text('client_address'),
   createdAt: createdAt(),
   expiresAt: integer('expires_at').notNull(),
   consumedAt: integer('consumed_at'),
-}, (t) => [index('oauth_authorization_requests_expires_idx').on(t.expiresAt)])
+}, (t) => [
+  index('oauth_authorization_requests_expires_idx').on(t.expiresAt),
+  index('oauth_authorization_requests_address_idx').on(t.clientAddress, t.expiresAt),
+])
 
 /**
  * One authorization grant: what a member approved for a client. Its refresh tokens form one rotation family; revoking
@@ -243,6 +248,8 @@ export const deployments = sqliteTable('deployments', {
   exitCode: integer('exit_code'),
   /** Why it ended, in a sentence (exit code, signal, cancelled by whom, interrupted by a restart). */
   outcome: text('outcome'),
+  /** Process group of the run while it lives: what a restart stops if a crash left it running. */
+  pgid: integer('pgid'),
 }, (t) => [
   index('deployments_app_idx').on(t.appId, t.id),
   index('deployments_org_idx').on(t.organizationId, t.id),

@@ -12,6 +12,7 @@ export interface ErrorSpec {
   readonly action: string
   readonly rpc?: number
   readonly oauth?: string
+  /** false: masked as INTERNAL_ERROR; true: shown even with a 5xx status (a deliberate 503); default: shown below 500. */
   readonly expose?: boolean
   /**
    * The JSON-RPC rendering puts `details` at the top of `data` (beside `code` and `action`) instead of under
@@ -103,6 +104,23 @@ export const catalog = {
     status: 429,
     message: 'Too many requests',
     action: 'Wait for the number of seconds in Retry-After, then retry with the same request id',
+    oauth: 'temporarily_unavailable',
+  },
+  REQUEST_TIMEOUT: {
+    status: 408,
+    message: 'The request was not received in time',
+    action: 'Send the whole request (headers and body) without pausing',
+  },
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    message: 'The request headers are too large',
+    action: 'Send fewer or shorter headers',
+  },
+  SERVICE_UNAVAILABLE: {
+    status: 503,
+    message: 'The server cannot take this request right now',
+    action: 'Retry after the number of seconds in Retry-After; if it persists, tell the operator (the database may be full or read-only)',
+    expose: true,
   },
   NOT_FOUND: {
     status: 404,

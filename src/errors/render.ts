@@ -9,7 +9,7 @@ import { ServiceError, isServiceError } from './service-error.js'
 export function toServiceError(err: unknown): ServiceError {
   if (isServiceError(err)) {
     const spec: ErrorSpec = catalog[err.code]
-    if (spec.expose === false || spec.status >= 500) return new ServiceError('INTERNAL_ERROR', { cause: err })
+    if (spec.expose === false || (spec.status >= 500 && spec.expose !== true)) return new ServiceError('INTERNAL_ERROR', { cause: err })
     return err
   }
   return new ServiceError('INTERNAL_ERROR', { cause: err })

@@ -4,12 +4,15 @@ import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { toServiceBody, toServiceError } from '../errors/render.js'
 import { fail, isServiceError, ServiceError } from '../errors/service-error.js'
+import { Shutdown } from '../lib/shutdown.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 import { PLUGIN } from './names.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
+    /** The two phases of a clean stop (drain, then finish); features register their steps. */
+    shutdown: Shutdown
   }
 }
 
@@ -56,6 +59,9 @@ export function sendServiceError(request: FastifyRequest, reply: FastifyReply, e
  */
 const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts) => {
   fastify.decorate('config', opts.config)
+  const shutdown = new Shutdown()
+  fastify.decorate('shutdown', shutdown)
+  fastify.addHook('preClose', async () => shutdown.run((err, phase) => fastify.log.error({ err, phase }, 'shutdown step failed')))
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-service-mcp-version', SERVICE_MCP_VERSION)
     reply.header('x-request-id', request.id)

@@ -52,7 +52,8 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   revocationWatch.unref()
 
   fastify.addHook('onReady', async () => store.start())
-  fastify.addHook('preClose', async () => {
+  // Sessions end (and their streams close) once the calls in flight have answered.
+  fastify.shutdown.onFinish(() => {
     clearInterval(revocationWatch)
     heartbeats.stop()
     store.stop()

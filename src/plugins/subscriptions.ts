@@ -96,7 +96,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
     for (const sub of open) if (sub.principal.credential === credential) sub.end(true)
   })
 
-  fastify.addHook('preClose', async () => {
+  fastify.shutdown.onFinish(async () => {
     clearInterval(timer)
     unsubscribe()
     for (const sub of [...open]) sub.end(true)

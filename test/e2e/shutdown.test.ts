@@ -97,7 +97,13 @@ t.test('SIGTERM during a deployment: exit 0, streams ended, pipeline gone, run r
   await call.ended(2000)
   t.ok(idle.endedByServer, 'the idle GET stream was ended cleanly by the server')
   t.ok(call.endedByServer, 'the tools/call stream was ended cleanly by the server')
-  t.strictSame(messagesOf(call).filter((m) => m.id === 'deploy-1'), [], 'no result for a call cut by the shutdown')
+  // The run is interrupted before the sessions end, so the waiting client gets a final, clear answer (issue 10, #13).
+  const finalAnswers = messagesOf(call).filter((m) => m.id === 'deploy-1')
+  t.equal(finalAnswers.length, 1, 'the call cut by the shutdown gets its JSON-RPC answer before the stream ends')
+  const finalError = JSON.parse(finalAnswers[0]?.result?.content?.[0]?.text ?? '{}')
+  t.equal(finalAnswers[0]?.result?.isError, true)
+  t.equal(finalError.code, 'OPERATION_FAILED')
+  t.match(finalError.message, new RegExp(`Deployment ${deploymentId} of app longrun was interrupted: the server stopped while it ran`), 'naming the deployment and what happened')
 
   t.ok(processGone(pipelinePid), 'the pipeline process is gone (ESRCH)')
 

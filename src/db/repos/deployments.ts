@@ -32,6 +32,7 @@ export function deploymentsRepo(db: Db) {
         finishedAt: null,
         exitCode: null,
         outcome: null,
+        pgid: null,
       }
       db.insert(deployments).values(row).run()
       return row

@@ -102,6 +102,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
         state: stateValue,
         codeChallenge: challenge,
         resource: audience,
+        clientAddress: null,
         createdAt: now,
         expiresAt: now + config.authRequestTtlMs,
       })

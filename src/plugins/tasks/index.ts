@@ -35,11 +35,9 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
 
   const timer = setInterval(() => manager.sweep(), TASK_SWEEP_MS)
   timer.unref()
-  // onClose runs after the tools plugin's preClose stopped every pipeline: the tasks then record how they ended.
-  fastify.addHook('onClose', async () => {
-    clearInterval(timer)
-    await manager.settle(config.pipelineGraceMs + 1000)
-  })
+  // While the pipelines are interrupted (same phase), live tasks record how they ended.
+  fastify.shutdown.onDrain(() => manager.settle(config.pipelineGraceMs + 1000))
+  fastify.addHook('onClose', async () => clearInterval(timer))
 
   const requires = { extensions: { [TASKS_EXTENSION]: {} } }
   const ownTask = (ctx: CallContext, taskId: string) => {

@@ -55,8 +55,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   const interrupted = pipelines.recover()
   if (interrupted > 0) fastify.log.warn({ deployments: interrupted }, 'deployments left running by a previous process are marked interrupted')
   fastify.decorate('pipelines', pipelines)
-  // Runs in flight are stopped and recorded before the database closes.
-  fastify.addHook('preClose', async () => pipelines.stopAll())
+  // On stop, runs in flight are interrupted first, so that the calls waiting on them answer before sessions end.
+  fastify.shutdown.onDrain(() => pipelines.stopAll())
   const registry = new ToolRegistry()
   for (const def of opts.tools ?? builtinTools) registry.add(def)
   fastify.decorate('tools', registry)
