@@ -1,5 +1,6 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import { bootstrap, type BootstrapResult } from './bootstrap.js'
+import { clientErrorHandler, serverFactory } from './lib/http-edge.js'
 import type { Config } from './config.js'
 import type { DatabaseHandle } from './db/client.js'
 import authPlugin from './plugins/auth.js'
@@ -64,6 +65,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     onConstructorPoisoning: 'error',
     return503OnClosing: true,
     forceCloseConnections: true,
+    // Timeouts, connections per address and parser errors in the contract's shape: lib/http-edge.ts.
+    serverFactory: serverFactory(config),
+    clientErrorHandler,
   })
   await app.register(httpPlugin, { config })
   await app.register(rateLimitsPlugin)

@@ -24,7 +24,8 @@ declare module 'fastify' {
   }
 }
 
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/
+/** RFC 6750 §2.1: the scheme name is case-insensitive (RFC 9110 §11.1), one or more spaces, then the token68. */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
 
 /** One verifier interface for every credential form; API keys are built in. */
 const authPlugin: FastifyPluginAsync = async (fastify) => {

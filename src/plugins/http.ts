@@ -65,6 +65,8 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-service-mcp-version', SERVICE_MCP_VERSION)
     reply.header('x-request-id', request.id)
+    // HTTP/1.1 requires Host (RFC 9112 §3.2). Node would answer 400 itself, without the contract's body and headers.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') throw fail('BAD_REQUEST', { message: 'The Host header is required' })
   })
   fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, fail('NOT_FOUND')))
   fastify.setErrorHandler((err, request, reply) => sendServiceError(request, reply, err))

@@ -18,6 +18,13 @@ declare module 'fastify' {
 }
 
 const JSON_RPC_CODES = new Set(['PARSE_ERROR', 'INVALID_REQUEST'])
+
+/** How many times a header appears in the raw request (names compare case-insensitively). */
+function countHeader(rawHeaders: readonly string[], lowerName: string): number {
+  let n = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === lowerName.length && rawHeaders[i]!.toLowerCase() === lowerName) n++
+  return n
+}
 const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
 
 /**
@@ -42,6 +49,9 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     checkOrigin(config, request, reply)
     // Preflights carry no credentials, and an unsupported method is answered 405 whoever asks.
     if (!AUTHENTICATED_METHODS.has(request.method)) return
+    // Node keeps the first of repeated Authorization headers and drops the rest: a request with two is ambiguous
+    // (which credential acts?), so it is refused rather than served with one of them.
+    if (countHeader(request.raw.rawHeaders, 'authorization') > 1) throw fail('BAD_REQUEST', { message: 'Send exactly one Authorization header' })
     request.principal = auth.authenticate(request.headers.authorization)
     rateLimits.mcpRequest(request.principal)
   })
