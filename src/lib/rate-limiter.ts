@@ -13,15 +13,16 @@ export interface RateDecision {
 export class RateLimiter {
   readonly #windows = new Map<string, { count: number; resetAt: number }>()
 
-  hit(key: string, limit: number, windowMs: number, now = Date.now()): RateDecision {
+  /** Counts `cost` requests (a batch counts each of its messages); refused when they do not all fit the window. */
+  hit(key: string, limit: number, windowMs: number, now = Date.now(), cost = 1): RateDecision {
     let w = this.#windows.get(key)
     if (w === undefined || w.resetAt <= now) {
       w = { count: 0, resetAt: now + windowMs }
       this.#windows.set(key, w)
     }
     const retryAfter = Math.max(1, Math.ceil((w.resetAt - now) / 1000))
-    if (w.count >= limit) return { allowed: false, limit, remaining: 0, retryAfter }
-    w.count++
+    if (w.count + cost > limit) return { allowed: false, limit, remaining: Math.max(0, limit - w.count), retryAfter }
+    w.count += cost
     return { allowed: true, limit, remaining: limit - w.count, retryAfter }
   }
 

@@ -46,6 +46,12 @@ export interface SseStreamOptions {
    * revision has no resumption, and an id would invite a Last-Event-ID nobody honours.
    */
   eventIds?: boolean
+  /**
+   * Output allowed to wait for a client that reads too slowly (Node buffers what the socket cannot take yet). Beyond
+   * it the connection is closed instead of buffering without bound: a resumable stream keeps its bounded replay buffer
+   * for the client to come back to; any other stream ends. Default: unbounded.
+   */
+  maxBuffered?: number
 }
 
 /**
@@ -60,6 +66,9 @@ export class SseStream {
   private raw: ServerResponse | null
   private readonly replay: number
   private readonly eventIds: boolean
+  private readonly maxBuffered: number
+  /** Bytes written at once when a connection resumed: allowed on top of maxBuffered until the socket drains. */
+  private resumedBytes = 0
   private readonly buffer: Array<{ seq: number; frame: string }> = []
   private readonly closeListeners: Array<() => void> = []
   private readonly detachListeners: Array<() => void> = []
@@ -69,6 +78,7 @@ export class SseStream {
     this.id = opts.id ?? newStreamId()
     this.replay = opts.replay ?? 0
     this.eventIds = opts.eventIds ?? true
+    this.maxBuffered = opts.maxBuffered ?? Infinity
     this.raw = raw
     this.watch(raw)
   }
@@ -102,8 +112,15 @@ export class SseStream {
       this.buffer.push({ seq, frame })
       if (this.buffer.length > this.replay) this.buffer.shift()
     }
-    if (this.attached) this.raw!.write(frame)
+    if (this.attached) this.write(frame)
     return eventId
+  }
+
+  /** Writes to the connection, or closes it when the client has left too much unread (see `maxBuffered`). */
+  private write(frame: string): void {
+    const raw = this.raw!
+    raw.write(frame)
+    if (raw.writableLength > this.maxBuffered + this.resumedBytes) raw.destroy()
   }
 
   /**
@@ -115,7 +132,7 @@ export class SseStream {
   }
 
   heartbeat(): void {
-    if (this.attached && !this.ended) this.raw!.write(HEARTBEAT_FRAME)
+    if (this.attached && !this.ended) this.write(HEARTBEAT_FRAME)
   }
 
   /**
@@ -130,7 +147,15 @@ export class SseStream {
     this.watch(raw)
     const first = this.buffer[0]
     const complete = afterSeq >= this.seq || (first !== undefined && first.seq <= afterSeq + 1)
-    for (const e of this.buffer) if (e.seq > afterSeq) raw.write(e.frame)
+    this.resumedBytes = 0
+    for (const e of this.buffer) {
+      if (e.seq <= afterSeq) continue
+      raw.write(e.frame)
+      this.resumedBytes += e.frame.length
+    }
+    raw.once('drain', () => {
+      this.resumedBytes = 0
+    })
     if (this.ended) raw.end()
     return complete
   }

@@ -6,8 +6,11 @@ import { RateLimiter, type RateDecision } from '../lib/rate-limiter.js'
 import { PLUGIN } from './names.js'
 
 export interface RateLimits {
-  /** /mcp: per member (60 with OAuth, 30 with an API key) and per organization (500), per window. */
-  mcpRequest(principal: Principal): void
+  /**
+   * /mcp: per member (60 with OAuth, 30 with an API key) and per organization (500), per window. `cost` counts
+   * several requests at once (the further messages of a batch).
+   */
+  mcpRequest(principal: Principal, cost?: number): void
   /** tools/call: the tool's declared limit, per member and tool. */
   toolCall(principal: Principal, tool: string, perWindow: number): void
 }
@@ -34,11 +37,11 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   const window = config.rateLimitWindowMs
 
   const limits: RateLimits = {
-    mcpRequest(principal) {
+    mcpRequest(principal, cost = 1) {
       const perMember = principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember
-      const member = limiter.hit(`m:${principal.kind}:${principal.membershipId}`, perMember, window)
+      const member = limiter.hit(`m:${principal.kind}:${principal.membershipId}`, perMember, window, Date.now(), cost)
       if (!member.allowed) refuse(member, principal.kind === 'oauth' ? 'this member (OAuth)' : 'this member (API key)')
-      const org = limiter.hit(`o:${principal.organizationId}`, config.rateLimitOrganization, window)
+      const org = limiter.hit(`o:${principal.organizationId}`, config.rateLimitOrganization, window, Date.now(), cost)
       if (!org.allowed) refuse(org, 'this organization')
     },
     toolCall(principal, tool, perWindow) {

@@ -21,6 +21,24 @@ interface InitializeParams {
   clientInfo: { name: string; version: string }
 }
 
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * What a session keeps of the capabilities a client declared: which known ones it declared (and elicitation's modes),
+ * never the client's own payload. A client may send anything under `experimental` or unknown keys (a megabyte, or a
+ * structure nested 100,000 deep); none of it is stored, so no row is large and none fails to serialise.
+ */
+export function sessionCapabilities(declared: Record<string, unknown>): Record<string, unknown> {
+  const kept: Record<string, unknown> = {}
+  const elicitation = declared.elicitation
+  if (isObject(elicitation)) kept.elicitation = { ...(isObject(elicitation.form) ? { form: {} } : {}), ...(isObject(elicitation.url) ? { url: {} } : {}) }
+  if (isObject(declared.sampling)) kept.sampling = {}
+  if (isObject(declared.roots)) kept.roots = declared.roots.listChanged === true ? { listChanged: true } : {}
+  return kept
+}
+
 /**
  * Session lifecycle: `initialize` (revision negotiation, session bound to the credential, membership and
  * organization), `notifications/initialized`, `ping`, `logging/setLevel` and `notifications/cancelled`.
@@ -64,7 +82,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     eras: ['legacy'],
     params: validatorFor('mcp/initialize.params'),
     sessionless: true,
-    handle(params, ctx) {
+    async handle(params, ctx) {
       const version = isLegacyProtocolVersion(params.protocolVersion) ? params.protocolVersion : LATEST_LEGACY_PROTOCOL_VERSION
       const session = store.create({
         credential: ctx.principal.credential,
@@ -72,8 +90,10 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
         organizationId: ctx.principal.organizationId,
         protocolVersion: version,
         clientInfo: { name: params.clientInfo.name, version: params.clientInfo.version },
-        clientCapabilities: params.capabilities,
+        clientCapabilities: sessionCapabilities(params.capabilities),
       })
+      // Answered only once the session is stored (together with the others of this event-loop turn).
+      await store.saved(session)
       ctx.onSessionStarted?.(session)
       const serverInfo: Record<string, string> = { name: SERVER_NAME, version: SERVER_VERSION }
       if (atLeast(version, '2025-06-18')) serverInfo.title = SERVER_TITLE

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Repos } from '../db/repos/index.js'
 import type { SessionRow } from '../db/repos/sessions.js'
+import { fail } from '../errors/service-error.js'
 import { newSessionId } from '../lib/crypto.js'
 import { isLegacyProtocolVersion, LOG_LEVELS, type LegacyProtocolVersion, type LogLevel } from '../rpc/types.js'
 import type { Session } from './session.js'
@@ -36,6 +37,8 @@ export class SessionStore {
   private readonly live = new Map<string, Session>()
   private readonly dirty = new Map<string, number>()
   private readonly unsaved = new Map<string, SessionRow>()
+  /** Who waits for an unsaved session to reach the database (initialize answers only once it has). */
+  private readonly waiting = new Map<string, { resolve(): void; reject(err: Error): void }>()
   private saveScheduled = false
   private flushTimer: NodeJS.Timeout | null = null
   private sweepTimer: NodeJS.Timeout | null = null
@@ -91,7 +94,21 @@ export class SessionStore {
     return session
   }
 
-  /** Inserts the sessions created since the last save. A failure is logged: those sessions work until a restart. */
+  /**
+   * Resolves once the session's row is committed; rejects with SERVICE_UNAVAILABLE when it could not be stored (full
+   * disk, read-only database), and the session is then gone: an initialize must not succeed for a session that a
+   * restart would lose.
+   */
+  saved(session: Session): Promise<void> {
+    if (!this.unsaved.has(session.id)) return Promise.resolve()
+    return new Promise((resolve, reject) => this.waiting.set(session.id, { resolve, reject }))
+  }
+
+  /**
+   * Inserts the sessions created since the last save, together in one transaction. If that fails, each row is tried on
+   * its own, so that one row that cannot be written never costs another member's session; a session whose row cannot
+   * be stored is dropped and its initialize fails.
+   */
   saveNew(): void {
     this.saveScheduled = false
     if (this.unsaved.size === 0) return
@@ -99,9 +116,35 @@ export class SessionStore {
     this.unsaved.clear()
     try {
       this.repos.sessions.insertMany(rows)
+      for (const row of rows) this.settle(row.id)
+      return
     } catch (err) {
-      this.log.error({ err, sessions: rows.length }, 'could not save new sessions')
+      if (rows.length === 1) return this.unstorable(rows[0]!, err)
+      this.log.warn({ err, sessions: rows.length }, 'could not save new sessions together; saving them one by one')
     }
+    for (const row of rows) {
+      try {
+        this.repos.sessions.insertMany([row])
+        this.settle(row.id)
+      } catch (err) {
+        this.unstorable(row, err)
+      }
+    }
+  }
+
+  private unstorable(row: SessionRow, err: unknown): void {
+    this.log.error({ err, session: row.id, membership: row.membershipId }, 'could not save a new session: its initialize fails')
+    const session = this.live.get(row.id)
+    if (session) this.drop(session, 'session could not be stored')
+    this.settle(row.id, fail('SERVICE_UNAVAILABLE', { message: 'The session could not be stored; nothing was kept. Retry later', retryAfter: 5, cause: err }))
+  }
+
+  private settle(id: string, err?: Error): void {
+    const waiter = this.waiting.get(id)
+    if (!waiter) return
+    this.waiting.delete(id)
+    if (err) waiter.reject(err)
+    else waiter.resolve()
   }
 
   /** The live session with this id, or undefined when unknown, ended or idle for too long. */
@@ -147,7 +190,8 @@ export class SessionStore {
   /** DELETE: the session is closed and its streams end. */
   close(session: Session, reason = 'session closed'): void {
     // A session closed before it was saved never reaches the database.
-    if (!this.unsaved.delete(session.id)) this.repos.sessions.end(session.id, Date.now())
+    if (this.unsaved.delete(session.id)) this.settle(session.id)
+    else this.repos.sessions.end(session.id, Date.now())
     this.drop(session, reason)
   }
 
@@ -195,7 +239,7 @@ export class SessionStore {
 
   private expire(session: Session): void {
     this.dirty.delete(session.id)
-    this.unsaved.delete(session.id)
+    if (this.unsaved.delete(session.id)) this.settle(session.id)
     this.drop(session, 'session expired')
   }
 

@@ -42,7 +42,8 @@ export function serverRequestConfirmation(fastify: FastifyInstance) {
         throw fail('ELICITATION_TIMEOUT')
       }
       if (err instanceof OutboundRequestError && err.reason === 'error') {
-        record('declined', { error: err.message })
+        // The client's error message is kept short: the audit log must not grow by what a client chooses to send.
+        record('declined', { error: err.message.slice(0, 200) })
         throw fail('ELICITATION_DENIED', { message: 'The client could not show the confirmation; nothing was changed' })
       }
       record('cancelled')

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
-import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
+import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
 import { isLegacyProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
@@ -46,7 +46,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
    */
   function openStream(request: FastifyRequest, reply: FastifyReply, session: Session, kind: 'call' | 'standalone'): SseStream {
     reply.hijack()
-    const stream = new SseStream(reply.raw, { replay: kind === 'call' ? config.sseReplayEvents : 0 })
+    const stream = new SseStream(reply.raw, { replay: kind === 'call' ? config.sseReplayEvents : 0, maxBuffered: config.sseMaxBufferedBytes })
     stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
     if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
     heartbeats.add(stream)
@@ -95,6 +95,9 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       log: request.log,
       onSessionStarted: (s) => { session = s },
     })
+    // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
+    const failure = response?.error ? failureOf(response) : undefined
+    if (failure?.code === 'SERVICE_UNAVAILABLE') throw failure
     if (!session || !response) return reply.type('application/json').send(response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
     request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
     if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
@@ -110,6 +113,12 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       const batch = Array.isArray(body)
       const items: unknown[] = batch ? (body as unknown[]) : [body]
       if (batch && items.length === 0) throw fail('INVALID_REQUEST', { message: 'An empty batch is not a JSON-RPC message' })
+      // A batch is bounded, and each of its messages is a request against the limits (the entry counted the first):
+      // otherwise one POST could carry thousands of calls for the price of one.
+      if (batch && items.length > config.maxBatchSize) {
+        throw fail('INVALID_REQUEST', { message: `A batch may hold at most ${config.maxBatchSize} messages; this one holds ${items.length}`, details: { limit: config.maxBatchSize, size: items.length } })
+      }
+      if (batch && items.length > 1) fastify.rateLimits.mcpRequest(principal, items.length - 1)
       const classified = items.map((m) => rpc.classify(m))
       if (!batch && classified[0]!.kind === 'invalid') {
         const c = classified[0] as { details: unknown }

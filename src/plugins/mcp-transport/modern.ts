@@ -205,7 +205,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
 
   function openStream(reply: FastifyReply): SseStream {
     reply.hijack()
-    const stream = new SseStream(reply.raw, { eventIds: false })
+    const stream = new SseStream(reply.raw, { eventIds: false, maxBuffered: fastify.config.sseMaxBufferedBytes })
     stream.open(reply.getHeaders())
     heartbeats.add(stream)
     return stream
