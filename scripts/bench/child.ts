@@ -25,6 +25,8 @@ export const RAISED_LIMITS = {
   SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000000',
   SERVICE_RATE_LIMIT_ORGANIZATION: '1000000000',
   SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000000',
+  // The load generator is one address holding thousands of connections (10,000 idle streams): no per-address cap.
+  SERVICE_MAX_CONNECTIONS_PER_ADDRESS: '0',
 }
 export const PROTOCOL = '2025-11-25'
 export const ACCEPT = 'application/json, text/event-stream'
