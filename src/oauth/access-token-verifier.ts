@@ -7,8 +7,9 @@ import type { Keyring } from './keyring.js'
 const COMPACT_JWS = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 
 /**
- * OAuth access tokens on /mcp: the JWT checks (signature, ES256, typ, iss, aud, expiry), then the database: the token
- * and its grant not revoked, the membership still there. The role is read now, so scope ∩ role uses the current role.
+ * OAuth access tokens on /mcp: the JWT checks of Keyring.verify (signature, ES256, typ, iss, aud, expiry, iat), then
+ * the database: the token and its grant not revoked, the membership still there. The role is read now, so scope ∩ role
+ * uses the current role.
  */
 export function accessTokenVerifier(repos: Repos, keyring: Keyring, onRevoked: (credential: string) => void): CredentialVerifier {
   return {

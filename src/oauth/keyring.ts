@@ -6,6 +6,8 @@ import { fail } from '../errors/service-error.js'
 
 export const ACCESS_TOKEN_TYP = 'at+jwt'
 const ALG = 'ES256'
+/** Clocks of one host agree; this only absorbs a token signed in the last instant before a clock step. */
+const IAT_LEEWAY_MS = 30_000
 
 /** The claims of our access tokens (decisions.md §5). */
 export interface AccessTokenClaims {
@@ -75,20 +77,36 @@ export class Keyring {
   }
 
   /**
-   * Verifies signature, algorithm, typ, issuer, audience and expiry. Throws TOKEN_EXPIRED for an expired token and
-   * INVALID_TOKEN for anything else, never saying more than that to the client.
+   * Verifies signature, algorithm, typ, issuer, audience (one string, exactly ours), expiry and an `iat` not in the
+   * future. Throws TOKEN_EXPIRED for an expired token and INVALID_TOKEN for anything else, never saying more than that
+   * to the client.
    */
   verify(token: string): AccessTokenClaims {
     const kid = readKid(token)
     if (kid === undefined) throw fail('INVALID_TOKEN')
     const entry = this.#verifierFor(kid)
     if (!entry) throw fail('INVALID_TOKEN')
+    let claims: AccessTokenClaims
     try {
-      return entry.verify(token)
+      claims = entry.verify(token)
     } catch (err) {
       if (err instanceof TokenError && err.code === TokenError.codes.expired) throw fail('TOKEN_EXPIRED')
       throw fail('INVALID_TOKEN', { cause: err })
     }
+    this.#checkClaimShapes(claims, Date.now())
+    return claims
+  }
+
+  /**
+   * Defence in depth beyond the library's checks, for tokens bearing our signature that we never issued in this form:
+   * `aud` and `iss` exactly our one string (fast-jwt accepts an array of audiences when one of them matches), and an
+   * `iat` that is not in the future.
+   */
+  #checkClaimShapes(claims: AccessTokenClaims, now: number): void {
+    const { aud, iss, iat } = claims as { aud: unknown; iss: unknown; iat: unknown }
+    if (typeof aud !== 'string' || aud !== this.#audience()) throw fail('INVALID_TOKEN', { cause: new Error('aud is not exactly this server') })
+    if (typeof iss !== 'string' || iss !== this.#issuer()) throw fail('INVALID_TOKEN', { cause: new Error('iss is not exactly this server') })
+    if (typeof iat !== 'number' || !Number.isFinite(iat) || iat * 1000 > now + IAT_LEEWAY_MS) throw fail('INVALID_TOKEN', { cause: new Error('iat is in the future') })
   }
 
   /** The JWKS: every key that signs or may still have signed an unexpired token. */
