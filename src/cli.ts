@@ -199,12 +199,17 @@ async function admin(config: Config, words: string[], own: Record<string, string
         const o = org(repos, need(rest[1], '<org-slug>'))
         const role = need(rest[2], '<role>')
         if (!(ROLES as readonly string[]).includes(role)) throw new UsageError(`role must be one of ${ROLES.join(', ')}`)
+        // Asked first for a clear refusal (exit 2); upsert enforces the same rule in its transaction.
+        const conflict = repos.memberships.lastOwnerConflict(u.id, o.id, role as Role)
+        if (conflict) throw new UsageError(`cannot make ${u.email} ${role} of ${o.slug}: ${conflict}`)
         repos.memberships.upsert({ userId: u.id, organizationId: o.id, role: role as Role })
         return out(`${u.email} is ${role} of ${o.slug}`)
       }
       case 'members remove': {
         const u = user(repos, need(rest[0], '<email>'))
         const o = org(repos, need(rest[1], '<org-slug>'))
+        const conflict = repos.memberships.lastOwnerConflict(u.id, o.id, null)
+        if (conflict) throw new UsageError(`cannot remove ${u.email} from ${o.slug}: ${conflict}`)
         if (!repos.memberships.remove(u.id, o.id)) throw new UsageError(`${u.email} is not a member of ${o.slug}`)
         return out(`removed ${u.email} from ${o.slug}`)
       }
