@@ -1,4 +1,5 @@
 import type { Config } from '../config.js'
+import type { MembershipView } from '../db/repos/memberships.js'
 import type { OAuthClient } from '../db/repos/oauth-clients.js'
 import type { OAuthGrant } from '../db/repos/oauth-grants.js'
 import type { Repos } from '../db/repos/index.js'
@@ -7,7 +8,7 @@ import { newId, randomSecret, sha256Hex } from '../lib/crypto.js'
 import type { Keyring } from './keyring.js'
 import { checkVerifier, verifyPkce } from './pkce.js'
 import { resourceAudience } from './resource.js'
-import { normalizeScope } from './scopes.js'
+import { narrowScope, normalizeScope } from './scopes.js'
 
 export const REFRESH_TOKEN_PREFIX = 'mcp_rt_'
 
@@ -65,14 +66,17 @@ export class TokenService {
     // Throwing inside a transaction rolls it back, so the outcome is returned and acted on after the commit.
     const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
       if (!repos.authorizations.consumeCode(hash, now)) return { reused: true }
-      if (!this.#memberActive(code.membershipId, code.userId)) return { membershipGone: true }
+      const membership = this.#activeMembership(code.membershipId, code.userId)
+      // The role may have changed since consent: the grant holds what it can use now, and never more later.
+      const scope = membership ? narrowScope(code.scope, membership.role) : ''
+      if (scope === '') return { membershipGone: true }
       const grant = repos.oauthGrants.createGrant({
         id: newId('grt'),
         clientId: code.clientId,
         userId: code.userId,
         membershipId: code.membershipId,
         organizationId: code.organizationId,
-        scope: code.scope,
+        scope,
         resource: code.resource,
         createdAt: now,
         expiresAt: now + this.#o.config.refreshTokenMaxMs,
@@ -82,7 +86,7 @@ export class TokenService {
       return { tokens: this.#issue(p.client, grant, grant.scope, now) }
     })
     if ('tokens' in outcome) return outcome.tokens
-    if ('membershipGone' in outcome) throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership that approved this code is no longer active' })
+    if ('membershipGone' in outcome) throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership that approved this code is no longer active, or its role can no longer use the scope approved' })
     // A second redemption by the rightful client: whoever holds the code, the tokens it produced are revoked.
     const grantId = repos.authorizations.code(hash)?.grantId ?? null
     if (grantId) this.#revokeGrant(grantId, 'authorization code reused', now)
@@ -114,15 +118,21 @@ export class TokenService {
       }
       scope = requested
     }
-    const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
+    const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { roleTooLow: true } | { tokens: TokenResponse } => {
+      const membership = this.#activeMembership(grant.membershipId, grant.userId)
+      if (!membership) return repos.oauthGrants.useRefreshToken(hash, now) ? { membershipGone: true } : { reused: true }
+      // A demotion narrows the tokens of the grant from now on (a later promotion gives back no more than the grant).
+      // Nothing usable left: refused before the refresh token is used, so a narrower request may still follow.
+      const usable = narrowScope(scope, membership.role)
+      if (usable === '') return { roleTooLow: true }
       if (!repos.oauthGrants.useRefreshToken(hash, now)) return { reused: true }
-      if (!this.#memberActive(grant.membershipId, grant.userId)) return { membershipGone: true }
       repos.oauthGrants.touchGrant(grant.id, now)
       repos.oauthClients.markUsed(p.client.id, now)
-      return { tokens: this.#issue(p.client, grant, scope, now) }
+      return { tokens: this.#issue(p.client, grant, usable, now) }
     })
     if ('tokens' in outcome) return outcome.tokens
     if ('reused' in outcome) return this.#refreshReused(grant, now)
+    if ('roleTooLow' in outcome) throw fail('OAUTH_INVALID_SCOPE', { message: `Your role in the organization can no longer use the scope requested (${scope})` })
     this.#revokeGrant(grant.id, 'membership removed or user disabled', now)
     throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership behind this grant is no longer active' })
   }
@@ -159,11 +169,11 @@ export class TokenService {
     for (const jti of this.#o.repos.oauthGrants.revokeGrant(grantId, reason, now)) this.#o.onRevoked(`jwt:${jti}`)
   }
 
-  /** The membership still exists, still belongs to the user, and the user is not disabled. */
-  #memberActive(membershipId: string, userId: string): boolean {
+  /** The membership, when it still exists, still belongs to the user, and the user is not disabled. */
+  #activeMembership(membershipId: string, userId: string): MembershipView | undefined {
     const membership = this.#o.repos.memberships.byId(membershipId)
     const user = this.#o.repos.users.byId(userId)
-    return membership !== undefined && membership.userId === userId && user !== undefined && user.disabledAt === null
+    return membership !== undefined && membership.userId === userId && user !== undefined && user.disabledAt === null ? membership : undefined
   }
 
   #audience(resource: string): string | null {

@@ -18,6 +18,10 @@ export interface ConsentOrganization {
   name: string
   slug: string
   role: string
+  /** Said when the role narrows the requested scope ("As a viewer in Acme you can only grant read access"). */
+  notice?: string
+  /** false when the role can use none of the requested scope: this organization cannot be chosen. */
+  grantable?: boolean
 }
 
 export interface ConsentPageData {
@@ -105,21 +109,31 @@ ${csrfField(p.csrf)}
   return layout({ title: 'Sign in', body })
 }
 
+function grantable(o: ConsentOrganization): boolean {
+  return o.grantable !== false
+}
+
+/** One organization to choose: disabled when its role can grant nothing asked for; its narrowing said beside it. */
+function organizationChoice(o: ConsentOrganization, checked: boolean): SafeHtml {
+  const state = !grantable(o) ? html` disabled` : checked ? html` checked` : ''
+  return html`<label class="choice"><input type="radio" name="membership" value="${o.membershipId}"${state}><span><strong>${o.name}</strong> <span class="mono muted">${o.slug}</span> · ${o.role}${o.notice !== undefined && html`<br><span class="small">${o.notice}</span>`}</span></label>
+`
+}
+
 export function consentPage(p: ConsentPageData): string {
   const [first, ...others] = p.organizations
+  const firstGrantable = p.organizations.find(grantable)
   let orgChooser: SafeHtml
   if (first === undefined) {
     orgChooser = html`<div class="error" role="alert">You are not a member of any organization, so this application cannot be authorized.</div>`
   } else if (others.length === 0) {
     orgChooser = html`<p>Organization: <strong>${first.name}</strong> <span class="mono muted">${first.slug}</span> · ${first.role}</p>
-<input type="hidden" name="membership" value="${first.membershipId}">`
+${first.notice !== undefined && html`<div class="${grantable(first) ? 'notice' : 'error'}" role="status" id="scope-notice">${first.notice}</div>
+`}<input type="hidden" name="membership" value="${first.membershipId}">`
   } else {
     orgChooser = html`<fieldset>
 <legend>Organization</legend>
-${p.organizations.map(
-  (o, i) => html`<label class="choice"><input type="radio" name="membership" value="${o.membershipId}"${i === 0 ? html` checked` : ''}><span><strong>${o.name}</strong> <span class="mono muted">${o.slug}</span> · ${o.role}</span></label>
-`,
-)}</fieldset>`
+${p.organizations.map((o) => organizationChoice(o, o === firstGrantable))}</fieldset>`
   }
   // Deny comes first in the form so an implicit submission (Enter) is the harmless choice.
   const body = html`<h1>Authorize ${p.clientName}</h1>
@@ -135,7 +149,7 @@ ${csrfField(p.csrf)}
 ${orgChooser}
 <div class="actions">
 <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
-${first !== undefined && html`<button type="submit" name="decision" value="approve">Allow</button>`}
+${firstGrantable !== undefined && html`<button type="submit" name="decision" value="approve">Allow</button>`}
 </div>
 </form>
 <p class="small muted">Client ID: <span class="mono">${p.clientId}</span></p>`

@@ -98,12 +98,15 @@ t.test('an mcp:read token: the write tool is hidden and refused with 403 insuffi
   insufficientScope(t, server, await post(server.mcpUrl, callTool('team_note_write', { note: 'key' }, 2), k.headers), 'API key with mcp:read')
 })
 
-t.test('an mcp:write token of a viewer: the role decides, and role changes apply to the next request', async (t) => {
+// A viewer's grant is narrowed to mcp:read at consent (test/e2e/hardening-oauth.test.ts); an mcp:write token of a
+// member demoted to viewer afterwards is what a viewer holding write scope looks like now.
+t.test('an mcp:write token of a member demoted to viewer: the role decides, and role changes apply to the next request', async (t) => {
   const server = await startServer(t, { tools: [...builtinTools, teamWrite] })
   const repos = server.app.repos
-  const member = createMember(server, { role: 'viewer' })
+  const member = createMember(server, { role: 'developer' })
   repos.users.setPasswordHash(member.user.id, await hashPassword('viewer password 1'))
   const token = await tokenFor(server, { scope: 'mcp:read mcp:write', email: member.user.email, password: 'viewer password 1' })
+  repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, token)
   const list = () => post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers)
   let id = 10

@@ -232,8 +232,15 @@ t.test('/oauth/register per IP', async (t) => {
   t.equal((await register()).status, 201, '1st registration')
   t.equal((await register()).status, 201, '2nd registration')
   const third = await register()
-  isRateLimited(t, third, 2, windowMs, 'the 3rd registration')
-  t.notOk(typeof third.json?.error === 'string', 'the service error body, not the OAuth one')
+  // An OAuth endpoint answers in the OAuth error shape, a 429 too (decisions.md §2), with the rate-limit headers.
+  t.equal(third.status, 429, 'the 3rd registration: HTTP 429')
+  t.strictSame(Object.keys(third.json ?? {}).sort(), ['error', 'error_description'], 'the 3rd registration: the OAuth error body')
+  t.equal(third.json?.error, 'temporarily_unavailable', 'the 3rd registration: temporarily_unavailable')
+  const retryAfter = String(third.headers['retry-after'])
+  t.match(retryAfter, /^\d+$/, 'Retry-After in seconds')
+  t.ok(Number(retryAfter) >= 1 && Number(retryAfter) <= Math.ceil(windowMs / 1000), `Retry-After ${retryAfter} within the window`)
+  t.equal(third.headers['x-ratelimit-limit'], '2', 'X-RateLimit-Limit 2')
+  t.equal(third.headers['x-ratelimit-remaining'], '0', 'X-RateLimit-Remaining 0')
 
   // The token endpoint has no limiter of its own.
   for (let i = 0; i < 4; i++) {

@@ -16,6 +16,11 @@ export const UNLIMITED = {
   rateLimitOrganization: 1_000_000,
   rateLimitToolFactor: 100_000,
   registerRateLimit: 1_000_000,
+  // Every request of a test comes from 127.0.0.1: limits per client address, meant for one person, would trip tests
+  // that authorize or sign in many times. Tests of those limits set their own.
+  authorizeRateLimit: 1_000_000,
+  pendingAuthorizationsPerAddress: 1_000_000,
+  signInAddressFreeAttempts: 1_000_000,
 } as const
 
 export interface TestServer extends McpServer {

@@ -1,4 +1,4 @@
-import { and, eq, isNull, lte } from 'drizzle-orm'
+import { and, count, eq, gt, isNull, lte, min } from 'drizzle-orm'
 import type { Db } from '../client.js'
 import { authorizationCodes, authorizationRequests } from '../schema.js'
 
@@ -13,6 +13,16 @@ export function authorizationsRepo(db: Db) {
     },
     request(id: string): AuthorizationRequest | undefined {
       return db.select().from(authorizationRequests).where(eq(authorizationRequests.id, id)).get()
+    },
+    /**
+     * Requests started from one client address (its SHA-256) that are neither answered nor expired, and when the first
+     * of them expires. Served by the (client_address, expires_at) index.
+     */
+    pendingFrom(clientAddress: string, now: number): { count: number; oldestExpiresAt: number | null } {
+      const row = db.select({ count: count(), oldestExpiresAt: min(authorizationRequests.expiresAt) }).from(authorizationRequests)
+        .where(and(eq(authorizationRequests.clientAddress, clientAddress), gt(authorizationRequests.expiresAt, now), isNull(authorizationRequests.consumedAt)))
+        .get()
+      return { count: row?.count ?? 0, oldestExpiresAt: row?.oldestExpiresAt ?? null }
     },
     /** Single use: true only for the one caller that consumed it. */
     consumeRequest(id: string, at: number): boolean {

@@ -3,7 +3,7 @@ import { SCOPES } from '../../auth/principal.js'
 import { fail } from '../../errors/service-error.js'
 import { accountPage, signInPage } from '../../web/pages.js'
 import type { BrowserState } from './browser.js'
-import { answerErrorsWithPages, seeOther, sendPage } from './page-replies.js'
+import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 
 const ACCOUNT_CSRF = 'account'
 
@@ -62,9 +62,13 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   fastify.post('/account/signin', async (request, reply) => {
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, ACCOUNT_CSRF, body.csrf)
-    const user = await browser.checkPassword(body.email, body.password)
-    if (!user) return signInForm(request, reply, { email: typeof body.email === 'string' ? body.email.slice(0, 320) : '', error: 'Incorrect email or password.' }, 401)
-    browser.signIn(reply, user.id)
+    const result = await browser.signInAttempt(request, body.email, body.password, { form: 'account' })
+    if ('refused' in result) {
+      refusalHeaders(reply, result.refused)
+      return signInForm(request, reply, { email: result.email, error: result.refused.message }, result.refused.status)
+    }
+    if ('wrong' in result) return signInForm(request, reply, { email: result.email, error: 'Incorrect email or password.' }, 401)
+    browser.signIn(reply, result.user.id)
     return seeOther(reply, '/account')
   })
 

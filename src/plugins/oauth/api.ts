@@ -1,12 +1,14 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { toOAuthBody, toServiceBody, toServiceError } from '../../errors/render.js'
+import { toOAuthBody, toServiceError } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
 import { checkRegistration } from '../../oauth/client-metadata.js'
 import type { TokenService } from '../../oauth/token-service.js'
 import { fromFastifyError, logFailure } from '../http.js'
 
 const REGISTRATION_BODY_LIMIT = 64 * 1024
+/** The endpoints a page of another origin may call (RFC 9700 §2.6 allows CORS here, never at /oauth/authorize). */
+const CORS_ENDPOINTS = ['/oauth/register', '/oauth/token', '/oauth/revoke'] as const
 
 /** CORS for the machine endpoints (RFC 9700 §2.6, research item 20): any origin, never with credentials. */
 export function openCors(reply: FastifyReply): void {
@@ -78,18 +80,21 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     noStore(reply)
     openCors(reply)
     if (rendered.retryAfter !== undefined) reply.header('retry-after', String(rendered.retryAfter))
-    // A rate limit has no OAuth error code: it is the service error body everywhere (decisions.md §2).
-    const body = rendered.code === 'RATE_LIMITED' ? toServiceBody(rendered) : toOAuthBody(rendered)
-    return reply.code(rendered.status).type('application/json; charset=utf-8').send(body)
+    // Every answer here is the OAuth shape (decisions.md §2), a 429 too (temporarily_unavailable): OAuth clients,
+    // the SDKs' among them, parse nothing else.
+    return reply.code(rendered.status).type('application/json; charset=utf-8').send(toOAuthBody(rendered))
   })
 
-  fastify.options('/oauth/*', async (_request, reply) => {
-    openCors(reply)
-    reply.header('access-control-allow-methods', 'POST, OPTIONS')
-    reply.header('access-control-allow-headers', 'Content-Type, Authorization')
-    reply.header('access-control-max-age', '600')
-    return reply.code(204).send()
-  })
+  // Preflights for the machine endpoints only, each by name: the authorization and interaction pages answer none.
+  for (const path of CORS_ENDPOINTS) {
+    fastify.options(path, async (_request, reply) => {
+      openCors(reply)
+      reply.header('access-control-allow-methods', 'POST, OPTIONS')
+      reply.header('access-control-allow-headers', 'Content-Type, Authorization')
+      reply.header('access-control-max-age', '600')
+      return reply.code(204).send()
+    })
+  }
 
   fastify.post('/oauth/register', {
     bodyLimit: REGISTRATION_BODY_LIMIT,

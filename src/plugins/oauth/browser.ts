@@ -1,11 +1,18 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { clientAddressKey, SignInThrottle } from '../../auth/sign-in-throttle.js'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
-import { fail } from '../../errors/service-error.js'
+import { normalizeEmail } from '../../db/repos/users.js'
+import { fail, type ServiceError } from '../../errors/service-error.js'
 import { constantTimeEqual, randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
 
 // A fixed, valid scrypt hash to check against when the email is unknown.
 const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'
+const MAX_EMAIL = 320
+const MAX_PASSWORD = 1024
+
+/** What a sign-in form post came to: a user, a wrong email or password, or a refusal by the throttle (unchecked). */
+export type SignInResult = { user: { id: string } } | { wrong: true; email: string } | { refused: ServiceError; email: string }
 
 /**
  * Browser state for the sign-in, consent and account pages, in two cookies:
@@ -18,10 +25,18 @@ const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAA
 export class BrowserState {
   readonly #config: Config
   readonly #repos: Repos
+  /** One throttle for both sign-in forms (/account and the OAuth interaction): a failure on one counts on the other. */
+  readonly throttle: SignInThrottle
 
   constructor(config: Config, repos: Repos) {
     this.#config = config
     this.#repos = repos
+    this.throttle = new SignInThrottle({
+      freeAttempts: config.signInFreeAttempts,
+      addressFreeAttempts: config.signInAddressFreeAttempts,
+      delayMs: config.signInDelayMs,
+      maxDelayMs: config.signInMaxDelayMs,
+    })
   }
 
   get #secure(): boolean {
@@ -65,9 +80,34 @@ export class BrowserState {
     return cookie ? this.#repos.browserSessions.user(sha256Hex(cookie), Date.now()) : undefined
   }
 
+  /**
+   * A sign-in form post, through the throttle. Every failure and every refusal is logged at warn with the client
+   * address and the account, so tools like fail2ban can act on them; the password never is. `form` names the form in
+   * the log (with any other context, such as the OAuth client).
+   */
+  async signInAttempt(request: FastifyRequest, email: unknown, password: unknown, context: Record<string, unknown>): Promise<SignInResult> {
+    const shownEmail = typeof email === 'string' ? email.slice(0, MAX_EMAIL) : ''
+    const account = typeof email === 'string' && email.length <= MAX_EMAIL && email.trim() !== '' ? normalizeEmail(email) : null
+    const gate = this.throttle.begin(account, clientAddressKey(request.ip))
+    if (!gate.allowed) {
+      const retryAfter = Math.max(1, Math.ceil(gate.retryAfterMs / 1000))
+      request.log.warn({ ...context, address: request.ip, account, throttledBy: gate.by, retryAfter }, 'sign-in refused: too many failed sign-ins')
+      return { refused: throttleRefusal(gate.by, retryAfter), email: shownEmail }
+    }
+    const user = await this.#checkPassword(email, password)
+    if (user) {
+      this.throttle.succeeded(gate.attempt)
+      request.log.info({ ...context, address: request.ip, account, user: user.id }, 'signed in')
+      return { user }
+    }
+    const { accountFailures, addressFailures } = gate.attempt
+    request.log.warn({ ...context, address: request.ip, account, accountFailures, addressFailures }, 'sign-in failed')
+    return { wrong: true, email: shownEmail }
+  }
+
   /** The user whose email and password these are, if enabled; unknown emails cost the same time as wrong passwords. */
-  async checkPassword(email: unknown, password: unknown): Promise<{ id: string } | null> {
-    if (typeof email !== 'string' || typeof password !== 'string' || email.length > 320 || password.length > 1024) return null
+  async #checkPassword(email: unknown, password: unknown): Promise<{ id: string } | null> {
+    if (typeof email !== 'string' || typeof password !== 'string' || email.length > MAX_EMAIL || password.length > MAX_PASSWORD) return null
     const user = this.#repos.users.byEmail(email)
     const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH)
     return ok && user && user.passwordHash && user.disabledAt === null ? { id: user.id } : null
@@ -109,6 +149,22 @@ export class BrowserState {
     }
     return browserId
   }
+}
+
+/** The throttle's answer: a 429 whose message tells the person what to wait for, and how long. */
+function throttleRefusal(by: 'account' | 'address', retryAfter: number): ServiceError {
+  const whose = by === 'account' ? 'for this account' : 'from your network'
+  return fail('RATE_LIMITED', {
+    message: `Too many failed sign-ins ${whose}; try again in ${inWords(retryAfter)}.`,
+    retryAfter,
+    details: { retry_after: retryAfter, scope: by === 'account' ? 'failed sign-ins per account' : 'failed sign-ins per address' },
+  })
+}
+
+/** `1 second`, `42 seconds`, or whole minutes from two minutes on. */
+export function inWords(seconds: number): string {
+  if (seconds < 120) return seconds === 1 ? '1 second' : `${seconds} seconds`
+  return `${Math.ceil(seconds / 60)} minutes`
 }
 
 /** One cookie's value from a Cookie header (first occurrence), without decoding: our values are base64url. */

@@ -45,9 +45,11 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
     await routes.register(accountPages, { browser })
   })
 
-  // Expired codes, pending requests, browser sign-ins and token rows go on the session sweep's rhythm.
+  // Expired codes, pending requests, browser sign-ins, token rows and forgotten sign-in failures go on the session
+  // sweep's rhythm.
   const timer = setInterval(() => {
     const now = Date.now()
+    browser.throttle.sweep(now)
     try {
       repos.authorizations.purge(now)
       repos.browserSessions.purge(now)

@@ -1,6 +1,9 @@
+import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
+import { clientAddressKey } from '../../auth/sign-in-throttle.js'
 import type { AuthorizationRequest } from '../../db/repos/authorizations.js'
+import type { MembershipView } from '../../db/repos/memberships.js'
 import type { OAuthClient } from '../../db/repos/oauth-clients.js'
 import { toOAuthBody } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
@@ -8,13 +11,32 @@ import { randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { checkChallenge } from '../../oauth/pkce.js'
 import { redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
-import { normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
+import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
 import { consentPage, errorPage, signInPage } from '../../web/pages.js'
 import { formFields } from './api.js'
-import type { BrowserState } from './browser.js'
-import { answerErrorsWithPages, seeOther, sendPage } from './page-replies.js'
+import { inWords, type BrowserState } from './browser.js'
+import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 
 const MAX_STATE = 1024
+
+/** What a checked /oauth/authorize request asks for, ready to be parked. */
+interface AuthorizeParams {
+  scope: string
+  state: string
+  challenge: string
+  audience: string
+}
+
+/**
+ * Pages answer no CORS preflight (RFC 9700 §2.6: no CORS at the authorization endpoint or the consent pages): an
+ * OPTIONS there is a 405 page naming the methods the path serves, without any Access-Control-* header.
+ */
+const PAGE_METHODS: ReadonlyArray<[path: string, allow: string]> = [
+  ['/oauth/authorize', 'GET'],
+  ['/oauth/interaction/:id', 'GET'],
+  ['/oauth/interaction/:id/signin', 'POST'],
+  ['/oauth/interaction/:id/consent', 'POST'],
+]
 
 /**
  * The browser side of the code flow: GET /oauth/authorize checks the request and parks it server-side, then the
@@ -24,6 +46,28 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   const { config, repos } = fastify
   const { browser } = opts
   answerErrorsWithPages(fastify)
+
+  // GET /oauth/authorize per client address (its own store: this context is not the registration endpoint's).
+  await fastify.register(rateLimit, {
+    global: false,
+    keyGenerator: (request) => clientAddressKey(request.ip),
+    addHeadersOnExceeding: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false },
+    addHeaders: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false, 'retry-after': true },
+    errorResponseBuilder: (_request, context) => {
+      const retryAfter = Math.max(1, Math.ceil(context.ttl / 1000))
+      return fail('RATE_LIMITED', {
+        message: `Too many sign-in requests from your network; try again in ${inWords(retryAfter)}.`,
+        retryAfter,
+        details: { limit: context.max, retry_after: retryAfter, scope: 'authorization requests per address' },
+      })
+    },
+  })
+
+  for (const [path, allow] of PAGE_METHODS) {
+    fastify.options(path, async () => {
+      throw fail('METHOD_NOT_ALLOWED', { message: `${path} is a page: it answers ${allow} only, and no cross-origin request`, headers: { allow } })
+    })
+  }
 
   function redirectWith(reply: FastifyReply, redirectUri: string, params: Record<string, string>): FastifyReply {
     const url = new URL(redirectUri)
@@ -37,81 +81,111 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     return redirectWith(reply, redirectUri, { error: body.error, error_description: body.error_description, ...(state !== undefined ? { state } : {}) })
   }
 
-  fastify.get('/oauth/authorize', async (request, reply) => {
+  fastify.get('/oauth/authorize', {
+    config: { rateLimit: { max: config.authorizeRateLimit, timeWindow: config.authorizeRateLimitWindowMs } },
+  }, async (request, reply) => {
     const query = request.query as Record<string, unknown>
     // Client and redirect problems are shown here and never redirected: the redirect target is not trusted yet.
-    const single = (name: string): string | undefined => {
-      const v = query[name]
-      if (Array.isArray(v)) throw fail('OAUTH_INVALID_REQUEST', { message: `${name} is repeated` })
-      return typeof v === 'string' && v !== '' ? v : undefined
-    }
-    let client: OAuthClient | undefined
-    let redirectUri: string | undefined
+    let client: OAuthClient
+    let redirectUri: string
     try {
-      const clientId = single('client_id')
-      if (clientId === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'client_id is required' })
-      client = repos.oauthClients.byId(clientId)
-      if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id: register the client first' })
-      redirectUri = single('redirect_uri')
-      if (redirectUri === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is required' })
-      if (!redirectUriMatches(client.redirectUris, redirectUri)) {
-        throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is not one of the addresses registered for this client (the exact form counts: localhost and 127.0.0.1 differ)' })
-      }
+      ({ client, redirectUri } = checkClient(query))
     } catch (err) {
       if (!isServiceError(err)) throw err
       return sendPage(reply, 400, errorPage({ title: 'This sign-in link is not valid', message: err.message, detail: 'Return to the application and start again. If this keeps happening, the application is misconfigured.' }))
     }
     const stateValue = query.state
     const state = typeof stateValue === 'string' && stateValue !== '' && stateValue.length <= MAX_STATE ? stateValue : undefined
+    let params: AuthorizeParams
     try {
-      if (Array.isArray(stateValue)) throw fail('OAUTH_INVALID_REQUEST', { message: 'state is repeated' })
-      for (const name of ['response_type', 'scope', 'code_challenge', 'code_challenge_method']) single(name)
-      if (Array.isArray(query.resource)) throw fail('OAUTH_INVALID_TARGET', { message: 'resource must be sent once' })
-      const responseType = single('response_type')
-      if (responseType === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'response_type is required' })
-      if (responseType !== 'code') throw fail('OAUTH_UNSUPPORTED_RESPONSE_TYPE')
-      if (typeof stateValue !== 'string' || stateValue === '') throw fail('OAUTH_INVALID_REQUEST', { message: 'state is required' })
-      if (stateValue.length > MAX_STATE) throw fail('OAUTH_INVALID_REQUEST', { message: `state must be at most ${MAX_STATE} characters` })
-      const scopeParam = single('scope')
-      if (scopeParam === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'scope is required (mcp:read, mcp:write)' })
-      const scope = normalizeScope(scopeParam)
-      if (scope === null) throw fail('OAUTH_INVALID_SCOPE', { message: `Unknown scope; the scopes are ${SCOPES.join(' and ')}` })
-      const registered = new Set(client.scope.split(' '))
-      if (scope.split(' ').some((s) => !registered.has(s))) throw fail('OAUTH_INVALID_SCOPE', { message: `The client registered only ${client.scope}` })
-      const challenge = single('code_challenge')
-      if (challenge === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge is required: PKCE with S256' })
-      const challengeProblem = checkChallenge(challenge)
-      if (challengeProblem) throw fail('OAUTH_INVALID_REQUEST', { message: challengeProblem })
-      const method = single('code_challenge_method')
-      if (method === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge_method is required and must be S256' })
-      if (method !== 'S256') throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge_method must be S256 (plain is not supported)' })
-      const resourceParam = single('resource')
-      if (resourceParam === undefined) throw fail('OAUTH_INVALID_TARGET', { message: `resource is required: send resource=${config.baseUrl}` })
-      const audience = resourceAudience(resourceParam, config.baseUrl)
-      if (audience === null) throw fail('OAUTH_INVALID_TARGET', { message: `resource must name this server: ${config.baseUrl} (or ${config.baseUrl}/mcp)` })
-
-      const browserId = browser.browserId(request, reply)
-      const requestId = randomSecret(32)
-      const now = Date.now()
-      repos.authorizations.createRequest({
-        id: sha256Hex(requestId),
-        browserBinding: sha256Hex(browserId),
-        clientId: client.id,
-        redirectUri,
-        scope,
-        state: stateValue,
-        codeChallenge: challenge,
-        resource: audience,
-        clientAddress: null,
-        createdAt: now,
-        expiresAt: now + config.authRequestTtlMs,
-      })
-      return seeOther(reply, `/oauth/interaction/${requestId}`)
+      params = checkRequest(query, client)
     } catch (err) {
       if (!isServiceError(err)) throw err
       return redirectError(reply, redirectUri, state, err)
     }
+    // Over the bound this is a page (429), not a redirect: the client did nothing wrong, this address has too many.
+    const clientAddress = sha256Hex(clientAddressKey(request.ip))
+    refuseOverPendingBound(request, clientAddress)
+    const browserId = browser.browserId(request, reply)
+    const requestId = randomSecret(32)
+    const now = Date.now()
+    repos.authorizations.createRequest({
+      id: sha256Hex(requestId),
+      browserBinding: sha256Hex(browserId),
+      clientId: client.id,
+      redirectUri,
+      scope: params.scope,
+      state: params.state,
+      codeChallenge: params.challenge,
+      resource: params.audience,
+      clientAddress,
+      createdAt: now,
+      expiresAt: now + config.authRequestTtlMs,
+    })
+    return seeOther(reply, `/oauth/interaction/${requestId}`)
   })
+
+  /** The registered client and the exact redirect URI it registered; errors here are shown, never redirected. */
+  function checkClient(query: Record<string, unknown>): { client: OAuthClient; redirectUri: string } {
+    const clientId = single(query, 'client_id')
+    if (clientId === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'client_id is required' })
+    const client = repos.oauthClients.byId(clientId)
+    if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id: register the client first' })
+    const redirectUri = single(query, 'redirect_uri')
+    if (redirectUri === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is required' })
+    if (!redirectUriMatches(client.redirectUris, redirectUri)) {
+      throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is not one of the addresses registered for this client (the exact form counts: localhost and 127.0.0.1 differ)' })
+    }
+    return { client, redirectUri }
+  }
+
+  /** Every other parameter of the contract; errors here go back to the client's redirect URI. */
+  function checkRequest(query: Record<string, unknown>, client: OAuthClient): AuthorizeParams {
+    const stateValue = query.state
+    if (Array.isArray(stateValue)) throw fail('OAUTH_INVALID_REQUEST', { message: 'state is repeated' })
+    for (const name of ['response_type', 'scope', 'code_challenge', 'code_challenge_method']) single(query, name)
+    if (Array.isArray(query.resource)) throw fail('OAUTH_INVALID_TARGET', { message: 'resource must be sent once' })
+    const responseType = single(query, 'response_type')
+    if (responseType === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'response_type is required' })
+    if (responseType !== 'code') throw fail('OAUTH_UNSUPPORTED_RESPONSE_TYPE')
+    if (typeof stateValue !== 'string' || stateValue === '') throw fail('OAUTH_INVALID_REQUEST', { message: 'state is required' })
+    if (stateValue.length > MAX_STATE) throw fail('OAUTH_INVALID_REQUEST', { message: `state must be at most ${MAX_STATE} characters` })
+    const scopeParam = single(query, 'scope')
+    if (scopeParam === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'scope is required (mcp:read, mcp:write)' })
+    const scope = normalizeScope(scopeParam)
+    if (scope === null) throw fail('OAUTH_INVALID_SCOPE', { message: `Unknown scope; the scopes are ${SCOPES.join(' and ')}` })
+    const registered = new Set(client.scope.split(' '))
+    if (scope.split(' ').some((s) => !registered.has(s))) throw fail('OAUTH_INVALID_SCOPE', { message: `The client registered only ${client.scope}` })
+    const challenge = single(query, 'code_challenge')
+    if (challenge === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge is required: PKCE with S256' })
+    const challengeProblem = checkChallenge(challenge)
+    if (challengeProblem) throw fail('OAUTH_INVALID_REQUEST', { message: challengeProblem })
+    const method = single(query, 'code_challenge_method')
+    if (method === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge_method is required and must be S256' })
+    if (method !== 'S256') throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge_method must be S256 (plain is not supported)' })
+    const resourceParam = single(query, 'resource')
+    if (resourceParam === undefined) throw fail('OAUTH_INVALID_TARGET', { message: `resource is required: send resource=${config.baseUrl}` })
+    const audience = resourceAudience(resourceParam, config.baseUrl)
+    if (audience === null) throw fail('OAUTH_INVALID_TARGET', { message: `resource must name this server: ${config.baseUrl} (or ${config.baseUrl}/mcp)` })
+    return { scope, state: stateValue, challenge, audience }
+  }
+
+  /**
+   * Each pending request is a row for up to SERVICE_AUTH_REQUEST_TTL_MS, created without signing in: one address may
+   * hold only so many unanswered ones. The count and the insert that follows run in one turn of the event loop.
+   */
+  function refuseOverPendingBound(request: FastifyRequest, clientAddress: string): void {
+    const now = Date.now()
+    const pending = repos.authorizations.pendingFrom(clientAddress, now)
+    if (pending.count < config.pendingAuthorizationsPerAddress) return
+    const retryAfter = Math.max(1, Math.ceil(((pending.oldestExpiresAt ?? now + config.authRequestTtlMs) - now) / 1000))
+    request.log.warn({ address: request.ip, pending: pending.count }, 'authorization refused: too many pending authorizations from this address')
+    throw fail('RATE_LIMITED', {
+      message: `Too many sign-ins are in progress from your network. Finish or cancel one of them, or try again in ${inWords(retryAfter)}.`,
+      retryAfter,
+      details: { limit: config.pendingAuthorizationsPerAddress, retry_after: retryAfter, scope: 'pending authorizations per address' },
+    })
+  }
 
   /** The pending request named in the URL, usable only by the browser that started it. */
   function pending(request: FastifyRequest): { id: string; row: AuthorizationRequest; client: OAuthClient; browserId: string } {
@@ -135,7 +209,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       clientId: p.client.id,
       redirectHost: redirectHost(p.row.redirectUri),
       scopes: p.row.scope.split(' ').map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name as keyof typeof SCOPE_DESCRIPTIONS] ?? name })),
-      organizations: memberships.map((m) => ({ membershipId: m.id, name: m.organizationName, slug: m.organizationSlug, role: m.role })),
+      organizations: memberships.map((m) => consentOrganization(m, p.row.scope)),
       userEmail: user.email,
     }))
   }
@@ -154,12 +228,13 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const p = pending(request)
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, p.id, body.csrf)
-    const user = await browser.checkPassword(body.email, body.password)
-    if (!user) {
-      request.log.info({ client: p.client.id }, 'sign-in failed')
-      return showSignIn(reply, p, { email: typeof body.email === 'string' ? body.email.slice(0, 320) : '', error: 'Incorrect email or password.' }, 401)
+    const result = await browser.signInAttempt(request, body.email, body.password, { form: 'oauth', client: p.client.id })
+    if ('refused' in result) {
+      refusalHeaders(reply, result.refused)
+      return showSignIn(reply, p, { email: result.email, error: result.refused.message }, result.refused.status)
     }
-    browser.signIn(reply, user.id)
+    if ('wrong' in result) return showSignIn(reply, p, { email: result.email, error: 'Incorrect email or password.' }, 401)
+    browser.signIn(reply, result.user.id)
     return seeOther(reply, `/oauth/interaction/${p.id}`)
   })
 
@@ -172,9 +247,12 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const decision = fields.decision
     if (decision !== 'approve' && decision !== 'deny') throw fail('BAD_REQUEST', { message: 'Choose Allow or Deny' })
     let membership
+    let scope = ''
     if (decision === 'approve') {
       membership = fields.membership ? repos.memberships.byId(fields.membership) : undefined
-      if (!membership || membership.userId !== user.id) {
+      // The grant claims only what the member's role can use; a role that can use none of it cannot approve.
+      scope = membership ? narrowScope(p.row.scope, membership.role) : ''
+      if (!membership || membership.userId !== user.id || scope === '') {
         return showConsent(reply, p, user, 400)
       }
     }
@@ -193,15 +271,35 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       userId: user.id,
       membershipId: membership.id,
       organizationId: membership.organizationId,
-      scope: p.row.scope,
+      scope,
       resource: p.row.resource,
       codeChallenge: p.row.codeChallenge,
       createdAt: now,
       expiresAt: now + config.authCodeTtlMs,
     })
-    request.log.info({ client: p.client.id, membership: membership.id }, 'authorization approved')
+    request.log.info({ client: p.client.id, membership: membership.id, scope }, 'authorization approved')
     return redirectWith(reply, p.row.redirectUri, { code, state: p.row.state })
   })
+}
+
+/** An organization on the consent page, with what its role does to the requested scope. */
+function consentOrganization(m: MembershipView, scope: string) {
+  const notice = narrowingNotice(scope, m.role, m.organizationName)
+  return {
+    membershipId: m.id,
+    name: m.organizationName,
+    slug: m.organizationSlug,
+    role: m.role,
+    grantable: narrowScope(scope, m.role) !== '',
+    ...(notice !== undefined ? { notice } : {}),
+  }
+}
+
+/** One value of a query parameter: repeated is invalid_request, empty counts as absent. */
+function single(query: Record<string, unknown>, name: string): string | undefined {
+  const v = query[name]
+  if (Array.isArray(v)) throw fail('OAUTH_INVALID_REQUEST', { message: `${name} is repeated` })
+  return typeof v === 'string' && v !== '' ? v : undefined
 }
 
 /** What the consent page names as the destination: the host, or the scheme of a private-use URI. */
