@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config.js'
 import type { Deployment, DeploymentLogLine } from '../db/repos/deployments.js'
@@ -7,10 +9,19 @@ import type { Repos } from '../db/repos/index.js'
 import { fail } from '../errors/service-error.js'
 import { packageRoot } from '../lib/package-root.js'
 import type { SecretBox } from '../lib/secret-box.js'
+import { canInspectProcesses, stopLeftoverRun } from './process-group.js'
 
 const MAX_LINE = 8192
 // The child sees only these variables of the server's environment, plus the app's env vars and the run's identity.
 const INHERITED_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SYSTEMROOT']
+const GROUPS = process.platform !== 'win32'
+/** How long after its own grace period a supervisor that has not ended is killed with its group. */
+const SUPERVISOR_MARGIN_MS = 1000
+
+/** The supervisor every pipeline runs under (see the script): it stops the run when the server is gone. */
+export function supervisorPath(): string {
+  return join(packageRoot(), 'scripts', 'pipelines', 'supervise.mjs')
+}
 
 export interface RunListener {
   onLine?(line: DeploymentLogLine): void
@@ -35,6 +46,12 @@ interface LiveRun {
  * process with the app's env vars. Every output line is stored in order (in batches, one transaction per event-loop
  * turn) and handed to listeners; the final status is written once. A run outlives the request that started it: a
  * client that disconnects does not stop it, only a cancellation does (SIGTERM, then SIGKILL after the grace period).
+ *
+ * A run never outlives the server, though. The pipeline runs under scripts/pipelines/supervise.mjs, the leader of the
+ * run's own process group, whose stdin is a pipe only this process holds: when this process ends, however it ends, the
+ * supervisor stops the group. The group's id is stored with the row while the run lives, so that a server starting
+ * after a crash also stops whatever is still alive of it before it marks the row interrupted (recover): an app never
+ * has two live runs, across restarts too.
  */
 export class PipelineRunner {
   readonly #repos: Repos
@@ -52,9 +69,28 @@ export class PipelineRunner {
     this.#log = options.log
   }
 
-  /** At start: what a previous process left queued or running is marked interrupted. */
+  /**
+   * At start: what a previous process left queued or running is stopped, if anything of it is still alive, then marked
+   * interrupted. Its supervisor stops it once that process is gone; this covers a restart within the grace period and
+   * a supervisor that could not act. A group is signalled only while it provably holds the run (process-group.ts), and
+   * the wait is bounded (the grace period and a second per run still alive), before the server listens.
+   */
   recover(): number {
+    for (const run of this.#repos.deployments.unfinished()) {
+      if (run.pgid !== null) this.#stopLeftover(run.id, run.pgid)
+    }
     return this.#repos.deployments.interruptUnfinished(Date.now())
+  }
+
+  #stopLeftover(deploymentId: string, pgid: number): void {
+    if (!canInspectProcesses()) {
+      this.#log.warn({ deployment: deploymentId, pgid }, 'cannot check whether a run left by a previous process is still alive (no /proc); its supervisor stops it')
+      return
+    }
+    const outcome = stopLeftoverRun(pgid, deploymentId, this.#config.pipelineGraceMs)
+    if (outcome === 'none') return
+    const log = outcome === 'survived' ? this.#log.error.bind(this.#log) : this.#log.warn.bind(this.#log)
+    log({ deployment: deploymentId, pgid, outcome }, 'a run left by a previous process was still alive and has been stopped')
   }
 
   get running(): number {
@@ -122,36 +158,42 @@ export class PipelineRunner {
         resolve(final)
       }
 
-      const [command, ...args] = pipeline.argv as [string, ...string[]]
+      const cwd = pipeline.cwd ?? packageRoot()
+      // Checked here: spawn would blame the program it starts (node, for the supervisor) for a missing folder.
+      if (!existsSync(cwd)) {
+        end('failed', null, `failed: the pipeline's working directory ${cwd} does not exist`)
+        return
+      }
       let child: ChildProcess
       try {
-        child = spawn(command, args, { cwd: pipeline.cwd ?? packageRoot(), env, stdio: ['ignore', 'pipe', 'pipe'], detached: process.platform !== 'win32' })
+        child = this.#spawnSupervised(pipeline.argv, cwd, env)
       } catch (err) {
         this.#log.error({ err, deployment: deployment.id }, 'pipeline could not start')
         end('failed', null, `failed: the pipeline could not start`)
         return
       }
       live.child = child
-      this.#repos.deployments.markRunning(deployment.id, Date.now())
+      try {
+        this.#repos.deployments.markRunning(deployment.id, Date.now(), GROUPS ? child.pid ?? null : null)
+      } catch (err) {
+        // A run whose group is not on record could outlive a crash unseen: it does not start (full or read-only disk).
+        this.#log.error({ err, deployment: deployment.id }, 'could not record a run as running; it is stopped')
+        killGroup(child, 'SIGKILL')
+        end('failed', null, 'failed: the server could not record the run (its database cannot be written), so it was stopped before it began')
+        return
+      }
       emit('system', `started ${deployment.kind} of ${app.name} with pipeline ${app.pipeline}`)
       splitLines(child.stdout!, (text) => emit('stdout', text))
       splitLines(child.stderr!, (text) => emit('stderr', text))
 
-      const signal = (sig: NodeJS.Signals) => {
-        if (child.pid === undefined) return
-        try {
-          // The pipeline's own children go too: it runs in its own process group.
-          if (process.platform !== 'win32') process.kill(-child.pid, sig)
-          else child.kill(sig)
-        } catch {
-          child.kill(sig)
-        }
-      }
+      const signal = (sig: NodeJS.Signals) => killGroup(child, sig)
       live.stop = (kind: StopKind, reason: string) => {
         if (finished || stopped !== null) return
         stopped = { kind, reason }
-        signal('SIGTERM')
-        killTimer = setTimeout(() => signal('SIGKILL'), this.#config.pipelineGraceMs)
+        // The supervisor stops the run (SIGTERM to the group, SIGKILL after the grace period), reaping the pipeline
+        // before anything else dies; killing the group from here only backs it up, should it not have ended by then.
+        child.stdin?.write('stop\n')
+        killTimer = setTimeout(() => signal('SIGKILL'), this.#config.pipelineGraceMs + SUPERVISOR_MARGIN_MS)
         killTimer.unref()
       }
       timeout = setTimeout(() => live.stop('timeout', `timed out after ${this.#config.pipelineTimeoutMs} ms`), this.#config.pipelineTimeoutMs)
@@ -173,6 +215,18 @@ export class PipelineRunner {
     return { deployment, done }
   }
 
+  /**
+   * The pipeline under its supervisor: the supervisor leads a new process group (detached) and runs the pipeline in
+   * it, with the same environment and working directory and the grace period of its stops in argv. Its stdin is a pipe
+   * that only says `stop` and that this process never closes: it closes when this process ends, however it ends.
+   */
+  #spawnSupervised(argv: readonly string[], cwd: string, env: Record<string, string>): ChildProcess {
+    const args = [supervisorPath(), '--grace-ms', String(this.#config.pipelineGraceMs), '--', ...argv]
+    const child = spawn(process.execPath, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'], detached: GROUPS })
+    child.stdin?.on('error', () => {}) // the supervisor ended first: nothing to tell it any more
+    return child
+  }
+
   /** Cancels a live run of the organization; false when it is not running. */
   cancel(organizationId: string, deploymentId: string, reason: string): boolean {
     const live = this.#live.get(deploymentId)
@@ -181,11 +235,12 @@ export class PipelineRunner {
     return true
   }
 
-  /** Shutdown: every live run is stopped and recorded interrupted; waits at most the grace period plus a little. */
+  /** Shutdown: every live run is stopped and recorded interrupted; waits at most the grace period plus 1.5 s. */
   async stopAll(): Promise<void> {
     const runs = [...this.#live.values()]
     for (const run of runs) run.stop('shutdown', 'the server is shutting down')
-    const deadline = Date.now() + this.#config.pipelineGraceMs + 1000
+    // Time for the supervisors' stop, and for the runner's own SIGKILL behind it.
+    const deadline = Date.now() + this.#config.pipelineGraceMs + SUPERVISOR_MARGIN_MS + 500
     while (this.#live.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
     this.#flushLines()
     for (const run of runs) {
@@ -209,6 +264,17 @@ export class PipelineRunner {
     } catch (err) {
       this.#log.error({ err, lines: lines.length }, 'could not store deployment output')
     }
+  }
+}
+
+/** Signals every process of a run: its group (the supervisor leads it), or the supervisor alone on Windows. */
+function killGroup(child: ChildProcess, sig: NodeJS.Signals): void {
+  if (child.pid === undefined) return
+  try {
+    if (GROUPS) process.kill(-child.pid, sig)
+    else child.kill(sig)
+  } catch {
+    child.kill(sig)
   }
 }
 

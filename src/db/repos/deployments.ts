@@ -49,17 +49,23 @@ export function deploymentsRepo(db: Db) {
       const total = db.select({ n: sql<number>`count(*)` }).from(deployments).where(where).get()?.n ?? 0
       return { items, total }
     },
-    markRunning(id: string, at: number): void {
-      db.update(deployments).set({ status: 'running', startedAt: at }).where(eq(deployments.id, id)).run()
+    /** The run's process started; `pgid` is its process group, kept while it lives (what a restart stops after a crash). */
+    markRunning(id: string, at: number, pgid: number | null = null): void {
+      db.update(deployments).set({ status: 'running', startedAt: at, pgid }).where(eq(deployments.id, id)).run()
     },
     /** Final status; only a queued or running deployment can finish (a finished one is never rewritten). */
     finish(id: string, status: Exclude<DeploymentStatus, 'queued' | 'running'>, at: number, exitCode: number | null, outcome: string): boolean {
-      return db.update(deployments).set({ status, finishedAt: at, exitCode, outcome })
+      return db.update(deployments).set({ status, finishedAt: at, exitCode, outcome, pgid: null })
         .where(and(eq(deployments.id, id), inArray(deployments.status, ['queued', 'running']))).run().changes === 1
+    },
+    /** At start, of every organization: the runs a previous process left queued or running, with their process group. */
+    unfinished(): Array<Pick<Deployment, 'id' | 'pgid'>> {
+      return db.select({ id: deployments.id, pgid: deployments.pgid }).from(deployments)
+        .where(inArray(deployments.status, ['queued', 'running'])).all()
     },
     /** At start: runs a previous process left queued or running can never finish; returns how many. */
     interruptUnfinished(at: number): number {
-      return db.update(deployments).set({ status: 'interrupted', finishedAt: at, outcome: 'interrupted: the server stopped while it ran' })
+      return db.update(deployments).set({ status: 'interrupted', finishedAt: at, outcome: 'interrupted: the server stopped while it ran', pgid: null })
         .where(inArray(deployments.status, ['queued', 'running'])).run().changes
     },
     appendLines(lines: DeploymentLogLine[]): void {
