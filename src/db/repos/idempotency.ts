@@ -55,6 +55,14 @@ export function idempotencyRepo(db: Db) {
       return db.select().from(idempotencyRecords)
         .where(and(byKey(key), or(inArray(idempotencyRecords.status, [...LIVE]), gt(idempotencyRecords.expiresAt, now)))).get()
     },
+    /**
+     * A new call takes over a pending record that no call holds any more (its call never started running, so nothing
+     * ran; see CallIdempotency): the record is pending again, now for this call. False when it is not pending.
+     */
+    takeOver(key: IdempotencyKey, tool: string, now: number, expiresAt: number): boolean {
+      return db.update(idempotencyRecords).set({ tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt })
+        .where(and(byKey(key), eq(idempotencyRecords.status, 'pending'))).run().changes === 1
+    },
     /** pending → running. */
     markRunning(key: IdempotencyKey, at: number): boolean {
       return db.update(idempotencyRecords).set({ status: 'running', updatedAt: at })
@@ -74,10 +82,23 @@ export function idempotencyRepo(db: Db) {
     release(key: IdempotencyKey): boolean {
       return db.delete(idempotencyRecords).where(and(byKey(key), inArray(idempotencyRecords.status, [...LIVE]))).run().changes === 1
     },
-    /** At start: calls a previous process left pending or running can never be answered; returns how many. */
-    interruptUnfinished(at: number, expiresAt: number): number {
-      return db.update(idempotencyRecords).set({ status: 'interrupted', updatedAt: at, expiresAt })
-        .where(inArray(idempotencyRecords.status, [...LIVE])).run().changes
+    /**
+     * At start: calls a previous process left pending or running can never be answered; returns how many. A pending
+     * call never started running, so it gets the result `nothingRan(tool)` says; a running one keeps no result (it may
+     * or may not have completed, which the reader says).
+     */
+    interruptUnfinished(at: number, expiresAt: number, nothingRan: (tool: string) => Record<string, unknown>): number {
+      return db.transaction(() => {
+        let changes = 0
+        const pendingTools = db.selectDistinct({ tool: idempotencyRecords.tool }).from(idempotencyRecords).where(eq(idempotencyRecords.status, 'pending')).all()
+        for (const { tool } of pendingTools) {
+          changes += db.update(idempotencyRecords).set({ status: 'interrupted', result: nothingRan(tool), updatedAt: at, expiresAt })
+            .where(and(eq(idempotencyRecords.status, 'pending'), eq(idempotencyRecords.tool, tool))).run().changes
+        }
+        changes += db.update(idempotencyRecords).set({ status: 'interrupted', updatedAt: at, expiresAt })
+          .where(eq(idempotencyRecords.status, 'running')).run().changes
+        return changes
+      })
     },
     /** Deletes ended records that expired at or before `now`; pending and running ones stay whatever their age. */
     purge(now: number): number {

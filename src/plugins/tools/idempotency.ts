@@ -3,7 +3,7 @@ import type { Principal } from '../../auth/principal.js'
 import type { IdempotencyKey, IdempotencyRecord } from '../../db/repos/idempotency.js'
 import type { Repos } from '../../db/repos/index.js'
 import { toToolResult } from '../../errors/render.js'
-import { fail } from '../../errors/service-error.js'
+import { fail, isServiceError } from '../../errors/service-error.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import type { RequestId } from '../../rpc/types.js'
 import type { Exchange } from '../../rpc/exchange.js'
@@ -40,6 +40,32 @@ export function interruptedResult(tool: string): ToolResult {
 }
 
 /**
+ * What a retry of a call that never started running gets when the server stopped before it could: nothing ran.
+ * Recorded at start for calls a previous process left pending (only a call recorded running may have run).
+ */
+export function nothingRanResult(tool: string): ToolResult {
+  return toToolResult(fail('OPERATION_FAILED', {
+    message: `The server stopped before this ${tool} call started: nothing ran. Call again with a new request id to run it`,
+  }))
+}
+
+/** What a call gets when its record cannot be written before it runs (a full or read-only disk): it does not run. */
+function notRecorded(cause: unknown): Error {
+  return fail('SERVICE_UNAVAILABLE', {
+    message: 'The call could not be recorded, so it did not run: nothing was changed. Retry later with the same request id',
+    retryAfter: 5,
+    cause,
+  })
+}
+
+/** A write this process could not make (a full or read-only disk), kept in memory and made again later. */
+interface Unsaved {
+  key: IdempotencyKey
+  write: 'finish' | 'interrupt' | 'release'
+  result: ToolResult | null
+}
+
+/**
  * Calls of confirmation-gated tools run at most once per (session, membership, organization, JSON-RPC id)
  * (interface.md "Confirmation-gated call identity", decisions.md §6), and on stateless (2026-07-28) requests per
  * (membership, organization, operation id sealed in the confirmation's requestState) (decisions.md §10). Every such
@@ -56,12 +82,30 @@ export function interruptedResult(tool: string): ToolResult {
  *   session older than 2025-11-25) leaves no record.
  *
  * Records are kept 24 h after the call ended, then ignored and purged by a periodic sweep.
+ *
+ * The database alone cannot tell a call in progress from one whose bookkeeping failed (a full disk): both read pending
+ * or running. So this process keeps the keys its calls hold (one server per database file makes that the whole
+ * truth), and a record none of them holds is never answered as pending or running:
+ * - the handler runs only once its record reads `running`; if that write fails, the call does not run and is answered
+ *   SERVICE_UNAVAILABLE (a JSON-RPC error). So `pending` means the call never started running: nothing ran;
+ * - a pending record no call holds is one whose call was answered with a JSON-RPC error and whose release could not be
+ *   written: as for every such call, its id is free, and the next call with it takes the record over and runs;
+ * - a call that ended but whose final write failed answers what it ended with from memory, to every retry, while the
+ *   write is made again (at the next use of its id, and by the sweep); released likewise reads as absent;
+ * - a running record no call holds, with nothing in memory, may have run: it reads as interrupted ("may or may not
+ *   have completed"), and is recorded so;
+ * - at start (no call of a previous process is live), pending records get a stored result saying that nothing ran, and
+ *   running ones read "may or may not have completed".
  */
 export class CallIdempotency {
   readonly #repos: Repos
   readonly #log: FastifyBaseLogger
   readonly #ttlMs: number
   readonly #operationOf: (exchange: Exchange) => string | null
+  /** Keys held by calls of this process, from begin to their end: only these are pending or running. */
+  readonly #live = new Set<string>()
+  /** Final writes that failed, by key, until they are made. */
+  readonly #unsaved = new Map<string, Unsaved>()
 
   constructor(repos: Repos, log: FastifyBaseLogger, operationOf: (exchange: Exchange) => string | null = () => null, ttlMs = IDEMPOTENCY_TTL_MS) {
     this.#repos = repos
@@ -86,11 +130,12 @@ export class CallIdempotency {
 
   /** At start: records left pending or running can never be answered; returns how many were marked interrupted. */
   recover(now = Date.now()): number {
-    return this.#repos.idempotency.interruptUnfinished(now, now + this.#ttlMs)
+    return this.#repos.idempotency.interruptUnfinished(now, now + this.#ttlMs, nothingRanResult)
   }
 
-  /** Deletes records expired at `now`; returns how many. */
+  /** Makes the final writes that failed before, then deletes records expired at `now`; returns how many were deleted. */
   sweep(now = Date.now()): number {
+    this.#saveUnsaved(now)
     try {
       return this.#repos.idempotency.purge(now)
     } catch (err) {
@@ -120,22 +165,44 @@ export class CallIdempotency {
     const key = this.keyOf(call)
     if (key === null) return undefined
     const record = this.#repos.idempotency.get(key, now)
-    return record ? this.#answer(record, toolName) : undefined
+    if (!record) return undefined
+    const answer = this.#answer(key, record, toolName, now)
+    return answer === FREE ? undefined : answer
   }
 
   /**
    * Records the call as pending, atomically. Returns its key, or `replay`: the result an ended call with this id gets
-   * again. Throws IDEMPOTENCY_CONFLICT as `check` does (here a JSON-RPC error: the exchange has started).
+   * again. Throws IDEMPOTENCY_CONFLICT as `check` does (here a JSON-RPC error: the exchange has started), and
+   * SERVICE_UNAVAILABLE when the record cannot be written (nothing runs).
    */
   begin(key: IdempotencyKey, toolName: string, now = Date.now()): { key: IdempotencyKey; replay?: ToolResult } {
-    const begun = this.#repos.idempotency.begin(key, toolName, now, now + this.#ttlMs)
-    if (begun.created) return { key }
-    return { key, replay: this.#answer(begun.record, toolName) }
+    const expiresAt = now + this.#ttlMs
+    let begun: ReturnType<Repos['idempotency']['begin']>
+    try {
+      begun = this.#repos.idempotency.begin(key, toolName, now, expiresAt)
+      if (!begun.created) {
+        const answer = this.#answer(key, begun.record, toolName, now)
+        if (answer !== FREE) return { key, replay: answer }
+        // The id is free: its record is taken over, or made anew when answering just wrote the release it waited for.
+        const taken = this.#repos.idempotency.takeOver(key, toolName, now, expiresAt) || this.#repos.idempotency.begin(key, toolName, now, expiresAt).created
+        if (!taken) throw new Error('an idempotency record changed while a free id was taken over')
+      }
+    } catch (err) {
+      if (isServiceError(err)) throw err
+      throw notRecorded(err)
+    }
+    this.#live.add(keyId(key))
+    return { key }
   }
 
-  /** The tool starts: pending → running. */
+  /** The tool starts: pending → running. Throws SERVICE_UNAVAILABLE when that cannot be recorded: the tool must not run. */
   markRunning(key: IdempotencyKey, now = Date.now()): void {
-    this.#write('mark running', () => this.#repos.idempotency.markRunning(key, now))
+    try {
+      this.#repos.idempotency.markRunning(key, now)
+    } catch (err) {
+      this.#log.error({ err }, 'could not mark an idempotency record running; the call does not run')
+      throw notRecorded(err)
+    }
   }
 
   /**
@@ -143,13 +210,12 @@ export class CallIdempotency {
    * then the answer never reaches the client.
    */
   finish(ctx: CallContext, key: IdempotencyKey, result: ToolResult, now = Date.now()): void {
-    if (abortedByShutdown(ctx)) this.#write('interrupt', () => this.#repos.idempotency.interrupt(key, result, now, now + this.#ttlMs))
-    else this.#write('finish', () => this.#repos.idempotency.finish(key, result, now, now + this.#ttlMs))
+    this.#end({ key, write: abortedByShutdown(ctx) ? 'interrupt' : 'finish', result }, now)
   }
 
   /** Forgets a call that ended without a tool result (a JSON-RPC error): its id may be used again. */
-  release(key: IdempotencyKey): void {
-    this.#write('release', () => this.#repos.idempotency.release(key))
+  release(key: IdempotencyKey, now = Date.now()): void {
+    this.#end({ key, write: 'release', result: null }, now)
   }
 
   /**
@@ -168,7 +234,12 @@ export class CallIdempotency {
       if (key === null) return handle(params, ctx)
       const call = this.begin(key, tool.name)
       if (call.replay) return call.replay
-      this.markRunning(call.key)
+      try {
+        this.markRunning(call.key)
+      } catch (err) {
+        this.release(call.key)
+        throw err
+      }
       let result: ToolResult
       try {
         result = await handle(params, ctx)
@@ -183,7 +254,56 @@ export class CallIdempotency {
     }
   }
 
-  #answer(record: IdempotencyRecord, toolName: string): ToolResult {
+  /** The call ends: its final write, kept in memory when it fails. The key is no longer held either way. */
+  #end(write: Unsaved, now: number): void {
+    const id = keyId(write.key)
+    this.#live.delete(id)
+    this.#unsaved.set(id, write)
+    this.#save(id, write, now)
+  }
+
+  /** Makes a final write; forgets it once made. Logged when it fails (it stays in memory, and is made again later). */
+  #save(id: string, write: Unsaved, now: number): boolean {
+    try {
+      const repo = this.#repos.idempotency
+      if (write.write === 'release') repo.release(write.key)
+      else if (write.write === 'interrupt') repo.interrupt(write.key, write.result, now, now + this.#ttlMs)
+      else repo.finish(write.key, write.result!, now, now + this.#ttlMs)
+      this.#unsaved.delete(id)
+      return true
+    } catch (err) {
+      this.#log.error({ err, pending: this.#unsaved.size }, `could not ${write.write} an idempotency record; kept in memory and retried`)
+      return false
+    }
+  }
+
+  #saveUnsaved(now: number): void {
+    for (const [id, write] of [...this.#unsaved]) if (!this.#save(id, write, now)) return
+  }
+
+  /**
+   * The answer a record gets: a stored result, IDEMPOTENCY_CONFLICT, or FREE when the id may run (a pending record no
+   * call holds). A pending or running record is taken at its word only while a call of this process holds it.
+   */
+  #answer(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number): ToolResult | typeof FREE {
+    const id = keyId(key)
+    if ((record.status === 'pending' || record.status === 'running') && !this.#live.has(id)) {
+      const unsaved = this.#unsaved.get(id)
+      if (unsaved) this.#save(id, unsaved, now)
+      if (unsaved?.write === 'release' || (!unsaved && record.status === 'pending')) return FREE
+      if (unsaved) return this.#replay(record, unsaved.result, toolName)
+      // Running, and no call holds it: it may have run. Recorded as what it is now, interrupted (best effort).
+      this.#log.warn({ tool: record.tool }, 'an idempotency record no call holds reads running: answered as interrupted')
+      const interrupted: Unsaved = { key, write: 'interrupt', result: null }
+      this.#unsaved.set(id, interrupted)
+      this.#save(id, interrupted, now)
+      return this.#replay(record, null, toolName)
+    }
+    return this.#replay(record, undefined, toolName)
+  }
+
+  /** The answer of a record, whose result is `ended` when this process knows better than the row (undefined: the row). */
+  #replay(record: IdempotencyRecord, ended: ToolResult | null | undefined, toolName: string): ToolResult {
     // A session's record names its JSON-RPC id (JSON-encoded); a stateless one its operation (`op:<id>`), since every
     // retry of a stateless call has an id of its own.
     const stateless = record.sessionId === STATELESS_SCOPE
@@ -199,6 +319,7 @@ export class CallIdempotency {
         details,
       })
     }
+    if (ended !== undefined) return ended ?? interruptedResult(record.tool)
     switch (record.status) {
       case 'pending':
       case 'running':
@@ -212,15 +333,13 @@ export class CallIdempotency {
         return record.result ?? interruptedResult(record.tool)
     }
   }
+}
 
-  /** Bookkeeping never fails the call it records: a failed write is logged (a record left running ends at restart). */
-  #write(what: string, fn: () => unknown): void {
-    try {
-      fn()
-    } catch (err) {
-      this.#log.error({ err }, `could not ${what} an idempotency record`)
-    }
-  }
+/** #answer's word for "no call holds this id: it may run". */
+const FREE = Symbol('free')
+
+function keyId(key: IdempotencyKey): string {
+  return JSON.stringify([key.sessionId, key.membershipId, key.organizationId, key.requestId])
 }
 
 /**
