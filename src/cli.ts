@@ -6,7 +6,7 @@
  */
 import { parseScopes, SCOPES } from './auth/principal.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
-import { openDatabase } from './db/client.js'
+import { databaseFailure, openDatabase, type DatabaseError } from './db/client.js'
 import { createRepos, type Repos } from './db/repos/index.js'
 import { ROLES, type Role } from './db/schema.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
@@ -116,6 +116,16 @@ function user(repos: Repos, email: string) {
   return u
 }
 
+/** Why the server could not listen, as a ConfigError naming the settings when they are the cause; else the error. */
+function listenFailure(config: Config, err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException | null)?.code
+  const where = `SERVICE_HOST ${config.host}, SERVICE_PORT ${config.port}`
+  if (code === 'EADDRINUSE') return new ConfigError(`Cannot listen on ${where}: the address is in use by another process`)
+  if (code === 'EACCES') return new ConfigError(`Cannot listen on ${where}: permission denied (ports below 1024 need privileges)`)
+  if (code === 'EADDRNOTAVAIL') return new ConfigError(`Cannot listen on ${where}: no such address on this machine`)
+  return err
+}
+
 async function serve(flags: string[]): Promise<void> {
   const server = await createServer({
     argv: flags,
@@ -130,7 +140,14 @@ async function serve(flags: string[]): Promise<void> {
       process.stdout.write(lines.join('\n') + '\n')
     },
   })
-  const url = await server.listen()
+  let url: string
+  try {
+    url = await server.listen()
+  } catch (err) {
+    // The database is released (and its lock) before the one-line message: a port in use is a setting like any other.
+    await server.close().catch(() => {})
+    throw listenFailure(server.config, err)
+  }
   server.app.log.info({ url: `${url}/mcp` }, 'MCP server listening')
   let stopping = false
   const stop = (signal: string) => {
@@ -288,9 +305,25 @@ async function main(argv: string[]): Promise<void> {
   return admin(config, words, own)
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
+/**
+ * A storage failure of any command (an admin command on a full disk, a corrupt file) as the one-line DatabaseError
+ * naming the file and SERVICE_DATABASE; undefined for anything else.
+ */
+function storageFailure(argv: string[], err: unknown): DatabaseError | undefined {
+  let database: string
+  try {
+    database = loadConfig({ argv: parseArgs(argv).configFlags }).database
+  } catch {
+    return undefined
+  }
+  return databaseFailure(database, err)
+}
+
+main(process.argv.slice(2)).catch((caught: unknown) => {
+  const err = caught instanceof ConfigError || caught instanceof UsageError ? caught : storageFailure(process.argv.slice(2), caught) ?? caught
   if (err instanceof UsageError || err instanceof ConfigError) {
-    process.stderr.write(`service-mcp: ${err.message}\n`)
+    // One line, whatever the message holds: exit code 2 means "fix the command or the settings".
+    process.stderr.write(`service-mcp: ${err.message.replace(/\s*\n\s*/g, ' ')}\n`)
     if (err instanceof UsageError) process.stderr.write('Run service-mcp help for usage.\n')
     process.exit(2)
   }

@@ -8,6 +8,8 @@
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildOptions } from './app.js'
 import { adoptListeningPort, loadConfig, type Config } from './config.js'
+import { databaseFailure } from './db/client.js'
+import { releaseDatabaseOf } from './plugins/db.js'
 
 export { defineTool } from './plugins/tools/define.js'
 export type { ToolContext, ToolDefinition, ToolAnnotations, JsonSchema } from './plugins/tools/define.js'
@@ -42,7 +44,15 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
   const config = loadConfig({ env, argv, overrides: options.config ?? {} })
   const explicitBaseUrl = Boolean(options.config?.baseUrl || env.SERVICE_BASE_URL || argv.some((a) => a.startsWith('--base-url')))
   const { config: _c, env: _e, argv: _a, ...build } = options
-  const app = await buildApp({ ...build, config })
+  let app: FastifyInstance
+  try {
+    app = await buildApp({ ...build, config })
+  } catch (err) {
+    // A server that did not start lets go of its database file (and its lock), and a storage failure on the way (a
+    // full disk at bootstrap, a read-only file at recovery) is the DatabaseError naming the file and SERVICE_DATABASE.
+    releaseDatabaseOf(config)
+    throw (options.database ? undefined : databaseFailure(config.database, err)) ?? err
+  }
   return {
     app,
     config,

@@ -1,8 +1,9 @@
-import { mkdirSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { accessSync, chmodSync, closeSync, constants, mkdirSync, openSync, statfsSync, statSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
+import { ConfigError } from '../config.js'
 import { packageRoot } from '../lib/package-root.js'
 import * as schema from './schema.js'
 
@@ -16,24 +17,211 @@ export interface DatabaseHandle {
 }
 
 /**
- * Opens (creating when needed) the SQLite database, sets the pragmas every connection needs and, unless told
- * otherwise, applies the committed migrations in drizzle/.
+ * The database named by SERVICE_DATABASE cannot be used (a folder, a corrupt or read-only file, a full disk, another
+ * server on it): a bad setting like any other, so the command line says so in one line and exits with code 2, and
+ * createServer throws it. The message names the file and the setting.
  */
-export function openDatabase(path: string, options: { migrate?: boolean } = {}): DatabaseHandle {
-  if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true })
-  const sqlite = new Database(path)
-  sqlite.pragma('journal_mode = WAL')
-  sqlite.pragma('synchronous = NORMAL')
-  sqlite.pragma('foreign_keys = ON')
-  sqlite.pragma('busy_timeout = 5000')
-  sqlite.pragma('temp_store = MEMORY')
-  const db = drizzle(sqlite, { schema })
-  if (options.migrate !== false) migrate(db, { migrationsFolder: join(packageRoot(), 'drizzle') })
-  return {
-    db,
-    sqlite,
-    close() {
-      if (sqlite.open) sqlite.close()
-    },
+export class DatabaseError extends ConfigError {
+  override name = 'DatabaseError'
+
+  constructor(path: string, problem: string, options?: { cause?: unknown }) {
+    super(`${describePath(path)} ${problem}`, options)
   }
+}
+
+function describePath(path: string): string {
+  const absolute = resolve(path)
+  return `Database ${path} (SERVICE_DATABASE${absolute === path ? '' : `, ${absolute}`})`
+}
+
+/** A path on disk, as opposed to `:memory:` or a `file:` URI, which get no files of their own prepared here. */
+export function isDatabaseFile(path: string): boolean {
+  return path !== '' && path !== ':memory:' && !path.startsWith('file:')
+}
+
+/** The files SQLite keeps beside a database in WAL mode (and a rollback journal, should one be left over). */
+const COMPANION_SUFFIXES = ['-wal', '-shm', '-journal'] as const
+
+const OWNER_ONLY_FILE = 0o600
+const OWNER_ONLY_FOLDER = 0o700
+
+/**
+ * What a storage failure (SQLite or the file system) means for the operator, or undefined when `err` is not one (a
+ * bug is reported as it is). SQLite's extended codes start with the primary one (SQLITE_IOERR_WRITE).
+ */
+function storageProblem(path: string, err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code
+  if (typeof code !== 'string') return undefined
+  const detail = `(${code}: ${(err as Error).message})`
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return `cannot be written: the disk is full ${detail}`
+  if (code.startsWith('SQLITE_READONLY') || code === 'EROFS') return `cannot be written: the file, its folder or its file system is read-only ${detail}`
+  if (code === 'SQLITE_PERM' || code === 'SQLITE_AUTH' || code === 'EACCES' || code === 'EPERM') return `cannot be opened for writing: permission denied ${detail}`
+  if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) return `is not a SQLite database, or it is corrupt ${detail}`
+  if (code.startsWith('SQLITE_CANTOPEN')) return `cannot be opened: ${whyNotOpened(path)} ${detail}`
+  if (code === 'ENOENT' || code === 'ENOTDIR') return `cannot be opened: check that its folder exists and is writable ${detail}`
+  if (code === 'EISDIR') return `is a folder, not a file ${detail}`
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return `is locked by another process ${detail}`
+  if (code.startsWith('SQLITE_IOERR') || code === 'EIO') {
+    // SQLite reports a -shm file it cannot grow on a full disk as an I/O error.
+    if ((freeBytes(path) ?? Infinity) < NEARLY_FULL_BYTES) return `cannot be written: the disk is full ${detail}`
+    return `cannot be read or written: an I/O error (a failing device?) ${detail}`
+  }
+  return undefined
+}
+
+/** Below this much free space, a failure to open or migrate is put down to the disk being full. */
+const NEARLY_FULL_BYTES = 1024 * 1024
+
+/** Space left to this user on the file system holding the database; undefined when it cannot be known. */
+function freeBytes(path: string): number | undefined {
+  try {
+    const fs = statfsSync(dirname(resolve(path)))
+    return fs.bavail * fs.bsize
+  } catch {
+    return undefined
+  }
+}
+
+/** Why SQLite could not open a file (it says only "unable to open database file"): mostly its folder. */
+function whyNotOpened(path: string): string {
+  const folder = dirname(resolve(path))
+  try {
+    accessSync(folder, constants.W_OK)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'EROFS') return 'its file system is read-only'
+    if (code === 'ENOENT') return 'its folder does not exist'
+    return 'its folder is not writable (SQLite keeps its -wal and -shm files beside it)'
+  }
+  return 'check that it and its folder are readable and writable'
+}
+
+/**
+ * A storage failure met while opening or starting on the database at `path`, as the DatabaseError that explains it;
+ * undefined for anything else (and a DatabaseError is returned as it is).
+ */
+export function databaseFailure(path: string, err: unknown): DatabaseError | undefined {
+  if (err instanceof DatabaseError) return err
+  // Drizzle wraps SQLite's error (the migrator's as "Failed to run the query …"): the cause says what happened.
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const problem = storageProblem(path, e)
+    if (problem !== undefined) return new DatabaseError(path, problem, { cause: err })
+  }
+  return undefined
+}
+
+/**
+ * Creates `file` owner-only (mode 600) unless it exists; tightens an existing one that others may read or write, with
+ * a warning. Never opens an existing file: that would drop the POSIX locks SQLite holds on it in this process.
+ */
+export function ownerOnlyFile(file: string, warn: (message: string) => void): void {
+  try {
+    closeSync(openSync(file, 'wx', OWNER_ONLY_FILE))
+    chmodSync(file, OWNER_ONLY_FILE) // exactly 600, whatever the umask
+    return
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  }
+  const stat = statSync(file)
+  if (stat.isDirectory()) throw Object.assign(new Error(`${file} is a folder`), { code: 'EISDIR' })
+  tighten(file, stat.mode, warn)
+}
+
+function tighten(file: string, mode: number, warn: (message: string) => void): void {
+  if ((mode & 0o077) === 0) return
+  const was = (mode & 0o777).toString(8)
+  try {
+    chmodSync(file, OWNER_ONLY_FILE)
+    warn(`${file} could be read by other users of this machine (mode ${was}); its mode is now 600`)
+  } catch (err) {
+    warn(`${file} can be read by other users of this machine (mode ${was}) and could not be made owner-only: ${(err as Error).message}`)
+  }
+}
+
+/**
+ * The folder of a database on disk, created owner-only (700) when missing; throws when the database's path is itself a
+ * folder (before anything, such as its lock file, is created beside it).
+ */
+export function prepareFolder(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: OWNER_ONLY_FOLDER })
+  let folder = false
+  try {
+    folder = statSync(path).isDirectory()
+  } catch {
+    // Not there yet.
+  }
+  if (folder) throw Object.assign(new Error(`${path} is a folder`), { code: 'EISDIR' })
+}
+
+/**
+ * The files of a database on disk, before SQLite opens it: its folder is created owner-only (700) when missing, the
+ * file itself is created owner-only (600) so that SQLite creates its -wal and -shm files with that mode too (it copies
+ * the database file's), and existing files that others could read (it holds the signing keys) are tightened.
+ */
+function prepareFiles(path: string, warn: (message: string) => void): void {
+  prepareFolder(path)
+  ownerOnlyFile(path, warn)
+  for (const suffix of COMPANION_SUFFIXES) {
+    let mode: number
+    try {
+      mode = statSync(path + suffix).mode
+    } catch {
+      continue
+    }
+    tighten(path + suffix, mode, warn)
+  }
+}
+
+/**
+ * Proves the database can be written now, rather than at the first request: rewrites the header's user_version with
+ * its own value, which appends a page to the write-ahead log (a full disk or a read-only file fails here).
+ */
+function checkWritable(sqlite: Database.Database): void {
+  const version = sqlite.pragma('user_version', { simple: true }) as number
+  sqlite.pragma(`user_version = ${Number(version) | 0}`)
+}
+
+/**
+ * Opens (creating when needed) the SQLite database, sets the pragmas every connection needs and, unless told
+ * otherwise, applies the committed migrations in drizzle/ and checks that the file can be written. A file on disk is
+ * owner-only (see prepareFiles); `warn` hears about files that were not. Any storage failure is a DatabaseError naming
+ * the file and SERVICE_DATABASE.
+ */
+export function openDatabase(path: string, options: { migrate?: boolean; checkWritable?: boolean; warn?: (message: string) => void } = {}): DatabaseHandle {
+  const onDisk = isDatabaseFile(path)
+  let sqlite: Database.Database | undefined
+  try {
+    if (onDisk) prepareFiles(path, options.warn ?? (() => {}))
+    sqlite = new Database(path)
+    sqlite.pragma('journal_mode = WAL')
+    sqlite.pragma('synchronous = NORMAL')
+    sqlite.pragma('foreign_keys = ON')
+    sqlite.pragma('busy_timeout = 5000')
+    sqlite.pragma('temp_store = MEMORY')
+    const db = drizzle(sqlite, { schema })
+    if (options.migrate !== false) migrate(db, { migrationsFolder: join(packageRoot(), 'drizzle') })
+    if (onDisk && options.checkWritable !== false) checkWritable(sqlite)
+    const connection = sqlite
+    return {
+      db,
+      sqlite: connection,
+      close() {
+        if (connection.open) connection.close()
+      },
+    }
+  } catch (err) {
+    if (sqlite?.open) sqlite.close()
+    throw databaseFailure(path, err) ?? (onDisk ? diskFull(path, err) : undefined) ?? err
+  }
+}
+
+/**
+ * A failure whose own code says nothing (the migrator's ROLLBACK failing after SQLite had already rolled back a
+ * statement that hit a full disk, which hides SQLITE_FULL) on a file system with almost no space left: the disk is
+ * full. Undefined when there is space (or it cannot be known): the error is then reported as it is.
+ */
+function diskFull(path: string, err: unknown): DatabaseError | undefined {
+  const free = freeBytes(path)
+  if (free === undefined || free >= NEARLY_FULL_BYTES) return undefined
+  return new DatabaseError(path, `cannot be written: the disk is full (${Math.floor(free / 1024)} KiB free; ${(err as Error).message})`, { cause: err })
 }

@@ -1,6 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { openDatabase, type DatabaseHandle } from '../db/client.js'
+import type { Config } from '../config.js'
+import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/client.js'
+import { lockDatabase, type DatabaseLock } from '../db/lock.js'
 import { createRepos, type Repos } from '../db/repos/index.js'
 import { PLUGIN } from './names.js'
 
@@ -11,14 +13,47 @@ declare module 'fastify' {
   }
 }
 
-/** Opens SQLite (migrations applied), exposes the repositories, closes the connection on shutdown. */
+/**
+ * What the plugin opened for each server (by its config object), so that a server whose start fails after this plugin
+ * ran can still let go of its database and lock: Fastify runs no onClose hook for a server that never became ready.
+ */
+const opened = new WeakMap<Config, () => void>()
+
+/** Closes the database (and releases the lock) a server that failed to start left open; nothing when there is none. */
+export function releaseDatabaseOf(config: Config): void {
+  opened.get(config)?.()
+  opened.delete(config)
+}
+
+/**
+ * Takes the database's lock (one server per file, db/lock.ts), opens SQLite (migrations applied, owner-only files),
+ * exposes the repositories, and closes the connection and releases the lock on shutdown. A handle passed in (tests,
+ * embedding) is the caller's: neither locked nor closed here.
+ */
 const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = async (fastify, opts) => {
-  const handle = opts.handle ?? openDatabase(opts.path)
+  let handle = opts.handle
+  if (!handle) {
+    const warn = (message: string) => fastify.log.warn({ database: opts.path }, message)
+    const lock: DatabaseLock | null = isDatabaseFile(opts.path) ? lockDatabase(opts.path, warn) : null
+    try {
+      handle = openDatabase(opts.path, { warn })
+    } catch (err) {
+      lock?.release()
+      throw err
+    }
+    const own = handle
+    let closed = false
+    const close = () => {
+      if (closed) return
+      closed = true
+      own.close()
+      lock?.release()
+    }
+    opened.set(fastify.config, close)
+    fastify.addHook('onClose', async () => close())
+  }
   fastify.decorate('database', handle)
   fastify.decorate('repos', createRepos(handle.db))
-  fastify.addHook('onClose', async () => {
-    if (!opts.handle) handle.close()
-  })
 }
 
 export default fp(dbPlugin, { name: PLUGIN.db, fastify: '5.x', dependencies: [PLUGIN.http] })
