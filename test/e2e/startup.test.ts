@@ -54,12 +54,16 @@ async function bothRefused(t: Test, db: string, problem: RegExp, what: string, e
   refused(t, await cli(['migrate'], { SERVICE_DATABASE: db, ...env }), db, problem, `migrate, ${what}`)
 }
 
-/** Runs the CLI as another user (uid/gid), to face permissions that root would bypass. */
-function cliAs(uid: number, args: string[], env: Record<string, string>): Promise<Run> {
+/**
+ * Runs the CLI without the power to write files it may not write. Root writes anything (CAP_DAC_OVERRIDE): as root it
+ * runs through setpriv(1) with that capability dropped, staying root, so it still reads the checkout (wherever a clean
+ * clone sits) and creates files in its own folders, but a file of mode 400 is as read-only to it as to anyone.
+ */
+function cliWithoutOverride(args: string[], env: Record<string, string>): Promise<Run> {
+  if (!isRoot) return cli(args, env)
   return new Promise((resolve, reject) => {
-    // Through env(1) without NODE_OPTIONS: tap's process-info hook, which it adds there, cannot write its files as another user.
-    const command = ['-u', 'NODE_OPTIONS', process.execPath, '--import', 'tsx', 'src/cli.ts', ...args]
-    const child = spawn('env', command, { cwd: ROOT, env: cleanEnv({ HOME: tmpdir(), ...env }), uid, gid: uid, stdio: ['ignore', 'pipe', 'pipe'] })
+    const command = ['--bounding-set=-dac_override', '--inh-caps=-dac_override', process.execPath, '--import', 'tsx', 'src/cli.ts', ...args]
+    const child = spawn('setpriv', command, { cwd: ROOT, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout!.on('data', (d) => (stdout += d))
@@ -85,22 +89,14 @@ t.test('serve and migrate refuse a database they cannot use: exit 2, one line na
   writeFileSync(corrupt, 'this is not a SQLite database, '.repeat(200))
   await bothRefused(t, corrupt, /is not a SQLite database, or it is corrupt/, 'a corrupt file')
 
-  // A database this user can read but not write (root writes anything: the CLI then runs as nobody).
-  const shared = join(dir, 'shared')
-  mkdirSync(shared)
-  const readOnly = join(shared, 'read-only.db')
+  // A database this user can read but not write (mode 400: owner-only, so nothing to tighten, and not writable).
+  const readOnly = join(dir, 'read-only.db')
   const migrated = await cli(['migrate'], { SERVICE_DATABASE: readOnly })
   t.equal(migrated.code, 0, migrated.stderr)
-  if (isRoot) {
-    chmodSync(dir, 0o755)
-    chmodSync(shared, 0o777) // the lock file may be created; the database itself stays root's
-    chmodSync(readOnly, 0o644)
-    for (const args of [['serve'], ['migrate']]) {
-      refused(t, await cliAs(65534, args, serveEnv(readOnly)), readOnly, /cannot be written: the file, its folder or its file system is read-only/, `${args[0]}, a file it cannot write`)
-    }
-  } else {
-    chmodSync(readOnly, 0o400)
-    await bothRefused(t, readOnly, /cannot be written: the file, its folder or its file system is read-only/, 'a file it cannot write')
+  chmodSync(readOnly, 0o400)
+  for (const args of [['serve'], ['migrate']]) {
+    const env = args[0] === 'serve' ? serveEnv(readOnly) : { SERVICE_DATABASE: readOnly }
+    refused(t, await cliWithoutOverride(args, env), readOnly, /cannot be written: the file, its folder or its file system is read-only/, `${args[0]}, a file it cannot write`)
   }
 })
 
