@@ -18,11 +18,20 @@ import subscriptionsPlugin from './plugins/subscriptions.js'
 import tasksPlugin from './plugins/tasks/index.js'
 import toolsPlugin from './plugins/tools/index.js'
 import type { ToolDefinition } from './plugins/tools/define.js'
+import completionsPlugin from './plugins/completions.js'
+import promptsPlugin from './plugins/prompts/index.js'
+import type { PromptDefinition } from './plugins/prompts/define.js'
+import resourcesPlugin from './plugins/resources/index.js'
+import type { ResourceDefinition } from './plugins/resources/define.js'
 
 export interface BuildOptions {
   config: Config
   /** The tool catalog; defaults to the built-in tools. */
   tools?: ToolDefinition<any, any>[]
+  /** The resources served; defaults to the built-in resources. */
+  resources?: ResourceDefinition[]
+  /** The prompts served; defaults to the built-in prompts. */
+  prompts?: PromptDefinition<any>[]
   /** Use this open database instead of opening `config.database` (tests). */
   database?: DatabaseHandle
   /** Pino options, or false to log nothing. Defaults to JSON lines on stdout at `config.logLevel`. */
@@ -81,6 +90,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(elicitationPlugin)
   await app.register(tasksPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
+  await app.register(resourcesPlugin, { ...(options.resources ? { resources: options.resources } : {}) })
+  await app.register(promptsPlugin, { ...(options.prompts ? { prompts: options.prompts } : {}) })
+  await app.register(completionsPlugin)
   await app.register(subscriptionsPlugin)
   await app.register(transportPlugin)
   await app.ready()

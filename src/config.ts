@@ -41,7 +41,7 @@ interface RawConfig {
   heartbeatMs: number
   sseReplayEvents: number
   sseRetainMs: number
-  toolsPageSize: number
+  pageSize: number
   accessTokenTtlMs: number
   refreshTokenIdleMs: number
   refreshTokenMaxMs: number
@@ -56,6 +56,8 @@ interface RawConfig {
   pipelineGraceMs: number
   elicitationTimeoutMs: number
   listTtlMs: number
+  readTtlMs: number
+  resourceSubscriptionsMax: number
   discoverTtlMs: number
   taskTtlMs: number
   taskPollIntervalMs: number
@@ -118,7 +120,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'heartbeatMs', env: 'SERVICE_HEARTBEAT_MS', flag: '--heartbeat-ms', kind: 'int', default: 25_000, min: 1, doc: 'Interval of `: heartbeat` comments on open SSE streams (25 s)' },
   { key: 'sseReplayEvents', env: 'SERVICE_SSE_REPLAY_EVENTS', flag: '--sse-replay-events', kind: 'int', default: 500, min: 1, max: 100_000, doc: 'Events kept per SSE stream for a client that resumes with Last-Event-ID' },
   { key: 'sseRetainMs', env: 'SERVICE_SSE_RETAIN_MS', flag: '--sse-retain-ms', kind: 'int', default: 300_000, min: 1, doc: 'How long an ended stream whose client was disconnected stays resumable (5 min)' },
-  { key: 'toolsPageSize', env: 'SERVICE_TOOLS_PAGE_SIZE', flag: '--tools-page-size', kind: 'int', default: 50, min: 1, max: 1000, doc: 'Tools per tools/list page' },
+  { key: 'pageSize', env: 'SERVICE_PAGE_SIZE', flag: '--page-size', kind: 'int', default: 50, min: 1, max: 1000, doc: 'Entries per page of `tools/list`, `prompts/list`, `resources/list` and `resources/templates/list`' },
   { key: 'accessTokenTtlMs', env: 'SERVICE_ACCESS_TOKEN_TTL_MS', flag: '--access-token-ttl-ms', kind: 'int', default: 3_600_000, min: 1000, doc: 'Lifetime of OAuth access tokens (3600 s)' },
   { key: 'refreshTokenIdleMs', env: 'SERVICE_REFRESH_TOKEN_IDLE_MS', flag: '--refresh-token-idle-ms', kind: 'int', default: 30 * 86_400_000, min: 1, doc: 'A refresh token unused this long expires; each use extends it (30 days)' },
   { key: 'refreshTokenMaxMs', env: 'SERVICE_REFRESH_TOKEN_MAX_MS', flag: '--refresh-token-max-ms', kind: 'int', default: 365 * 86_400_000, min: 1, doc: 'Absolute cap on a refresh-token family, from the first authorization (365 days)' },
@@ -132,7 +134,9 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'pipelineTimeoutMs', env: 'SERVICE_PIPELINE_TIMEOUT_MS', flag: '--pipeline-timeout-ms', kind: 'int', default: 1_800_000, min: 1, doc: 'A pipeline run still going after this long is stopped and fails (30 min)' },
   { key: 'pipelineGraceMs', env: 'SERVICE_PIPELINE_GRACE_MS', flag: '--pipeline-grace-ms', kind: 'int', default: 5_000, min: 1, doc: 'Time between SIGTERM and SIGKILL when a run is cancelled or the server stops' },
   { key: 'elicitationTimeoutMs', env: 'SERVICE_ELICITATION_TIMEOUT_MS', flag: '--elicitation-timeout-ms', kind: 'int', default: 120_000, min: 1, doc: 'How long a confirmation prompt waits for the user (120 s)' },
-  { key: 'listTtlMs', env: 'SERVICE_LIST_TTL_MS', flag: '--list-ttl-ms', kind: 'int', default: 60_000, min: 0, doc: '`ttlMs` of `tools/list` results on 2026-07-28 requests: how long a client may reuse them (1 min)' },
+  { key: 'listTtlMs', env: 'SERVICE_LIST_TTL_MS', flag: '--list-ttl-ms', kind: 'int', default: 60_000, min: 0, doc: '`ttlMs` of `tools/list`, `prompts/list`, `resources/list` and `resources/templates/list` results on 2026-07-28 requests: how long a client may reuse them (1 min)' },
+  { key: 'readTtlMs', env: 'SERVICE_READ_TTL_MS', flag: '--read-ttl-ms', kind: 'int', default: 0, min: 0, doc: '`ttlMs` of `resources/read` results on 2026-07-28 requests (0: read again each time; deployment logs grow)' },
+  { key: 'resourceSubscriptionsMax', env: 'SERVICE_RESOURCE_SUBSCRIPTIONS_MAX', flag: '--resource-subscriptions-max', kind: 'int', default: 100, min: 1, doc: 'Resources one session may subscribe to (`resources/subscribe`)' },
   { key: 'discoverTtlMs', env: 'SERVICE_DISCOVER_TTL_MS', flag: '--discover-ttl-ms', kind: 'int', default: 3_600_000, min: 0, doc: '`ttlMs` of `server/discover` results (1 h)' },
   { key: 'taskTtlMs', env: 'SERVICE_TASK_TTL_MS', flag: '--task-ttl-ms', kind: 'int', default: 86_400_000, min: 1000, doc: 'How long a task (tasks extension) stays readable after it was created (24 h)' },
   { key: 'taskPollIntervalMs', env: 'SERVICE_TASK_POLL_INTERVAL_MS', flag: '--task-poll-interval-ms', kind: 'int', default: 2_000, min: 1, doc: '`pollIntervalMs` suggested to clients polling a task (2 s)' },

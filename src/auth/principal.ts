@@ -56,3 +56,14 @@ export interface CredentialVerifier {
   accepts(token: string): boolean
   verify(token: string): Principal
 }
+
+/** Who may use a tool, prompt or resource: the token's scope must cover `scope` AND the member's role reach `role`. */
+export interface Audience {
+  scope: Scope
+  role: Role
+}
+
+/** Visibility everywhere (lists, reads, calls): scope ∩ role. */
+export function canUse(principal: Principal, audience: Audience): boolean {
+  return principal.scopes.includes(audience.scope) && roleAllows(principal.role, audience.role)
+}

@@ -11,6 +11,8 @@ export interface ErrorSpec {
   readonly message: string
   readonly action: string
   readonly rpc?: number
+  /** The JSON-RPC code in sessions of the 2025 revisions, when theirs differs from 2026-07-28's (`rpc`). */
+  readonly rpcInSessions?: number
   readonly oauth?: string
   /** false: masked as INTERNAL_ERROR; true: shown even with a 5xx status (a deliberate 503); default: shown below 500. */
   readonly expose?: boolean
@@ -169,6 +171,11 @@ export const catalog = {
     status: 200,
     message: 'The resource does not exist',
     action: 'List the resources to find a valid id',
+    // As a JSON-RPC error (resources/read of an unknown URI): -32602 in 2026-07-28 (SEP-2164), -32002 in sessions.
+    rpc: -32602,
+    rpcInSessions: -32002,
+    // data.uri names the resource asked for (SEP-2164), beside code and action.
+    rpcDataIsDetails: true,
   },
   PERMISSION_DENIED: {
     status: 200,
@@ -189,7 +196,17 @@ export const catalog = {
   CAPABILITY_REQUIRED: {
     status: 200,
     message: 'This operation needs a client capability that was not declared',
-    action: 'Use a client that declares the elicitation capability and reads the SSE stream of the call',
+    action: 'Use a client that declares the capability named in the message (elicitation, sampling, roots) and reads the SSE stream of the call',
+  },
+  INPUT_TIMEOUT: {
+    status: 200,
+    message: 'The client did not answer in time',
+    action: 'Nothing was changed; send the request again and answer what it asks',
+  },
+  INPUT_REFUSED: {
+    status: 200,
+    message: 'The client refused to answer',
+    action: 'Nothing was changed; send the request again when the client can answer',
   },
   ELICITATION_DENIED: {
     status: 200,

@@ -1,3 +1,4 @@
+import type { Era } from '../rpc/types.js'
 import { catalog, type ErrorSpec } from './catalog.js'
 import { ServiceError, isServiceError } from './service-error.js'
 
@@ -49,15 +50,17 @@ export interface RpcErrorObject {
 export const LEGACY_SERVER_ERROR = -32000
 export const MODERN_SERVER_ERROR = -31000
 
-export function toRpcError(err: unknown, fallbackCode = LEGACY_SERVER_ERROR): RpcErrorObject {
+/** The JSON-RPC error of `err` as `era` numbers it (sessions keep the codes of their revision, e.g. -32002). */
+export function toRpcError(err: unknown, era: Era = 'legacy'): RpcErrorObject {
   const e = toServiceError(err)
   const spec: ErrorSpec = catalog[e.code]
+  const code = era === 'legacy' ? spec.rpcInSessions ?? spec.rpc ?? LEGACY_SERVER_ERROR : spec.rpc ?? MODERN_SERVER_ERROR
   const hasDetails = e.details !== null && e.details !== undefined
   const data: NonNullable<RpcErrorObject['data']> = spec.rpcDataIsDetails && hasDetails && typeof e.details === 'object' && !Array.isArray(e.details)
     ? { ...(e.details as Record<string, unknown>), code: e.code, action: e.action }
     : { code: e.code, action: e.action }
   if (hasDetails && !spec.rpcDataIsDetails) data.details = e.details
-  return { code: spec.rpc ?? fallbackCode, message: e.message, data }
+  return { code, message: e.message, data }
 }
 
 export interface ToolErrorResult {

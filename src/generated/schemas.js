@@ -134,10 +134,449 @@ export const schemas = {
       }
     }
   },
-  "mcp/elicit-confirm.result": {
-    "$id": "mcp/elicit-confirm.result",
-    "title": "A client's answer to the confirmation elicitation/create (decisions.md §6)",
-    "description": "action is accept, decline or cancel. With accept, content answers the requested form: confirm is a boolean and required; any other field holds an elicitation value (string, number, boolean or array of strings).",
+  "mcp/completion-complete.params": {
+    "$id": "mcp/completion-complete.params",
+    "type": "object",
+    "required": [
+      "ref",
+      "argument"
+    ],
+    "properties": {
+      "ref": {
+        "oneOf": [
+          {
+            "type": "object",
+            "required": [
+              "type",
+              "name"
+            ],
+            "properties": {
+              "type": {
+                "const": "ref/prompt"
+              },
+              "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 128
+              },
+              "title": {
+                "type": "string"
+              }
+            }
+          },
+          {
+            "type": "object",
+            "required": [
+              "type",
+              "uri"
+            ],
+            "properties": {
+              "type": {
+                "const": "ref/resource"
+              },
+              "uri": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2048
+              }
+            }
+          }
+        ]
+      },
+      "argument": {
+        "type": "object",
+        "required": [
+          "name",
+          "value"
+        ],
+        "properties": {
+          "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 128
+          },
+          "value": {
+            "type": "string",
+            "maxLength": 4096
+          }
+        }
+      },
+      "context": {
+        "type": "object",
+        "properties": {
+          "arguments": {
+            "type": "object",
+            "maxProperties": 64,
+            "additionalProperties": {
+              "type": "string",
+              "maxLength": 4096
+            }
+          }
+        }
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
+  "mcp/content-block": {
+    "$id": "mcp/content-block",
+    "description": "One content block of a tool result or a prompt message, as this server builds it (the newest revision's model; src/mcp/content.ts renders it for older ones). Stricter than the spec: unknown fields are refused, base64 must be base64.",
+    "$defs": {
+      "base64": {
+        "type": "string",
+        "pattern": "^[A-Za-z0-9+/]*={0,2}$"
+      },
+      "meta": {
+        "type": "object"
+      },
+      "role": {
+        "enum": [
+          "user",
+          "assistant"
+        ]
+      },
+      "annotations": {
+        "type": "object",
+        "properties": {
+          "audience": {
+            "type": "array",
+            "items": {
+              "$ref": "#/$defs/role"
+            }
+          },
+          "priority": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1
+          },
+          "lastModified": {
+            "type": "string",
+            "minLength": 1
+          }
+        },
+        "additionalProperties": false
+      },
+      "icon": {
+        "type": "object",
+        "properties": {
+          "src": {
+            "type": "string",
+            "pattern": "^(https://|http://|data:)"
+          },
+          "mimeType": {
+            "type": "string",
+            "minLength": 1
+          },
+          "sizes": {
+            "type": "array",
+            "items": {
+              "type": "string",
+              "pattern": "^(any|[0-9]+x[0-9]+)$"
+            }
+          },
+          "theme": {
+            "enum": [
+              "light",
+              "dark"
+            ]
+          }
+        },
+        "required": [
+          "src"
+        ],
+        "additionalProperties": false
+      },
+      "uri": {
+        "type": "string",
+        "pattern": "^[A-Za-z][A-Za-z0-9+.-]*:\\S*$",
+        "maxLength": 2048
+      },
+      "textContents": {
+        "type": "object",
+        "properties": {
+          "uri": {
+            "$ref": "#/$defs/uri"
+          },
+          "mimeType": {
+            "type": "string",
+            "minLength": 1
+          },
+          "text": {
+            "type": "string"
+          },
+          "_meta": {
+            "$ref": "#/$defs/meta"
+          }
+        },
+        "required": [
+          "uri",
+          "text"
+        ],
+        "additionalProperties": false
+      },
+      "blobContents": {
+        "type": "object",
+        "properties": {
+          "uri": {
+            "$ref": "#/$defs/uri"
+          },
+          "mimeType": {
+            "type": "string",
+            "minLength": 1
+          },
+          "blob": {
+            "$ref": "#/$defs/base64"
+          },
+          "_meta": {
+            "$ref": "#/$defs/meta"
+          }
+        },
+        "required": [
+          "uri",
+          "blob"
+        ],
+        "additionalProperties": false
+      }
+    },
+    "oneOf": [
+      {
+        "type": "object",
+        "properties": {
+          "type": {
+            "const": "text"
+          },
+          "text": {
+            "type": "string"
+          },
+          "annotations": {
+            "$ref": "#/$defs/annotations"
+          },
+          "_meta": {
+            "$ref": "#/$defs/meta"
+          }
+        },
+        "required": [
+          "type",
+          "text"
+        ],
+        "additionalProperties": false
+      },
+      {
+        "type": "object",
+        "properties": {
+          "type": {
+            "enum": [
+              "image",
+              "audio"
+            ]
+          },
+          "data": {
+            "$ref": "#/$defs/base64"
+          },
+          "mimeType": {
+            "type": "string",
+            "minLength": 1
+          },
+          "annotations": {
+            "$ref": "#/$defs/annotations"
+          },
+          "_meta": {
+            "$ref": "#/$defs/meta"
+          }
+        },
+        "required": [
+          "type",
+          "data",
+          "mimeType"
+        ],
+        "additionalProperties": false
+      },
+      {
+        "type": "object",
+        "properties": {
+          "type": {
+            "const": "resource_link"
+          },
+          "uri": {
+            "$ref": "#/$defs/uri"
+          },
+          "name": {
+            "type": "string",
+            "minLength": 1
+          },
+          "title": {
+            "type": "string"
+          },
+          "description": {
+            "type": "string"
+          },
+          "mimeType": {
+            "type": "string",
+            "minLength": 1
+          },
+          "size": {
+            "type": "integer",
+            "minimum": 0
+          },
+          "icons": {
+            "type": "array",
+            "items": {
+              "$ref": "#/$defs/icon"
+            }
+          },
+          "annotations": {
+            "$ref": "#/$defs/annotations"
+          },
+          "_meta": {
+            "$ref": "#/$defs/meta"
+          }
+        },
+        "required": [
+          "type",
+          "uri",
+          "name"
+        ],
+        "additionalProperties": false
+      },
+      {
+        "type": "object",
+        "properties": {
+          "type": {
+            "const": "resource"
+          },
+          "resource": {
+            "oneOf": [
+              {
+                "$ref": "#/$defs/textContents"
+              },
+              {
+                "$ref": "#/$defs/blobContents"
+              }
+            ]
+          },
+          "annotations": {
+            "$ref": "#/$defs/annotations"
+          },
+          "_meta": {
+            "$ref": "#/$defs/meta"
+          }
+        },
+        "required": [
+          "type",
+          "resource"
+        ],
+        "additionalProperties": false
+      }
+    ]
+  },
+  "mcp/create-message.result": {
+    "$id": "mcp/create-message.result",
+    "title": "A client's answer to sampling/createMessage",
+    "description": "The sampled message: its role, its content (one block or, from 2025-11-25, several), the model that produced it and why it stopped.",
+    "type": "object",
+    "required": [
+      "role",
+      "content",
+      "model"
+    ],
+    "properties": {
+      "role": {
+        "enum": [
+          "user",
+          "assistant"
+        ]
+      },
+      "content": {
+        "anyOf": [
+          {
+            "$ref": "#/$defs/block"
+          },
+          {
+            "type": "array",
+            "items": {
+              "$ref": "#/$defs/block"
+            }
+          }
+        ]
+      },
+      "model": {
+        "type": "string"
+      },
+      "stopReason": {
+        "type": "string"
+      },
+      "_meta": {
+        "type": "object"
+      }
+    },
+    "$defs": {
+      "block": {
+        "type": "object",
+        "required": [
+          "type"
+        ],
+        "properties": {
+          "type": {
+            "enum": [
+              "text",
+              "image",
+              "audio",
+              "tool_use",
+              "tool_result"
+            ]
+          },
+          "text": {
+            "type": "string"
+          },
+          "data": {
+            "type": "string"
+          },
+          "mimeType": {
+            "type": "string"
+          }
+        },
+        "allOf": [
+          {
+            "if": {
+              "properties": {
+                "type": {
+                  "const": "text"
+                }
+              }
+            },
+            "then": {
+              "required": [
+                "text"
+              ]
+            }
+          },
+          {
+            "if": {
+              "properties": {
+                "type": {
+                  "enum": [
+                    "image",
+                    "audio"
+                  ]
+                }
+              }
+            },
+            "then": {
+              "required": [
+                "data",
+                "mimeType"
+              ]
+            }
+          }
+        ]
+      }
+    }
+  },
+  "mcp/elicit.result": {
+    "$id": "mcp/elicit.result",
+    "title": "A client's answer to a form elicitation/create (a server request, or an input request of 2026-07-28)",
+    "description": "action is accept, decline or cancel; content (with accept) holds elicitation values: strings, numbers, booleans or arrays of strings. Whether content fits the form that was asked is checked against that form (src/mcp/input-requests.ts).",
     "type": "object",
     "required": [
       "action"
@@ -152,11 +591,6 @@ export const schemas = {
       },
       "content": {
         "type": "object",
-        "properties": {
-          "confirm": {
-            "type": "boolean"
-          }
-        },
         "additionalProperties": {
           "anyOf": [
             {
@@ -179,29 +613,6 @@ export const schemas = {
       },
       "_meta": {
         "type": "object"
-      }
-    },
-    "if": {
-      "required": [
-        "action"
-      ],
-      "properties": {
-        "action": {
-          "const": "accept"
-        }
-      }
-    },
-    "then": {
-      "required": [
-        "content"
-      ],
-      "properties": {
-        "content": {
-          "type": "object",
-          "required": [
-            "confirm"
-          ]
-        }
       }
     }
   },
@@ -269,6 +680,40 @@ export const schemas = {
       }
     }
   },
+  "mcp/list-roots.result": {
+    "$id": "mcp/list-roots.result",
+    "title": "A client's answer to roots/list",
+    "type": "object",
+    "required": [
+      "roots"
+    ],
+    "properties": {
+      "roots": {
+        "type": "array",
+        "items": {
+          "type": "object",
+          "required": [
+            "uri"
+          ],
+          "properties": {
+            "uri": {
+              "type": "string",
+              "pattern": "^file://"
+            },
+            "name": {
+              "type": "string"
+            },
+            "_meta": {
+              "type": "object"
+            }
+          }
+        }
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
   "mcp/logging-set-level.params": {
     "$id": "mcp/logging-set-level.params",
     "type": "object",
@@ -290,6 +735,54 @@ export const schemas = {
       },
       "_meta": {
         "type": "object"
+      }
+    }
+  },
+  "mcp/paginated.params": {
+    "$id": "mcp/paginated.params",
+    "title": "Params of a paginated list (prompts/list, resources/list, resources/templates/list)",
+    "type": "object",
+    "properties": {
+      "cursor": {
+        "type": "string",
+        "maxLength": 512
+      },
+      "_meta": {
+        "type": "object"
+      }
+    }
+  },
+  "mcp/prompts-get.params": {
+    "$id": "mcp/prompts-get.params",
+    "type": "object",
+    "required": [
+      "name"
+    ],
+    "properties": {
+      "name": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 128
+      },
+      "arguments": {
+        "type": "object",
+        "maxProperties": 64,
+        "additionalProperties": {
+          "type": "string",
+          "maxLength": 65536
+        }
+      },
+      "_meta": {
+        "type": "object"
+      },
+      "inputResponses": {
+        "type": "object",
+        "description": "2026-07-28: answers to the inputRequests of an input_required result, by key"
+      },
+      "requestState": {
+        "type": "string",
+        "maxLength": 65536,
+        "description": "2026-07-28: the requestState of an input_required result, echoed unchanged"
       }
     }
   },
@@ -375,6 +868,62 @@ export const schemas = {
           "string",
           "integer"
         ]
+      }
+    }
+  },
+  "mcp/resource-contents": {
+    "$id": "mcp/resource-contents",
+    "description": "One item of a resources/read result: text or base64 blob contents of a URI.",
+    "oneOf": [
+      {
+        "$ref": "content-block#/$defs/textContents"
+      },
+      {
+        "$ref": "content-block#/$defs/blobContents"
+      }
+    ]
+  },
+  "mcp/resources-read.params": {
+    "$id": "mcp/resources-read.params",
+    "type": "object",
+    "required": [
+      "uri"
+    ],
+    "properties": {
+      "uri": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 2048
+      },
+      "_meta": {
+        "type": "object"
+      },
+      "inputResponses": {
+        "type": "object",
+        "description": "2026-07-28: answers to the inputRequests of an input_required result, by key"
+      },
+      "requestState": {
+        "type": "string",
+        "maxLength": 65536,
+        "description": "2026-07-28: the requestState of an input_required result, echoed unchanged"
+      }
+    }
+  },
+  "mcp/resources-subscribe.params": {
+    "$id": "mcp/resources-subscribe.params",
+    "title": "Params of resources/subscribe and resources/unsubscribe (2025 sessions)",
+    "type": "object",
+    "required": [
+      "uri"
+    ],
+    "properties": {
+      "uri": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 2048
+      },
+      "_meta": {
+        "type": "object"
       }
     }
   },
@@ -511,7 +1060,7 @@ export const schemas = {
       },
       "requestState": {
         "type": "string",
-        "maxLength": 8192,
+        "maxLength": 65536,
         "description": "2026-07-28: the requestState of an input_required result, echoed unchanged"
       }
     }

@@ -10,16 +10,34 @@ export declare const validate_jsonrpc_request: ValidateFunction
 export declare const validate_jsonrpc_response: ValidateFunction
 /** Validates against schemas/mcp/cancelled.params.schema.json */
 export declare const validate_mcp_cancelled_params: ValidateFunction
-/** Validates against schemas/mcp/elicit-confirm.result.schema.json */
-export declare const validate_mcp_elicit_confirm_result: ValidateFunction
+/** Validates against schemas/mcp/completion-complete.params.schema.json */
+export declare const validate_mcp_completion_complete_params: ValidateFunction
+/** Validates against schemas/mcp/content-block.schema.json */
+export declare const validate_mcp_content_block: ValidateFunction
+/** Validates against schemas/mcp/create-message.result.schema.json */
+export declare const validate_mcp_create_message_result: ValidateFunction
+/** Validates against schemas/mcp/elicit.result.schema.json */
+export declare const validate_mcp_elicit_result: ValidateFunction
 /** Validates against schemas/mcp/empty.params.schema.json */
 export declare const validate_mcp_empty_params: ValidateFunction
 /** Validates against schemas/mcp/initialize.params.schema.json */
 export declare const validate_mcp_initialize_params: ValidateFunction
+/** Validates against schemas/mcp/list-roots.result.schema.json */
+export declare const validate_mcp_list_roots_result: ValidateFunction
 /** Validates against schemas/mcp/logging-set-level.params.schema.json */
 export declare const validate_mcp_logging_set_level_params: ValidateFunction
+/** Validates against schemas/mcp/paginated.params.schema.json */
+export declare const validate_mcp_paginated_params: ValidateFunction
+/** Validates against schemas/mcp/prompts-get.params.schema.json */
+export declare const validate_mcp_prompts_get_params: ValidateFunction
 /** Validates against schemas/mcp/request-meta.schema.json */
 export declare const validate_mcp_request_meta: ValidateFunction
+/** Validates against schemas/mcp/resource-contents.schema.json */
+export declare const validate_mcp_resource_contents: ValidateFunction
+/** Validates against schemas/mcp/resources-read.params.schema.json */
+export declare const validate_mcp_resources_read_params: ValidateFunction
+/** Validates against schemas/mcp/resources-subscribe.params.schema.json */
+export declare const validate_mcp_resources_subscribe_params: ValidateFunction
 /** Validates against schemas/mcp/subscriptions-listen.params.schema.json */
 export declare const validate_mcp_subscriptions_listen_params: ValidateFunction
 /** Validates against schemas/mcp/tasks-cancel.params.schema.json */
@@ -97,4 +115,4 @@ export declare const validate_tools_service_whoami_input: ValidateFunction
 /** Validates against schemas/tools/service_whoami.output.schema.json */
 export declare const validate_tools_service_whoami_output: ValidateFunction
 
-export declare const schemaIds: readonly ["jsonrpc/notification", "jsonrpc/request", "jsonrpc/response", "mcp/cancelled.params", "mcp/elicit-confirm.result", "mcp/empty.params", "mcp/initialize.params", "mcp/logging-set-level.params", "mcp/request-meta", "mcp/subscriptions-listen.params", "mcp/tasks-cancel.params", "mcp/tasks-get.params", "mcp/tasks-update.params", "mcp/tools-call.params", "mcp/tools-list.params", "tools/service_apps_create.input", "tools/service_apps_create.output", "tools/service_apps_delete.input", "tools/service_apps_delete.output", "tools/service_apps_get.input", "tools/service_apps_get.output", "tools/service_apps_list.input", "tools/service_apps_list.output", "tools/service_apps_update.input", "tools/service_apps_update.output", "tools/service_audit_list.input", "tools/service_audit_list.output", "tools/service_deployments_cancel.input", "tools/service_deployments_cancel.output", "tools/service_deployments_create.input", "tools/service_deployments_create.output", "tools/service_deployments_get.input", "tools/service_deployments_get.output", "tools/service_deployments_list.input", "tools/service_deployments_list.output", "tools/service_deployments_logs.input", "tools/service_deployments_logs.output", "tools/service_deployments_rollback.input", "tools/service_deployments_rollback.output", "tools/service_env_set.input", "tools/service_env_set.output", "tools/service_env_unset.input", "tools/service_env_unset.output", "tools/service_members_list.input", "tools/service_members_list.output", "tools/service_whoami.input", "tools/service_whoami.output"]
+export declare const schemaIds: readonly ["jsonrpc/notification", "jsonrpc/request", "jsonrpc/response", "mcp/cancelled.params", "mcp/completion-complete.params", "mcp/content-block", "mcp/create-message.result", "mcp/elicit.result", "mcp/empty.params", "mcp/initialize.params", "mcp/list-roots.result", "mcp/logging-set-level.params", "mcp/paginated.params", "mcp/prompts-get.params", "mcp/request-meta", "mcp/resource-contents", "mcp/resources-read.params", "mcp/resources-subscribe.params", "mcp/subscriptions-listen.params", "mcp/tasks-cancel.params", "mcp/tasks-get.params", "mcp/tasks-update.params", "mcp/tools-call.params", "mcp/tools-list.params", "tools/service_apps_create.input", "tools/service_apps_create.output", "tools/service_apps_delete.input", "tools/service_apps_delete.output", "tools/service_apps_get.input", "tools/service_apps_get.output", "tools/service_apps_list.input", "tools/service_apps_list.output", "tools/service_apps_update.input", "tools/service_apps_update.output", "tools/service_audit_list.input", "tools/service_audit_list.output", "tools/service_deployments_cancel.input", "tools/service_deployments_cancel.output", "tools/service_deployments_create.input", "tools/service_deployments_create.output", "tools/service_deployments_get.input", "tools/service_deployments_get.output", "tools/service_deployments_list.input", "tools/service_deployments_list.output", "tools/service_deployments_logs.input", "tools/service_deployments_logs.output", "tools/service_deployments_rollback.input", "tools/service_deployments_rollback.output", "tools/service_env_set.input", "tools/service_env_set.output", "tools/service_env_unset.input", "tools/service_env_unset.output", "tools/service_members_list.input", "tools/service_members_list.output", "tools/service_whoami.input", "tools/service_whoami.output"]

@@ -609,11 +609,11 @@ return errors === 0;
 }
 validate23.evaluated = {"props":{"requestId":true,"reason":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_elicit_confirm_result = validate24;
-const schema35 = {"$id":"mcp/elicit-confirm.result","title":"A client's answer to the confirmation elicitation/create (decisions.md §6)","description":"action is accept, decline or cancel. With accept, content answers the requested form: confirm is a boolean and required; any other field holds an elicitation value (string, number, boolean or array of strings).","type":"object","required":["action"],"properties":{"action":{"enum":["accept","decline","cancel"]},"content":{"type":"object","properties":{"confirm":{"type":"boolean"}},"additionalProperties":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"},{"type":"array","items":{"type":"string"}}]}},"_meta":{"type":"object"}},"if":{"required":["action"],"properties":{"action":{"const":"accept"}}},"then":{"required":["content"],"properties":{"content":{"type":"object","required":["confirm"]}}}};
+export const validate_mcp_completion_complete_params = validate24;
+const schema35 = {"$id":"mcp/completion-complete.params","type":"object","required":["ref","argument"],"properties":{"ref":{"oneOf":[{"type":"object","required":["type","name"],"properties":{"type":{"const":"ref/prompt"},"name":{"type":"string","minLength":1,"maxLength":128},"title":{"type":"string"}}},{"type":"object","required":["type","uri"],"properties":{"type":{"const":"ref/resource"},"uri":{"type":"string","minLength":1,"maxLength":2048}}}]},"argument":{"type":"object","required":["name","value"],"properties":{"name":{"type":"string","minLength":1,"maxLength":128},"value":{"type":"string","maxLength":4096}}},"context":{"type":"object","properties":{"arguments":{"type":"object","maxProperties":64,"additionalProperties":{"type":"string","maxLength":4096}}}},"_meta":{"type":"object"}}};
 
 function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="mcp/elicit-confirm.result" */;
+/*# sourceURL="mcp/completion-complete.params" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate24.evaluated;
@@ -623,13 +623,9 @@ evaluated0.props = undefined;
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-const _errs1 = errors;
-let valid0 = true;
-const _errs2 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.action === undefined) && (missing0 = "action")){
-const err0 = {};
+if(data.ref === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "ref"},message:"must have required property '"+"ref"+"'"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -638,10 +634,469 @@ vErrors.push(err0);
 }
 errors++;
 }
+if(data.argument === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "argument"},message:"must have required property '"+"argument"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
 else {
-if(data.action !== undefined){
-if("accept" !== data.action){
-const err1 = {};
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.ref !== undefined){
+let data0 = data.ref;
+const _errs2 = errors;
+let valid1 = false;
+let passing0 = null;
+const _errs3 = errors;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.type === undefined){
+const err2 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf/0/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data0.name === undefined){
+const err3 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf/0/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data0.type !== undefined){
+if("ref/prompt" !== data0.type){
+const err4 = {instancePath:instancePath+"/ref/type",schemaPath:"#/properties/ref/oneOf/0/properties/type/const",keyword:"const",params:{allowedValue: "ref/prompt"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data0.name !== undefined){
+let data2 = data0.name;
+if(typeof data2 === "string"){
+if(func1(data2) > 128){
+const err5 = {instancePath:instancePath+"/ref/name",schemaPath:"#/properties/ref/oneOf/0/properties/name/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err6 = {instancePath:instancePath+"/ref/name",schemaPath:"#/properties/ref/oneOf/0/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/ref/name",schemaPath:"#/properties/ref/oneOf/0/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data0.title !== undefined){
+if(typeof data0.title !== "string"){
+const err8 = {instancePath:instancePath+"/ref/title",schemaPath:"#/properties/ref/oneOf/0/properties/title/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf/0/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+var _valid0 = _errs3 === errors;
+if(_valid0){
+valid1 = true;
+passing0 = 0;
+var props0 = {};
+props0.type = true;
+props0.name = true;
+props0.title = true;
+}
+const _errs10 = errors;
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+if(data0.type === undefined){
+const err10 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf/1/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data0.uri === undefined){
+const err11 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf/1/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data0.type !== undefined){
+if("ref/resource" !== data0.type){
+const err12 = {instancePath:instancePath+"/ref/type",schemaPath:"#/properties/ref/oneOf/1/properties/type/const",keyword:"const",params:{allowedValue: "ref/resource"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data0.uri !== undefined){
+let data5 = data0.uri;
+if(typeof data5 === "string"){
+if(func1(data5) > 2048){
+const err13 = {instancePath:instancePath+"/ref/uri",schemaPath:"#/properties/ref/oneOf/1/properties/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(func1(data5) < 1){
+const err14 = {instancePath:instancePath+"/ref/uri",schemaPath:"#/properties/ref/oneOf/1/properties/uri/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/ref/uri",schemaPath:"#/properties/ref/oneOf/1/properties/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid0 = _errs10 === errors;
+if(_valid0 && valid1){
+valid1 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid1 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.uri = true;
+}
+}
+}
+if(!valid1){
+const err17 = {instancePath:instancePath+"/ref",schemaPath:"#/properties/ref/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+else {
+errors = _errs2;
+if(vErrors !== null){
+if(_errs2){
+vErrors.length = _errs2;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.argument !== undefined){
+let data6 = data.argument;
+if(data6 && typeof data6 == "object" && !Array.isArray(data6)){
+if(data6.name === undefined){
+const err18 = {instancePath:instancePath+"/argument",schemaPath:"#/properties/argument/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data6.value === undefined){
+const err19 = {instancePath:instancePath+"/argument",schemaPath:"#/properties/argument/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(data6.name !== undefined){
+let data7 = data6.name;
+if(typeof data7 === "string"){
+if(func1(data7) > 128){
+const err20 = {instancePath:instancePath+"/argument/name",schemaPath:"#/properties/argument/properties/name/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+if(func1(data7) < 1){
+const err21 = {instancePath:instancePath+"/argument/name",schemaPath:"#/properties/argument/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/argument/name",schemaPath:"#/properties/argument/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data6.value !== undefined){
+let data8 = data6.value;
+if(typeof data8 === "string"){
+if(func1(data8) > 4096){
+const err23 = {instancePath:instancePath+"/argument/value",schemaPath:"#/properties/argument/properties/value/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+else {
+const err24 = {instancePath:instancePath+"/argument/value",schemaPath:"#/properties/argument/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/argument",schemaPath:"#/properties/argument/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.context !== undefined){
+let data9 = data.context;
+if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
+if(data9.arguments !== undefined){
+let data10 = data9.arguments;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+if(Object.keys(data10).length > 64){
+const err26 = {instancePath:instancePath+"/context/arguments",schemaPath:"#/properties/context/properties/arguments/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+for(const key0 in data10){
+let data11 = data10[key0];
+if(typeof data11 === "string"){
+if(func1(data11) > 4096){
+const err27 = {instancePath:instancePath+"/context/arguments/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/context/properties/arguments/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+else {
+const err28 = {instancePath:instancePath+"/context/arguments/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/context/properties/arguments/additionalProperties/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/context/arguments",schemaPath:"#/properties/context/properties/arguments/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/context",schemaPath:"#/properties/context/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data12 = data._meta;
+if(!(data12 && typeof data12 == "object" && !Array.isArray(data12))){
+const err31 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+}
+else {
+const err32 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+validate24.errors = vErrors;
+return errors === 0;
+}
+validate24.evaluated = {"props":{"ref":true,"argument":true,"context":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_content_block = validate25;
+const schema36 = {"$id":"mcp/content-block","description":"One content block of a tool result or a prompt message, as this server builds it (the newest revision's model; src/mcp/content.ts renders it for older ones). Stricter than the spec: unknown fields are refused, base64 must be base64.","$defs":{"base64":{"type":"string","pattern":"^[A-Za-z0-9+/]*={0,2}$"},"meta":{"type":"object"},"role":{"enum":["user","assistant"]},"annotations":{"type":"object","properties":{"audience":{"type":"array","items":{"$ref":"#/$defs/role"}},"priority":{"type":"number","minimum":0,"maximum":1},"lastModified":{"type":"string","minLength":1}},"additionalProperties":false},"icon":{"type":"object","properties":{"src":{"type":"string","pattern":"^(https://|http://|data:)"},"mimeType":{"type":"string","minLength":1},"sizes":{"type":"array","items":{"type":"string","pattern":"^(any|[0-9]+x[0-9]+)$"}},"theme":{"enum":["light","dark"]}},"required":["src"],"additionalProperties":false},"uri":{"type":"string","pattern":"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$","maxLength":2048},"textContents":{"type":"object","properties":{"uri":{"$ref":"#/$defs/uri"},"mimeType":{"type":"string","minLength":1},"text":{"type":"string"},"_meta":{"$ref":"#/$defs/meta"}},"required":["uri","text"],"additionalProperties":false},"blobContents":{"type":"object","properties":{"uri":{"$ref":"#/$defs/uri"},"mimeType":{"type":"string","minLength":1},"blob":{"$ref":"#/$defs/base64"},"_meta":{"$ref":"#/$defs/meta"}},"required":["uri","blob"],"additionalProperties":false}},"oneOf":[{"type":"object","properties":{"type":{"const":"text"},"text":{"type":"string"},"annotations":{"$ref":"#/$defs/annotations"},"_meta":{"$ref":"#/$defs/meta"}},"required":["type","text"],"additionalProperties":false},{"type":"object","properties":{"type":{"enum":["image","audio"]},"data":{"$ref":"#/$defs/base64"},"mimeType":{"type":"string","minLength":1},"annotations":{"$ref":"#/$defs/annotations"},"_meta":{"$ref":"#/$defs/meta"}},"required":["type","data","mimeType"],"additionalProperties":false},{"type":"object","properties":{"type":{"const":"resource_link"},"uri":{"$ref":"#/$defs/uri"},"name":{"type":"string","minLength":1},"title":{"type":"string"},"description":{"type":"string"},"mimeType":{"type":"string","minLength":1},"size":{"type":"integer","minimum":0},"icons":{"type":"array","items":{"$ref":"#/$defs/icon"}},"annotations":{"$ref":"#/$defs/annotations"},"_meta":{"$ref":"#/$defs/meta"}},"required":["type","uri","name"],"additionalProperties":false},{"type":"object","properties":{"type":{"const":"resource"},"resource":{"oneOf":[{"$ref":"#/$defs/textContents"},{"$ref":"#/$defs/blobContents"}]},"annotations":{"$ref":"#/$defs/annotations"},"_meta":{"$ref":"#/$defs/meta"}},"required":["type","resource"],"additionalProperties":false}]};
+const schema39 = {"type":"object"};
+const schema40 = {"type":"string","pattern":"^[A-Za-z0-9+/]*={0,2}$"};
+const schema42 = {"type":"string","pattern":"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$","maxLength":2048};
+const schema43 = {"type":"object","properties":{"src":{"type":"string","pattern":"^(https://|http://|data:)"},"mimeType":{"type":"string","minLength":1},"sizes":{"type":"array","items":{"type":"string","pattern":"^(any|[0-9]+x[0-9]+)$"}},"theme":{"enum":["light","dark"]}},"required":["src"],"additionalProperties":false};
+const schema37 = {"type":"object","properties":{"audience":{"type":"array","items":{"$ref":"#/$defs/role"}},"priority":{"type":"number","minimum":0,"maximum":1},"lastModified":{"type":"string","minLength":1}},"additionalProperties":false};
+const schema38 = {"enum":["user","assistant"]};
+
+function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate26.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+for(const key0 in data){
+if(!(((key0 === "audience") || (key0 === "priority")) || (key0 === "lastModified"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+if(data.audience !== undefined){
+let data0 = data.audience;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+let data1 = data0[i0];
+if(!((data1 === "user") || (data1 === "assistant"))){
+const err1 = {instancePath:instancePath+"/audience/" + i0,schemaPath:"#/$defs/role/enum",keyword:"enum",params:{allowedValues: schema38.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -652,22 +1107,8 @@ errors++;
 }
 }
 }
-}
-var _valid0 = _errs2 === errors;
-errors = _errs1;
-if(vErrors !== null){
-if(_errs1){
-vErrors.length = _errs1;
-}
 else {
-vErrors = null;
-}
-}
-if(_valid0){
-const _errs4 = errors;
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.content === undefined){
-const err2 = {instancePath,schemaPath:"#/then/required",keyword:"required",params:{missingProperty: "content"},message:"must have required property '"+"content"+"'"};
+const err2 = {instancePath:instancePath+"/audience",schemaPath:"#/properties/audience/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -676,11 +1117,12 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.content !== undefined){
-let data1 = data.content;
-if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
-if(data1.confirm === undefined){
-const err3 = {instancePath:instancePath+"/content",schemaPath:"#/then/properties/content/required",keyword:"required",params:{missingProperty: "confirm"},message:"must have required property '"+"confirm"+"'"};
+}
+if(data.priority !== undefined){
+let data2 = data.priority;
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 1 || isNaN(data2)){
+const err3 = {instancePath:instancePath+"/priority",schemaPath:"#/properties/priority/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1},message:"must be <= 1"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -689,9 +1131,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-}
-else {
-const err4 = {instancePath:instancePath+"/content",schemaPath:"#/then/properties/content/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data2 < 0 || isNaN(data2)){
+const err4 = {instancePath:instancePath+"/priority",schemaPath:"#/properties/priority/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -701,17 +1142,8 @@ vErrors.push(err4);
 errors++;
 }
 }
-}
-var _valid0 = _errs4 === errors;
-valid0 = _valid0;
-if(valid0){
-var props0 = {};
-props0.content = true;
-props0.action = true;
-}
-}
-if(!valid0){
-const err5 = {instancePath,schemaPath:"#/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+else {
+const err5 = {instancePath:instancePath+"/priority",schemaPath:"#/properties/priority/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -720,9 +1152,12 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.action === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+}
+if(data.lastModified !== undefined){
+let data3 = data.lastModified;
+if(typeof data3 === "string"){
+if(func1(data3) < 1){
+const err6 = {instancePath:instancePath+"/lastModified",schemaPath:"#/properties/lastModified/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -731,16 +1166,9 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(props0 !== true){
-props0 = props0 || {};
-props0.action = true;
-props0.content = true;
-props0._meta = true;
 }
-if(data.action !== undefined){
-let data2 = data.action;
-if(!(((data2 === "accept") || (data2 === "decline")) || (data2 === "cancel"))){
-const err7 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema35.properties.action.enum},message:"must be equal to one of the allowed values"};
+else {
+const err7 = {instancePath:instancePath+"/lastModified",schemaPath:"#/properties/lastModified/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -750,17 +1178,9 @@ vErrors.push(err7);
 errors++;
 }
 }
-if(data.content !== undefined){
-let data3 = data.content;
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-for(const key0 in data3){
-if(!(key0 === "confirm")){
-let data4 = data3[key0];
-const _errs12 = errors;
-let valid5 = false;
-const _errs13 = errors;
-if(typeof data4 !== "string"){
-const err8 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -769,11 +1189,133 @@ vErrors.push(err8);
 }
 errors++;
 }
-var _valid1 = _errs13 === errors;
-valid5 = valid5 || _valid1;
-const _errs15 = errors;
-if(!((typeof data4 == "number") && (isFinite(data4)))){
-const err9 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
+validate26.errors = vErrors;
+return errors === 0;
+}
+validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema45 = {"type":"object","properties":{"uri":{"$ref":"#/$defs/uri"},"mimeType":{"type":"string","minLength":1},"text":{"type":"string"},"_meta":{"$ref":"#/$defs/meta"}},"required":["uri","text"],"additionalProperties":false};
+const pattern5 = new RegExp("^[A-Za-z][A-Za-z0-9+.-]*:\\S*$", "u");
+
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate30.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.uri === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.text === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "text"},message:"must have required property '"+"text"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "uri") || (key0 === "mimeType")) || (key0 === "text")) || (key0 === "_meta"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.uri !== undefined){
+let data0 = data.uri;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err3 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern5.test(data0)){
+const err4 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.mimeType !== undefined){
+let data1 = data.mimeType;
+if(typeof data1 === "string"){
+if(func1(data1) < 1){
+const err6 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.text !== undefined){
+if(typeof data.text !== "string"){
+const err8 = {instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data3 = data._meta;
+if(!(data3 && typeof data3 == "object" && !Array.isArray(data3))){
+const err9 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -782,11 +1324,10 @@ vErrors.push(err9);
 }
 errors++;
 }
-var _valid1 = _errs15 === errors;
-valid5 = valid5 || _valid1;
-const _errs17 = errors;
-if(typeof data4 !== "boolean"){
-const err10 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+}
+else {
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -795,14 +1336,331 @@ vErrors.push(err10);
 }
 errors++;
 }
-var _valid1 = _errs17 === errors;
-valid5 = valid5 || _valid1;
-const _errs19 = errors;
-if(Array.isArray(data4)){
-const len0 = data4.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data4[i0] !== "string"){
-const err11 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/content/additionalProperties/anyOf/3/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+validate30.errors = vErrors;
+return errors === 0;
+}
+validate30.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema48 = {"type":"object","properties":{"uri":{"$ref":"#/$defs/uri"},"mimeType":{"type":"string","minLength":1},"blob":{"$ref":"#/$defs/base64"},"_meta":{"$ref":"#/$defs/meta"}},"required":["uri","blob"],"additionalProperties":false};
+const pattern4 = new RegExp("^[A-Za-z0-9+/]*={0,2}$", "u");
+
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate32.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.uri === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.blob === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "blob"},message:"must have required property '"+"blob"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "uri") || (key0 === "mimeType")) || (key0 === "blob")) || (key0 === "_meta"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.uri !== undefined){
+let data0 = data.uri;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err3 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern5.test(data0)){
+const err4 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.mimeType !== undefined){
+let data1 = data.mimeType;
+if(typeof data1 === "string"){
+if(func1(data1) < 1){
+const err6 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.blob !== undefined){
+let data2 = data.blob;
+if(typeof data2 === "string"){
+if(!pattern4.test(data2)){
+const err8 = {instancePath:instancePath+"/blob",schemaPath:"#/$defs/base64/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9+/]*={0,2}$"},message:"must match pattern \""+"^[A-Za-z0-9+/]*={0,2}$"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/blob",schemaPath:"#/$defs/base64/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data3 = data._meta;
+if(!(data3 && typeof data3 == "object" && !Array.isArray(data3))){
+const err10 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+const pattern6 = new RegExp("^(https://|http://|data:)", "u");
+const pattern7 = new RegExp("^(any|[0-9]+x[0-9]+)$", "u");
+const func14 = Object.prototype.hasOwnProperty;
+
+function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/content-block" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate25.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs0 = errors;
+let valid0 = false;
+let passing0 = null;
+const _errs1 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err0 = {instancePath,schemaPath:"#/oneOf/0/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.text === undefined){
+const err1 = {instancePath,schemaPath:"#/oneOf/0/required",keyword:"required",params:{missingProperty: "text"},message:"must have required property '"+"text"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "type") || (key0 === "text")) || (key0 === "annotations")) || (key0 === "_meta"))){
+const err2 = {instancePath,schemaPath:"#/oneOf/0/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if("text" !== data.type){
+const err3 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/0/properties/type/const",keyword:"const",params:{allowedValue: "text"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.text !== undefined){
+if(typeof data.text !== "string"){
+const err4 = {instancePath:instancePath+"/text",schemaPath:"#/oneOf/0/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.annotations !== undefined){
+if(!(validate26(data.annotations, {instancePath:instancePath+"/annotations",parentData:data,parentDataProperty:"annotations",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+errors = vErrors.length;
+}
+}
+if(data._meta !== undefined){
+let data3 = data._meta;
+if(!(data3 && typeof data3 == "object" && !Array.isArray(data3))){
+const err5 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath,schemaPath:"#/oneOf/0/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+var _valid0 = _errs1 === errors;
+if(_valid0){
+valid0 = true;
+passing0 = 0;
+var props0 = true;
+}
+const _errs11 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err7 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.data === undefined){
+const err8 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.mimeType === undefined){
+const err9 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "mimeType"},message:"must have required property '"+"mimeType"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+for(const key1 in data){
+if(!(((((key1 === "type") || (key1 === "data")) || (key1 === "mimeType")) || (key1 === "annotations")) || (key1 === "_meta"))){
+const err10 = {instancePath,schemaPath:"#/oneOf/1/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data4 = data.type;
+if(!((data4 === "image") || (data4 === "audio"))){
+const err11 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/1/properties/type/enum",keyword:"enum",params:{allowedValues: schema36.oneOf[1].properties.type.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -812,9 +1670,11 @@ vErrors.push(err11);
 errors++;
 }
 }
-}
-else {
-const err12 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.data !== undefined){
+let data5 = data.data;
+if(typeof data5 === "string"){
+if(!pattern4.test(data5)){
+const err12 = {instancePath:instancePath+"/data",schemaPath:"#/$defs/base64/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9+/]*={0,2}$"},message:"must match pattern \""+"^[A-Za-z0-9+/]*={0,2}$"+"\""};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -823,10 +1683,9 @@ vErrors.push(err12);
 }
 errors++;
 }
-var _valid1 = _errs19 === errors;
-valid5 = valid5 || _valid1;
-if(!valid5){
-const err13 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+}
+else {
+const err13 = {instancePath:instancePath+"/data",schemaPath:"#/$defs/base64/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -835,22 +1694,12 @@ vErrors.push(err13);
 }
 errors++;
 }
-else {
-errors = _errs12;
-if(vErrors !== null){
-if(_errs12){
-vErrors.length = _errs12;
 }
-else {
-vErrors = null;
-}
-}
-}
-}
-}
-if(data3.confirm !== undefined){
-if(typeof data3.confirm !== "boolean"){
-const err14 = {instancePath:instancePath+"/content/confirm",schemaPath:"#/properties/content/properties/confirm/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.mimeType !== undefined){
+let data6 = data.mimeType;
+if(typeof data6 === "string"){
+if(func1(data6) < 1){
+const err14 = {instancePath:instancePath+"/mimeType",schemaPath:"#/oneOf/1/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -860,9 +1709,8 @@ vErrors.push(err14);
 errors++;
 }
 }
-}
 else {
-const err15 = {instancePath:instancePath+"/content",schemaPath:"#/properties/content/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err15 = {instancePath:instancePath+"/mimeType",schemaPath:"#/oneOf/1/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -872,10 +1720,16 @@ vErrors.push(err15);
 errors++;
 }
 }
+if(data.annotations !== undefined){
+if(!(validate26(data.annotations, {instancePath:instancePath+"/annotations",parentData:data,parentDataProperty:"annotations",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+errors = vErrors.length;
+}
+}
 if(data._meta !== undefined){
-let data7 = data._meta;
-if(!(data7 && typeof data7 == "object" && !Array.isArray(data7))){
-const err16 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+let data8 = data._meta;
+if(!(data8 && typeof data8 == "object" && !Array.isArray(data8))){
+const err16 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -887,7 +1741,7 @@ errors++;
 }
 }
 else {
-const err17 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err17 = {instancePath,schemaPath:"#/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -896,20 +1750,1315 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate24.errors = vErrors;
+var _valid0 = _errs11 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs24 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err18 = {instancePath,schemaPath:"#/oneOf/2/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data.uri === undefined){
+const err19 = {instancePath,schemaPath:"#/oneOf/2/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(data.name === undefined){
+const err20 = {instancePath,schemaPath:"#/oneOf/2/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+for(const key2 in data){
+if(!(func14.call(schema36.oneOf[2].properties, key2))){
+const err21 = {instancePath,schemaPath:"#/oneOf/2/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if("resource_link" !== data.type){
+const err22 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/2/properties/type/const",keyword:"const",params:{allowedValue: "resource_link"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.uri !== undefined){
+let data10 = data.uri;
+if(typeof data10 === "string"){
+if(func1(data10) > 2048){
+const err23 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(!pattern5.test(data10)){
+const err24 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"+"\""};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data11 = data.name;
+if(typeof data11 === "string"){
+if(func1(data11) < 1){
+const err26 = {instancePath:instancePath+"/name",schemaPath:"#/oneOf/2/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/name",schemaPath:"#/oneOf/2/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data.title !== undefined){
+if(typeof data.title !== "string"){
+const err28 = {instancePath:instancePath+"/title",schemaPath:"#/oneOf/2/properties/title/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+if(typeof data.description !== "string"){
+const err29 = {instancePath:instancePath+"/description",schemaPath:"#/oneOf/2/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data.mimeType !== undefined){
+let data14 = data.mimeType;
+if(typeof data14 === "string"){
+if(func1(data14) < 1){
+const err30 = {instancePath:instancePath+"/mimeType",schemaPath:"#/oneOf/2/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+else {
+const err31 = {instancePath:instancePath+"/mimeType",schemaPath:"#/oneOf/2/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+}
+if(data.size !== undefined){
+let data15 = data.size;
+if(!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15)))){
+const err32 = {instancePath:instancePath+"/size",schemaPath:"#/oneOf/2/properties/size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+if((typeof data15 == "number") && (isFinite(data15))){
+if(data15 < 0 || isNaN(data15)){
+const err33 = {instancePath:instancePath+"/size",schemaPath:"#/oneOf/2/properties/size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+if(data.icons !== undefined){
+let data16 = data.icons;
+if(Array.isArray(data16)){
+const len0 = data16.length;
+for(let i0=0; i0<len0; i0++){
+let data17 = data16[i0];
+if(data17 && typeof data17 == "object" && !Array.isArray(data17)){
+if(data17.src === undefined){
+const err34 = {instancePath:instancePath+"/icons/" + i0,schemaPath:"#/$defs/icon/required",keyword:"required",params:{missingProperty: "src"},message:"must have required property '"+"src"+"'"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+for(const key3 in data17){
+if(!((((key3 === "src") || (key3 === "mimeType")) || (key3 === "sizes")) || (key3 === "theme"))){
+const err35 = {instancePath:instancePath+"/icons/" + i0,schemaPath:"#/$defs/icon/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+}
+if(data17.src !== undefined){
+let data18 = data17.src;
+if(typeof data18 === "string"){
+if(!pattern6.test(data18)){
+const err36 = {instancePath:instancePath+"/icons/" + i0+"/src",schemaPath:"#/$defs/icon/properties/src/pattern",keyword:"pattern",params:{pattern: "^(https://|http://|data:)"},message:"must match pattern \""+"^(https://|http://|data:)"+"\""};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+}
+else {
+const err37 = {instancePath:instancePath+"/icons/" + i0+"/src",schemaPath:"#/$defs/icon/properties/src/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+}
+if(data17.mimeType !== undefined){
+let data19 = data17.mimeType;
+if(typeof data19 === "string"){
+if(func1(data19) < 1){
+const err38 = {instancePath:instancePath+"/icons/" + i0+"/mimeType",schemaPath:"#/$defs/icon/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+}
+else {
+const err39 = {instancePath:instancePath+"/icons/" + i0+"/mimeType",schemaPath:"#/$defs/icon/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+if(data17.sizes !== undefined){
+let data20 = data17.sizes;
+if(Array.isArray(data20)){
+const len1 = data20.length;
+for(let i1=0; i1<len1; i1++){
+let data21 = data20[i1];
+if(typeof data21 === "string"){
+if(!pattern7.test(data21)){
+const err40 = {instancePath:instancePath+"/icons/" + i0+"/sizes/" + i1,schemaPath:"#/$defs/icon/properties/sizes/items/pattern",keyword:"pattern",params:{pattern: "^(any|[0-9]+x[0-9]+)$"},message:"must match pattern \""+"^(any|[0-9]+x[0-9]+)$"+"\""};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+else {
+const err41 = {instancePath:instancePath+"/icons/" + i0+"/sizes/" + i1,schemaPath:"#/$defs/icon/properties/sizes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+}
+}
+else {
+const err42 = {instancePath:instancePath+"/icons/" + i0+"/sizes",schemaPath:"#/$defs/icon/properties/sizes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+}
+if(data17.theme !== undefined){
+let data22 = data17.theme;
+if(!((data22 === "light") || (data22 === "dark"))){
+const err43 = {instancePath:instancePath+"/icons/" + i0+"/theme",schemaPath:"#/$defs/icon/properties/theme/enum",keyword:"enum",params:{allowedValues: schema43.properties.theme.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+}
+else {
+const err44 = {instancePath:instancePath+"/icons/" + i0,schemaPath:"#/$defs/icon/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+}
+}
+else {
+const err45 = {instancePath:instancePath+"/icons",schemaPath:"#/oneOf/2/properties/icons/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+}
+if(data.annotations !== undefined){
+if(!(validate26(data.annotations, {instancePath:instancePath+"/annotations",parentData:data,parentDataProperty:"annotations",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+errors = vErrors.length;
+}
+}
+if(data._meta !== undefined){
+let data24 = data._meta;
+if(!(data24 && typeof data24 == "object" && !Array.isArray(data24))){
+const err46 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+}
+else {
+const err47 = {instancePath,schemaPath:"#/oneOf/2/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+var _valid0 = _errs24 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 2];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 2;
+if(props0 !== true){
+props0 = true;
+}
+}
+const _errs60 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err48 = {instancePath,schemaPath:"#/oneOf/3/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+if(data.resource === undefined){
+const err49 = {instancePath,schemaPath:"#/oneOf/3/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+for(const key4 in data){
+if(!((((key4 === "type") || (key4 === "resource")) || (key4 === "annotations")) || (key4 === "_meta"))){
+const err50 = {instancePath,schemaPath:"#/oneOf/3/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if("resource" !== data.type){
+const err51 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/3/properties/type/const",keyword:"const",params:{allowedValue: "resource"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+if(data.resource !== undefined){
+let data26 = data.resource;
+const _errs65 = errors;
+let valid16 = false;
+let passing1 = null;
+const _errs66 = errors;
+if(!(validate30(data26, {instancePath:instancePath+"/resource",parentData:data,parentDataProperty:"resource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
+}
+var _valid1 = _errs66 === errors;
+if(_valid1){
+valid16 = true;
+passing1 = 0;
+var props1 = true;
+}
+const _errs67 = errors;
+if(!(validate32(data26, {instancePath:instancePath+"/resource",parentData:data,parentDataProperty:"resource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate32.errors : vErrors.concat(validate32.errors);
+errors = vErrors.length;
+}
+var _valid1 = _errs67 === errors;
+if(_valid1 && valid16){
+valid16 = false;
+passing1 = [passing1, 1];
+}
+else {
+if(_valid1){
+valid16 = true;
+passing1 = 1;
+if(props1 !== true){
+props1 = true;
+}
+}
+}
+if(!valid16){
+const err52 = {instancePath:instancePath+"/resource",schemaPath:"#/oneOf/3/properties/resource/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+else {
+errors = _errs65;
+if(vErrors !== null){
+if(_errs65){
+vErrors.length = _errs65;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.annotations !== undefined){
+if(!(validate26(data.annotations, {instancePath:instancePath+"/annotations",parentData:data,parentDataProperty:"annotations",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+errors = vErrors.length;
+}
+}
+if(data._meta !== undefined){
+let data28 = data._meta;
+if(!(data28 && typeof data28 == "object" && !Array.isArray(data28))){
+const err53 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+}
+}
+else {
+const err54 = {instancePath,schemaPath:"#/oneOf/3/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+var _valid0 = _errs60 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 3];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 3;
+if(props0 !== true){
+props0 = true;
+}
+}
+}
+}
+}
+if(!valid0){
+const err55 = {instancePath,schemaPath:"#/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+else {
+errors = _errs0;
+if(vErrors !== null){
+if(_errs0){
+vErrors.length = _errs0;
+}
+else {
+vErrors = null;
+}
+}
+}
+validate25.errors = vErrors;
 evaluated0.props = props0;
 return errors === 0;
 }
-validate24.evaluated = {"dynamicProps":true,"dynamicItems":false};
+validate25.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-export const validate_mcp_empty_params = validate25;
-const schema36 = {"$id":"mcp/empty.params","title":"Params of methods that take none (ping, notifications/initialized)","type":"object","properties":{"_meta":{"type":"object"}}};
+export const validate_mcp_create_message_result = validate35;
+const schema53 = {"$id":"mcp/create-message.result","title":"A client's answer to sampling/createMessage","description":"The sampled message: its role, its content (one block or, from 2025-11-25, several), the model that produced it and why it stopped.","type":"object","required":["role","content","model"],"properties":{"role":{"enum":["user","assistant"]},"content":{"anyOf":[{"$ref":"#/$defs/block"},{"type":"array","items":{"$ref":"#/$defs/block"}}]},"model":{"type":"string"},"stopReason":{"type":"string"},"_meta":{"type":"object"}},"$defs":{"block":{"type":"object","required":["type"],"properties":{"type":{"enum":["text","image","audio","tool_use","tool_result"]},"text":{"type":"string"},"data":{"type":"string"},"mimeType":{"type":"string"}},"allOf":[{"if":{"properties":{"type":{"const":"text"}}},"then":{"required":["text"]}},{"if":{"properties":{"type":{"enum":["image","audio"]}}},"then":{"required":["data","mimeType"]}}]}}};
+const schema54 = {"type":"object","required":["type"],"properties":{"type":{"enum":["text","image","audio","tool_use","tool_result"]},"text":{"type":"string"},"data":{"type":"string"},"mimeType":{"type":"string"}},"allOf":[{"if":{"properties":{"type":{"const":"text"}}},"then":{"required":["text"]}},{"if":{"properties":{"type":{"enum":["image","audio"]}}},"then":{"required":["data","mimeType"]}}]};
 
-function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/create-message.result" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate35.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.role === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.content === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "content"},message:"must have required property '"+"content"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.model === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "model"},message:"must have required property '"+"model"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.role !== undefined){
+let data0 = data.role;
+if(!((data0 === "user") || (data0 === "assistant"))){
+const err3 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema53.properties.role.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.content !== undefined){
+let data1 = data.content;
+const _errs3 = errors;
+let valid1 = false;
+const _errs4 = errors;
+const _errs8 = errors;
+let valid4 = true;
+const _errs9 = errors;
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.type !== undefined){
+if("text" !== data1.type){
+const err4 = {};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+var _valid1 = _errs9 === errors;
+errors = _errs8;
+if(vErrors !== null){
+if(_errs8){
+vErrors.length = _errs8;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid1){
+const _errs11 = errors;
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.text === undefined){
+const err5 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/allOf/0/then/required",keyword:"required",params:{missingProperty: "text"},message:"must have required property '"+"text"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+var _valid1 = _errs11 === errors;
+valid4 = _valid1;
+}
+if(!valid4){
+const err6 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/allOf/0/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+const _errs13 = errors;
+let valid6 = true;
+const _errs14 = errors;
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.type !== undefined){
+let data3 = data1.type;
+if(!((data3 === "image") || (data3 === "audio"))){
+const err7 = {};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+var _valid2 = _errs14 === errors;
+errors = _errs13;
+if(vErrors !== null){
+if(_errs13){
+vErrors.length = _errs13;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid2){
+const _errs16 = errors;
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.data === undefined){
+const err8 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/allOf/1/then/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data1.mimeType === undefined){
+const err9 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/allOf/1/then/required",keyword:"required",params:{missingProperty: "mimeType"},message:"must have required property '"+"mimeType"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+var _valid2 = _errs16 === errors;
+valid6 = _valid2;
+}
+if(!valid6){
+const err10 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/allOf/1/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.type === undefined){
+const err11 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data1.type !== undefined){
+let data4 = data1.type;
+if(!(((((data4 === "text") || (data4 === "image")) || (data4 === "audio")) || (data4 === "tool_use")) || (data4 === "tool_result"))){
+const err12 = {instancePath:instancePath+"/content/type",schemaPath:"#/$defs/block/properties/type/enum",keyword:"enum",params:{allowedValues: schema54.properties.type.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data1.text !== undefined){
+if(typeof data1.text !== "string"){
+const err13 = {instancePath:instancePath+"/content/text",schemaPath:"#/$defs/block/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data1.data !== undefined){
+if(typeof data1.data !== "string"){
+const err14 = {instancePath:instancePath+"/content/data",schemaPath:"#/$defs/block/properties/data/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data1.mimeType !== undefined){
+if(typeof data1.mimeType !== "string"){
+const err15 = {instancePath:instancePath+"/content/mimeType",schemaPath:"#/$defs/block/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/content",schemaPath:"#/$defs/block/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid0 = _errs4 === errors;
+valid1 = valid1 || _valid0;
+if(_valid0){
+var props0 = {};
+props0.type = true;
+props0.text = true;
+props0.data = true;
+props0.mimeType = true;
+}
+const _errs24 = errors;
+if(Array.isArray(data1)){
+const len0 = data1.length;
+for(let i0=0; i0<len0; i0++){
+let data8 = data1[i0];
+const _errs30 = errors;
+let valid13 = true;
+const _errs31 = errors;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.type !== undefined){
+if("text" !== data8.type){
+const err17 = {};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+}
+var _valid3 = _errs31 === errors;
+errors = _errs30;
+if(vErrors !== null){
+if(_errs30){
+vErrors.length = _errs30;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid3){
+const _errs33 = errors;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.text === undefined){
+const err18 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/allOf/0/then/required",keyword:"required",params:{missingProperty: "text"},message:"must have required property '"+"text"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+var _valid3 = _errs33 === errors;
+valid13 = _valid3;
+}
+if(!valid13){
+const err19 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/allOf/0/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+const _errs35 = errors;
+let valid15 = true;
+const _errs36 = errors;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.type !== undefined){
+let data10 = data8.type;
+if(!((data10 === "image") || (data10 === "audio"))){
+const err20 = {};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+}
+var _valid4 = _errs36 === errors;
+errors = _errs35;
+if(vErrors !== null){
+if(_errs35){
+vErrors.length = _errs35;
+}
+else {
+vErrors = null;
+}
+}
+if(_valid4){
+const _errs38 = errors;
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.data === undefined){
+const err21 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/allOf/1/then/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+if(data8.mimeType === undefined){
+const err22 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/allOf/1/then/required",keyword:"required",params:{missingProperty: "mimeType"},message:"must have required property '"+"mimeType"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+var _valid4 = _errs38 === errors;
+valid15 = _valid4;
+}
+if(!valid15){
+const err23 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/allOf/1/if",keyword:"if",params:{failingKeyword: "then"},message:"must match \"then\" schema"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+if(data8.type === undefined){
+const err24 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+if(data8.type !== undefined){
+let data11 = data8.type;
+if(!(((((data11 === "text") || (data11 === "image")) || (data11 === "audio")) || (data11 === "tool_use")) || (data11 === "tool_result"))){
+const err25 = {instancePath:instancePath+"/content/" + i0+"/type",schemaPath:"#/$defs/block/properties/type/enum",keyword:"enum",params:{allowedValues: schema54.properties.type.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data8.text !== undefined){
+if(typeof data8.text !== "string"){
+const err26 = {instancePath:instancePath+"/content/" + i0+"/text",schemaPath:"#/$defs/block/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+if(data8.data !== undefined){
+if(typeof data8.data !== "string"){
+const err27 = {instancePath:instancePath+"/content/" + i0+"/data",schemaPath:"#/$defs/block/properties/data/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+if(data8.mimeType !== undefined){
+if(typeof data8.mimeType !== "string"){
+const err28 = {instancePath:instancePath+"/content/" + i0+"/mimeType",schemaPath:"#/$defs/block/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+else {
+const err29 = {instancePath:instancePath+"/content/" + i0,schemaPath:"#/$defs/block/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+}
+else {
+const err30 = {instancePath:instancePath+"/content",schemaPath:"#/properties/content/anyOf/1/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+var _valid0 = _errs24 === errors;
+valid1 = valid1 || _valid0;
+if(!valid1){
+const err31 = {instancePath:instancePath+"/content",schemaPath:"#/properties/content/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+else {
+errors = _errs3;
+if(vErrors !== null){
+if(_errs3){
+vErrors.length = _errs3;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.model !== undefined){
+if(typeof data.model !== "string"){
+const err32 = {instancePath:instancePath+"/model",schemaPath:"#/properties/model/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+if(data.stopReason !== undefined){
+if(typeof data.stopReason !== "string"){
+const err33 = {instancePath:instancePath+"/stopReason",schemaPath:"#/properties/stopReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data17 = data._meta;
+if(!(data17 && typeof data17 == "object" && !Array.isArray(data17))){
+const err34 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+}
+else {
+const err35 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+validate35.errors = vErrors;
+return errors === 0;
+}
+validate35.evaluated = {"props":{"role":true,"content":true,"model":true,"stopReason":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_elicit_result = validate36;
+const schema56 = {"$id":"mcp/elicit.result","title":"A client's answer to a form elicitation/create (a server request, or an input request of 2026-07-28)","description":"action is accept, decline or cancel; content (with accept) holds elicitation values: strings, numbers, booleans or arrays of strings. Whether content fits the form that was asked is checked against that form (src/mcp/input-requests.ts).","type":"object","required":["action"],"properties":{"action":{"enum":["accept","decline","cancel"]},"content":{"type":"object","additionalProperties":{"anyOf":[{"type":"string"},{"type":"number"},{"type":"boolean"},{"type":"array","items":{"type":"string"}}]}},"_meta":{"type":"object"}}};
+
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/elicit.result" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate36.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.action === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "action"},message:"must have required property '"+"action"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.action !== undefined){
+let data0 = data.action;
+if(!(((data0 === "accept") || (data0 === "decline")) || (data0 === "cancel"))){
+const err1 = {instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema56.properties.action.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data.content !== undefined){
+let data1 = data.content;
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+for(const key0 in data1){
+let data2 = data1[key0];
+const _errs6 = errors;
+let valid2 = false;
+const _errs7 = errors;
+if(typeof data2 !== "string"){
+const err2 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+var _valid0 = _errs7 === errors;
+valid2 = valid2 || _valid0;
+const _errs9 = errors;
+if(!((typeof data2 == "number") && (isFinite(data2)))){
+const err3 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/1/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs9 === errors;
+valid2 = valid2 || _valid0;
+const _errs11 = errors;
+if(typeof data2 !== "boolean"){
+const err4 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/2/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs11 === errors;
+valid2 = valid2 || _valid0;
+const _errs13 = errors;
+if(Array.isArray(data2)){
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data2[i0] !== "string"){
+const err5 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1")+"/" + i0,schemaPath:"#/properties/content/additionalProperties/anyOf/3/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf/3/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+var _valid0 = _errs13 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err7 = {instancePath:instancePath+"/content/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/content/additionalProperties/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+else {
+errors = _errs6;
+if(vErrors !== null){
+if(_errs6){
+vErrors.length = _errs6;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+}
+else {
+const err8 = {instancePath:instancePath+"/content",schemaPath:"#/properties/content/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data4 = data._meta;
+if(!(data4 && typeof data4 == "object" && !Array.isArray(data4))){
+const err9 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+validate36.errors = vErrors;
+return errors === 0;
+}
+validate36.evaluated = {"props":{"action":true,"content":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_empty_params = validate37;
+const schema57 = {"$id":"mcp/empty.params","title":"Params of methods that take none (ping, notifications/initialized)","type":"object","properties":{"_meta":{"type":"object"}}};
+
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/empty.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate25.evaluated;
+const evaluated0 = validate37.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -941,19 +3090,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate25.errors = vErrors;
+validate37.errors = vErrors;
 return errors === 0;
 }
-validate25.evaluated = {"props":{"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate37.evaluated = {"props":{"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_initialize_params = validate26;
-const schema37 = {"$id":"mcp/initialize.params","type":"object","required":["protocolVersion","capabilities","clientInfo"],"properties":{"protocolVersion":{"type":"string","minLength":1,"maxLength":64},"capabilities":{"type":"object","properties":{"elicitation":{"type":"object"},"roots":{"type":"object"},"sampling":{"type":"object"}}},"clientInfo":{"type":"object","required":["name","version"],"properties":{"name":{"type":"string","maxLength":256},"version":{"type":"string","maxLength":256},"title":{"type":"string","maxLength":256}}},"_meta":{"type":"object"}}};
+export const validate_mcp_initialize_params = validate38;
+const schema58 = {"$id":"mcp/initialize.params","type":"object","required":["protocolVersion","capabilities","clientInfo"],"properties":{"protocolVersion":{"type":"string","minLength":1,"maxLength":64},"capabilities":{"type":"object","properties":{"elicitation":{"type":"object"},"roots":{"type":"object"},"sampling":{"type":"object"}}},"clientInfo":{"type":"object","required":["name","version"],"properties":{"name":{"type":"string","maxLength":256},"version":{"type":"string","maxLength":256},"title":{"type":"string","maxLength":256}}},"_meta":{"type":"object"}}};
 
-function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/initialize.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate26.evaluated;
+const evaluated0 = validate38.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1214,19 +3363,165 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate26.errors = vErrors;
+validate38.errors = vErrors;
 return errors === 0;
 }
-validate26.evaluated = {"props":{"protocolVersion":true,"capabilities":true,"clientInfo":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate38.evaluated = {"props":{"protocolVersion":true,"capabilities":true,"clientInfo":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_logging_set_level_params = validate27;
-const schema38 = {"$id":"mcp/logging-set-level.params","type":"object","required":["level"],"properties":{"level":{"enum":["debug","info","notice","warning","error","critical","alert","emergency"]},"_meta":{"type":"object"}}};
+export const validate_mcp_list_roots_result = validate39;
+const schema59 = {"$id":"mcp/list-roots.result","title":"A client's answer to roots/list","type":"object","required":["roots"],"properties":{"roots":{"type":"array","items":{"type":"object","required":["uri"],"properties":{"uri":{"type":"string","pattern":"^file://"},"name":{"type":"string"},"_meta":{"type":"object"}}}},"_meta":{"type":"object"}}};
+const pattern11 = new RegExp("^file://", "u");
 
-function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/list-roots.result" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate39.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.roots === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "roots"},message:"must have required property '"+"roots"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.roots !== undefined){
+let data0 = data.roots;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+let data1 = data0[i0];
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(data1.uri === undefined){
+const err1 = {instancePath:instancePath+"/roots/" + i0,schemaPath:"#/properties/roots/items/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data1.uri !== undefined){
+let data2 = data1.uri;
+if(typeof data2 === "string"){
+if(!pattern11.test(data2)){
+const err2 = {instancePath:instancePath+"/roots/" + i0+"/uri",schemaPath:"#/properties/roots/items/properties/uri/pattern",keyword:"pattern",params:{pattern: "^file://"},message:"must match pattern \""+"^file://"+"\""};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/roots/" + i0+"/uri",schemaPath:"#/properties/roots/items/properties/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data1.name !== undefined){
+if(typeof data1.name !== "string"){
+const err4 = {instancePath:instancePath+"/roots/" + i0+"/name",schemaPath:"#/properties/roots/items/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data1._meta !== undefined){
+let data4 = data1._meta;
+if(!(data4 && typeof data4 == "object" && !Array.isArray(data4))){
+const err5 = {instancePath:instancePath+"/roots/" + i0+"/_meta",schemaPath:"#/properties/roots/items/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/roots/" + i0,schemaPath:"#/properties/roots/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/roots",schemaPath:"#/properties/roots/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data5 = data._meta;
+if(!(data5 && typeof data5 == "object" && !Array.isArray(data5))){
+const err8 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate39.errors = vErrors;
+return errors === 0;
+}
+validate39.evaluated = {"props":{"roots":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_logging_set_level_params = validate40;
+const schema60 = {"$id":"mcp/logging-set-level.params","type":"object","required":["level"],"properties":{"level":{"enum":["debug","info","notice","warning","error","critical","alert","emergency"]},"_meta":{"type":"object"}}};
+
+function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/logging-set-level.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate27.evaluated;
+const evaluated0 = validate40.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1247,7 +3542,7 @@ errors++;
 if(data.level !== undefined){
 let data0 = data.level;
 if(!((((((((data0 === "debug") || (data0 === "info")) || (data0 === "notice")) || (data0 === "warning")) || (data0 === "error")) || (data0 === "critical")) || (data0 === "alert")) || (data0 === "emergency"))){
-const err1 = {instancePath:instancePath+"/level",schemaPath:"#/properties/level/enum",keyword:"enum",params:{allowedValues: schema38.properties.level.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath:instancePath+"/level",schemaPath:"#/properties/level/enum",keyword:"enum",params:{allowedValues: schema60.properties.level.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -1281,19 +3576,265 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate27.errors = vErrors;
+validate40.errors = vErrors;
 return errors === 0;
 }
-validate27.evaluated = {"props":{"level":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate40.evaluated = {"props":{"level":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_request_meta = validate28;
-const schema39 = {"$id":"mcp/request-meta","title":"params._meta of a 2026-07-28 request: the revision, the client's capabilities for this request, and optional client info, log level and progress token","type":"object","required":["io.modelcontextprotocol/protocolVersion","io.modelcontextprotocol/clientCapabilities"],"properties":{"io.modelcontextprotocol/protocolVersion":{"type":"string","minLength":1,"maxLength":64},"io.modelcontextprotocol/clientCapabilities":{"type":"object","properties":{"elicitation":{"type":"object","properties":{"form":{"type":"object"},"url":{"type":"object"}}},"sampling":{"type":"object"},"roots":{"type":"object"},"experimental":{"type":"object","additionalProperties":{"type":"object"}},"extensions":{"type":"object","additionalProperties":{"type":"object"}}}},"io.modelcontextprotocol/clientInfo":{"type":"object","required":["name","version"],"properties":{"name":{"type":"string","maxLength":256},"version":{"type":"string","maxLength":256}}},"io.modelcontextprotocol/logLevel":{"enum":["debug","info","notice","warning","error","critical","alert","emergency"]},"progressToken":{"type":["string","integer"]}}};
+export const validate_mcp_paginated_params = validate41;
+const schema61 = {"$id":"mcp/paginated.params","title":"Params of a paginated list (prompts/list, resources/list, resources/templates/list)","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
 
-function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/paginated.params" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate41.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.cursor !== undefined){
+let data0 = data.cursor;
+if(typeof data0 === "string"){
+if(func1(data0) > 512){
+const err0 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data1 = data._meta;
+if(!(data1 && typeof data1 == "object" && !Array.isArray(data1))){
+const err2 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate41.errors = vErrors;
+return errors === 0;
+}
+validate41.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_prompts_get_params = validate42;
+const schema62 = {"$id":"mcp/prompts-get.params","type":"object","required":["name"],"properties":{"name":{"type":"string","minLength":1,"maxLength":128},"arguments":{"type":"object","maxProperties":64,"additionalProperties":{"type":"string","maxLength":65536}},"_meta":{"type":"object"},"inputResponses":{"type":"object","description":"2026-07-28: answers to the inputRequests of an input_required result, by key"},"requestState":{"type":"string","maxLength":65536,"description":"2026-07-28: the requestState of an input_required result, echoed unchanged"}}};
+
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/prompts-get.params" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate42.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.name === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name !== undefined){
+let data0 = data.name;
+if(typeof data0 === "string"){
+if(func1(data0) > 128){
+const err1 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(func1(data0) < 1){
+const err2 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.arguments !== undefined){
+let data1 = data.arguments;
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+if(Object.keys(data1).length > 64){
+const err4 = {instancePath:instancePath+"/arguments",schemaPath:"#/properties/arguments/maxProperties",keyword:"maxProperties",params:{limit: 64},message:"must NOT have more than 64 properties"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+for(const key0 in data1){
+let data2 = data1[key0];
+if(typeof data2 === "string"){
+if(func1(data2) > 65536){
+const err5 = {instancePath:instancePath+"/arguments/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/arguments/additionalProperties/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/arguments/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),schemaPath:"#/properties/arguments/additionalProperties/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/arguments",schemaPath:"#/properties/arguments/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data3 = data._meta;
+if(!(data3 && typeof data3 == "object" && !Array.isArray(data3))){
+const err8 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.inputResponses !== undefined){
+let data4 = data.inputResponses;
+if(!(data4 && typeof data4 == "object" && !Array.isArray(data4))){
+const err9 = {instancePath:instancePath+"/inputResponses",schemaPath:"#/properties/inputResponses/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.requestState !== undefined){
+let data5 = data.requestState;
+if(typeof data5 === "string"){
+if(func1(data5) > 65536){
+const err10 = {instancePath:instancePath+"/requestState",schemaPath:"#/properties/requestState/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/requestState",schemaPath:"#/properties/requestState/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+else {
+const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+validate42.errors = vErrors;
+return errors === 0;
+}
+validate42.evaluated = {"props":{"name":true,"arguments":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_request_meta = validate43;
+const schema63 = {"$id":"mcp/request-meta","title":"params._meta of a 2026-07-28 request: the revision, the client's capabilities for this request, and optional client info, log level and progress token","type":"object","required":["io.modelcontextprotocol/protocolVersion","io.modelcontextprotocol/clientCapabilities"],"properties":{"io.modelcontextprotocol/protocolVersion":{"type":"string","minLength":1,"maxLength":64},"io.modelcontextprotocol/clientCapabilities":{"type":"object","properties":{"elicitation":{"type":"object","properties":{"form":{"type":"object"},"url":{"type":"object"}}},"sampling":{"type":"object"},"roots":{"type":"object"},"experimental":{"type":"object","additionalProperties":{"type":"object"}},"extensions":{"type":"object","additionalProperties":{"type":"object"}}}},"io.modelcontextprotocol/clientInfo":{"type":"object","required":["name","version"],"properties":{"name":{"type":"string","maxLength":256},"version":{"type":"string","maxLength":256}}},"io.modelcontextprotocol/logLevel":{"enum":["debug","info","notice","warning","error","critical","alert","emergency"]},"progressToken":{"type":["string","integer"]}}};
+
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/request-meta" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate28.evaluated;
+const evaluated0 = validate43.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1582,7 +4123,7 @@ errors++;
 if(data["io.modelcontextprotocol/logLevel"] !== undefined){
 let data14 = data["io.modelcontextprotocol/logLevel"];
 if(!((((((((data14 === "debug") || (data14 === "info")) || (data14 === "notice")) || (data14 === "warning")) || (data14 === "error")) || (data14 === "critical")) || (data14 === "alert")) || (data14 === "emergency"))){
-const err22 = {instancePath:instancePath+"/io.modelcontextprotocol~1logLevel",schemaPath:"#/properties/io.modelcontextprotocol~1logLevel/enum",keyword:"enum",params:{allowedValues: schema39.properties["io.modelcontextprotocol/logLevel"].enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/io.modelcontextprotocol~1logLevel",schemaPath:"#/properties/io.modelcontextprotocol~1logLevel/enum",keyword:"enum",params:{allowedValues: schema63.properties["io.modelcontextprotocol/logLevel"].enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -1595,7 +4136,7 @@ errors++;
 if(data.progressToken !== undefined){
 let data15 = data.progressToken;
 if((typeof data15 !== "string") && (!(((typeof data15 == "number") && (!(data15 % 1) && !isNaN(data15))) && (isFinite(data15))))){
-const err23 = {instancePath:instancePath+"/progressToken",schemaPath:"#/properties/progressToken/type",keyword:"type",params:{type: schema39.properties.progressToken.type},message:"must be string,integer"};
+const err23 = {instancePath:instancePath+"/progressToken",schemaPath:"#/properties/progressToken/type",keyword:"type",params:{type: schema63.properties.progressToken.type},message:"must be string,integer"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -1616,19 +4157,612 @@ vErrors.push(err24);
 }
 errors++;
 }
-validate28.errors = vErrors;
+validate43.errors = vErrors;
 return errors === 0;
 }
-validate28.evaluated = {"props":{"io.modelcontextprotocol/protocolVersion":true,"io.modelcontextprotocol/clientCapabilities":true,"io.modelcontextprotocol/clientInfo":true,"io.modelcontextprotocol/logLevel":true,"progressToken":true},"dynamicProps":false,"dynamicItems":false};
+validate43.evaluated = {"props":{"io.modelcontextprotocol/protocolVersion":true,"io.modelcontextprotocol/clientCapabilities":true,"io.modelcontextprotocol/clientInfo":true,"io.modelcontextprotocol/logLevel":true,"progressToken":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_subscriptions_listen_params = validate29;
-const schema40 = {"$id":"mcp/subscriptions-listen.params","title":"Params of subscriptions/listen (2026-07-28): the notifications the client opts in to","type":"object","required":["notifications"],"properties":{"notifications":{"type":"object","properties":{"toolsListChanged":{"type":"boolean"},"promptsListChanged":{"type":"boolean"},"resourcesListChanged":{"type":"boolean"},"resourceSubscriptions":{"type":"array","maxItems":100,"items":{"type":"string","maxLength":2048}},"taskIds":{"type":"array","maxItems":100,"items":{"type":"string","maxLength":256}}}},"_meta":{"type":"object"}}};
+export const validate_mcp_resource_contents = validate44;
+const schema64 = {"$id":"mcp/resource-contents","description":"One item of a resources/read result: text or base64 blob contents of a URI.","oneOf":[{"$ref":"content-block#/$defs/textContents"},{"$ref":"content-block#/$defs/blobContents"}]};
 
-function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate45.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.uri === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.text === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "text"},message:"must have required property '"+"text"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "uri") || (key0 === "mimeType")) || (key0 === "text")) || (key0 === "_meta"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.uri !== undefined){
+let data0 = data.uri;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err3 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern5.test(data0)){
+const err4 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.mimeType !== undefined){
+let data1 = data.mimeType;
+if(typeof data1 === "string"){
+if(func1(data1) < 1){
+const err6 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.text !== undefined){
+if(typeof data.text !== "string"){
+const err8 = {instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data3 = data._meta;
+if(!(data3 && typeof data3 == "object" && !Array.isArray(data3))){
+const err9 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+else {
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+validate45.errors = vErrors;
+return errors === 0;
+}
+validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate47.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.uri === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.blob === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "blob"},message:"must have required property '"+"blob"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((((key0 === "uri") || (key0 === "mimeType")) || (key0 === "blob")) || (key0 === "_meta"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.uri !== undefined){
+let data0 = data.uri;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err3 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(!pattern5.test(data0)){
+const err4 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"},message:"must match pattern \""+"^[A-Za-z][A-Za-z0-9+.-]*:\\S*$"+"\""};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+else {
+const err5 = {instancePath:instancePath+"/uri",schemaPath:"#/$defs/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.mimeType !== undefined){
+let data1 = data.mimeType;
+if(typeof data1 === "string"){
+if(func1(data1) < 1){
+const err6 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/mimeType",schemaPath:"#/properties/mimeType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.blob !== undefined){
+let data2 = data.blob;
+if(typeof data2 === "string"){
+if(!pattern4.test(data2)){
+const err8 = {instancePath:instancePath+"/blob",schemaPath:"#/$defs/base64/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9+/]*={0,2}$"},message:"must match pattern \""+"^[A-Za-z0-9+/]*={0,2}$"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/blob",schemaPath:"#/$defs/base64/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data3 = data._meta;
+if(!(data3 && typeof data3 == "object" && !Array.isArray(data3))){
+const err10 = {instancePath:instancePath+"/_meta",schemaPath:"#/$defs/meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+validate47.errors = vErrors;
+return errors === 0;
+}
+validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/resource-contents" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate44.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs0 = errors;
+let valid0 = false;
+let passing0 = null;
+const _errs1 = errors;
+if(!(validate45(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate45.errors : vErrors.concat(validate45.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs1 === errors;
+if(_valid0){
+valid0 = true;
+passing0 = 0;
+var props0 = true;
+}
+const _errs2 = errors;
+if(!(validate47(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs2 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = true;
+}
+}
+}
+if(!valid0){
+const err0 = {instancePath,schemaPath:"#/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+errors = _errs0;
+if(vErrors !== null){
+if(_errs0){
+vErrors.length = _errs0;
+}
+else {
+vErrors = null;
+}
+}
+}
+validate44.errors = vErrors;
+evaluated0.props = props0;
+return errors === 0;
+}
+validate44.evaluated = {"dynamicProps":true,"dynamicItems":false};
+
+export const validate_mcp_resources_read_params = validate49;
+const schema72 = {"$id":"mcp/resources-read.params","type":"object","required":["uri"],"properties":{"uri":{"type":"string","minLength":1,"maxLength":2048},"_meta":{"type":"object"},"inputResponses":{"type":"object","description":"2026-07-28: answers to the inputRequests of an input_required result, by key"},"requestState":{"type":"string","maxLength":65536,"description":"2026-07-28: the requestState of an input_required result, echoed unchanged"}}};
+
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/resources-read.params" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate49.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.uri === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.uri !== undefined){
+let data0 = data.uri;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err1 = {instancePath:instancePath+"/uri",schemaPath:"#/properties/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(func1(data0) < 1){
+const err2 = {instancePath:instancePath+"/uri",schemaPath:"#/properties/uri/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/uri",schemaPath:"#/properties/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data1 = data._meta;
+if(!(data1 && typeof data1 == "object" && !Array.isArray(data1))){
+const err4 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.inputResponses !== undefined){
+let data2 = data.inputResponses;
+if(!(data2 && typeof data2 == "object" && !Array.isArray(data2))){
+const err5 = {instancePath:instancePath+"/inputResponses",schemaPath:"#/properties/inputResponses/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.requestState !== undefined){
+let data3 = data.requestState;
+if(typeof data3 === "string"){
+if(func1(data3) > 65536){
+const err6 = {instancePath:instancePath+"/requestState",schemaPath:"#/properties/requestState/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/requestState",schemaPath:"#/properties/requestState/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate49.errors = vErrors;
+return errors === 0;
+}
+validate49.evaluated = {"props":{"uri":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_resources_subscribe_params = validate50;
+const schema73 = {"$id":"mcp/resources-subscribe.params","title":"Params of resources/subscribe and resources/unsubscribe (2025 sessions)","type":"object","required":["uri"],"properties":{"uri":{"type":"string","minLength":1,"maxLength":2048},"_meta":{"type":"object"}}};
+
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="mcp/resources-subscribe.params" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate50.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.uri === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "uri"},message:"must have required property '"+"uri"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.uri !== undefined){
+let data0 = data.uri;
+if(typeof data0 === "string"){
+if(func1(data0) > 2048){
+const err1 = {instancePath:instancePath+"/uri",schemaPath:"#/properties/uri/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(func1(data0) < 1){
+const err2 = {instancePath:instancePath+"/uri",schemaPath:"#/properties/uri/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/uri",schemaPath:"#/properties/uri/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data._meta !== undefined){
+let data1 = data._meta;
+if(!(data1 && typeof data1 == "object" && !Array.isArray(data1))){
+const err4 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+else {
+const err5 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+validate50.errors = vErrors;
+return errors === 0;
+}
+validate50.evaluated = {"props":{"uri":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+
+export const validate_mcp_subscriptions_listen_params = validate51;
+const schema74 = {"$id":"mcp/subscriptions-listen.params","title":"Params of subscriptions/listen (2026-07-28): the notifications the client opts in to","type":"object","required":["notifications"],"properties":{"notifications":{"type":"object","properties":{"toolsListChanged":{"type":"boolean"},"promptsListChanged":{"type":"boolean"},"resourcesListChanged":{"type":"boolean"},"resourceSubscriptions":{"type":"array","maxItems":100,"items":{"type":"string","maxLength":2048}},"taskIds":{"type":"array","maxItems":100,"items":{"type":"string","maxLength":256}}}},"_meta":{"type":"object"}}};
+
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/subscriptions-listen.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate29.evaluated;
+const evaluated0 = validate51.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1823,19 +4957,19 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate29.errors = vErrors;
+validate51.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":{"notifications":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate51.evaluated = {"props":{"notifications":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tasks_cancel_params = validate30;
-const schema41 = {"$id":"mcp/tasks-cancel.params","title":"Params of tasks/cancel (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
+export const validate_mcp_tasks_cancel_params = validate52;
+const schema75 = {"$id":"mcp/tasks-cancel.params","title":"Params of tasks/cancel (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tasks-cancel.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1912,19 +5046,19 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate30.errors = vErrors;
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tasks_get_params = validate31;
-const schema42 = {"$id":"mcp/tasks-get.params","title":"Params of tasks/get (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
+export const validate_mcp_tasks_get_params = validate53;
+const schema76 = {"$id":"mcp/tasks-get.params","title":"Params of tasks/get (tasks extension)","type":"object","required":["taskId"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"_meta":{"type":"object"}}};
 
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tasks-get.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate31.evaluated;
+const evaluated0 = validate53.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2001,19 +5135,19 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate31.errors = vErrors;
+validate53.errors = vErrors;
 return errors === 0;
 }
-validate31.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate53.evaluated = {"props":{"taskId":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tasks_update_params = validate32;
-const schema43 = {"$id":"mcp/tasks-update.params","title":"Params of tasks/update (tasks extension): answers to a task's outstanding input requests","type":"object","required":["taskId","inputResponses"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"inputResponses":{"type":"object"},"_meta":{"type":"object"}}};
+export const validate_mcp_tasks_update_params = validate54;
+const schema77 = {"$id":"mcp/tasks-update.params","title":"Params of tasks/update (tasks extension): answers to a task's outstanding input requests","type":"object","required":["taskId","inputResponses"],"properties":{"taskId":{"type":"string","minLength":1,"maxLength":256},"inputResponses":{"type":"object"},"_meta":{"type":"object"}}};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tasks-update.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2113,19 +5247,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate32.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":{"taskId":true,"inputResponses":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":{"taskId":true,"inputResponses":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tools_call_params = validate33;
-const schema44 = {"$id":"mcp/tools-call.params","type":"object","required":["name"],"properties":{"name":{"type":"string","minLength":1,"maxLength":128},"arguments":{"type":"object"},"_meta":{"type":"object","properties":{"progressToken":{"type":["string","integer"]}}},"inputResponses":{"type":"object","description":"2026-07-28: answers to the inputRequests of an input_required result, by key"},"requestState":{"type":"string","maxLength":8192,"description":"2026-07-28: the requestState of an input_required result, echoed unchanged"}}};
+export const validate_mcp_tools_call_params = validate55;
+const schema78 = {"$id":"mcp/tools-call.params","type":"object","required":["name"],"properties":{"name":{"type":"string","minLength":1,"maxLength":128},"arguments":{"type":"object"},"_meta":{"type":"object","properties":{"progressToken":{"type":["string","integer"]}}},"inputResponses":{"type":"object","description":"2026-07-28: answers to the inputRequests of an input_required result, by key"},"requestState":{"type":"string","maxLength":65536,"description":"2026-07-28: the requestState of an input_required result, echoed unchanged"}}};
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tools-call.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate55.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2197,7 +5331,7 @@ if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
 if(data2.progressToken !== undefined){
 let data3 = data2.progressToken;
 if((typeof data3 !== "string") && (!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3))))){
-const err5 = {instancePath:instancePath+"/_meta/progressToken",schemaPath:"#/properties/_meta/properties/progressToken/type",keyword:"type",params:{type: schema44.properties._meta.properties.progressToken.type},message:"must be string,integer"};
+const err5 = {instancePath:instancePath+"/_meta/progressToken",schemaPath:"#/properties/_meta/properties/progressToken/type",keyword:"type",params:{type: schema78.properties._meta.properties.progressToken.type},message:"must be string,integer"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -2235,8 +5369,8 @@ errors++;
 if(data.requestState !== undefined){
 let data5 = data.requestState;
 if(typeof data5 === "string"){
-if(func1(data5) > 8192){
-const err8 = {instancePath:instancePath+"/requestState",schemaPath:"#/properties/requestState/maxLength",keyword:"maxLength",params:{limit: 8192},message:"must NOT have more than 8192 characters"};
+if(func1(data5) > 65536){
+const err8 = {instancePath:instancePath+"/requestState",schemaPath:"#/properties/requestState/maxLength",keyword:"maxLength",params:{limit: 65536},message:"must NOT have more than 65536 characters"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -2268,19 +5402,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate33.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":{"name":true,"arguments":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":{"name":true,"arguments":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tools_list_params = validate34;
-const schema45 = {"$id":"mcp/tools-list.params","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
+export const validate_mcp_tools_list_params = validate56;
+const schema79 = {"$id":"mcp/tools-list.params","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/tools-list.params" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2337,21 +5471,21 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate34.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_create_input = validate35;
-const schema46 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
-const pattern4 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
-const pattern5 = new RegExp("^[a-z0-9][a-z0-9_-]{0,63}$", "u");
+export const validate_tools_service_apps_create_input = validate57;
+const schema80 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
+const pattern15 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
+const pattern16 = new RegExp("^[a-z0-9][a-z0-9_-]{0,63}$", "u");
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_create.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate35.evaluated;
+const evaluated0 = validate57.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2404,7 +5538,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern4.test(data0)){
+if(!pattern15.test(data0)){
 const err4 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -2474,7 +5608,7 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(!pattern5.test(data2)){
+if(!pattern16.test(data2)){
 const err10 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,63}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,63}$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -2507,19 +5641,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate35.errors = vErrors;
+validate57.errors = vErrors;
 return errors === 0;
 }
-validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_create_output = validate36;
-const schema47 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+export const validate_tools_service_apps_create_output = validate58;
+const schema81 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
 
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_create.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate36.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2719,20 +5853,20 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate36.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_delete_input = validate37;
-const schema48 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
-const pattern6 = new RegExp("^app_[0-9a-z]{26}$", "u");
+export const validate_tools_service_apps_delete_input = validate59;
+const schema82 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
+const pattern17 = new RegExp("^app_[0-9a-z]{26}$", "u");
 
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_delete.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate37.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2785,7 +5919,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -2818,19 +5952,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate37.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_delete_output = validate38;
-const schema49 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
+export const validate_tools_service_apps_delete_output = validate60;
+const schema83 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_delete.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate38.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2973,19 +6107,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate38.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_get_input = validate39;
-const schema50 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
+export const validate_tools_service_apps_get_input = validate61;
+const schema84 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
 
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_get.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate39.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3038,7 +6172,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -3071,19 +6205,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate39.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_get_output = validate40;
-const schema51 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
+export const validate_tools_service_apps_get_output = validate62;
+const schema85 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
 
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_get.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate40.evaluated;
+const evaluated0 = validate62.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3402,19 +6536,19 @@ vErrors.push(err26);
 }
 errors++;
 }
-validate40.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_input = validate41;
-const schema52 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_apps_list_input = validate63;
+const schema86 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate41.evaluated;
+const evaluated0 = validate63.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3515,19 +6649,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate41.errors = vErrors;
+validate63.errors = vErrors;
 return errors === 0;
 }
-validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_output = validate42;
-const schema53 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
+export const validate_tools_service_apps_list_output = validate64;
+const schema87 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
 
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate42.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3745,7 +6879,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema53.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema87.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -3766,19 +6900,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate42.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_update_input = validate43;
-const schema54 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
+export const validate_tools_service_apps_update_input = validate65;
+const schema88 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_update.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3831,7 +6965,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -3876,7 +7010,7 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(!pattern4.test(data1)){
+if(!pattern15.test(data1)){
 const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -3946,7 +7080,7 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(!pattern5.test(data3)){
+if(!pattern16.test(data3)){
 const err14 = {instancePath:instancePath+"/pipeline",schemaPath:"#/properties/pipeline/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9_-]{0,63}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9_-]{0,63}$"+"\""};
 if(vErrors === null){
 vErrors = [err14];
@@ -3979,19 +7113,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate43.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_update_output = validate44;
-const schema55 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+export const validate_tools_service_apps_update_output = validate66;
+const schema89 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
 
-function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_update.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate44.evaluated;
+const evaluated0 = validate66.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4191,19 +7325,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate44.errors = vErrors;
+validate66.errors = vErrors;
 return errors === 0;
 }
-validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_audit_list_input = validate45;
-const schema56 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
+export const validate_tools_service_audit_list_input = validate67;
+const schema90 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_audit_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate67.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4339,19 +7473,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate45.errors = vErrors;
+validate67.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_audit_list_output = validate46;
-const schema57 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_audit_list_output = validate68;
+const schema91 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_audit_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate46.evaluated;
+const evaluated0 = validate68.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4582,7 +7716,7 @@ errors++;
 if(data4.user_id !== undefined){
 let data5 = data4.user_id;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -4595,7 +7729,7 @@ errors++;
 if(data4.membership_id !== undefined){
 let data6 = data4.membership_id;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -4620,7 +7754,7 @@ errors++;
 if(data4.credential_id !== undefined){
 let data8 = data4.credential_id;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4633,7 +7767,7 @@ errors++;
 if(data4.client_id !== undefined){
 let data9 = data4.client_id;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4670,7 +7804,7 @@ errors++;
 if(data1.target_type !== undefined){
 let data11 = data1.target_type;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.target_type.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.target_type.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -4683,7 +7817,7 @@ errors++;
 if(data1.target_id !== undefined){
 let data12 = data1.target_id;
 if((typeof data12 !== "string") && (data12 !== null)){
-const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.target_id.type},message:"must be string,null"};
+const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.target_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -4696,7 +7830,7 @@ errors++;
 if(data1.outcome !== undefined){
 let data13 = data1.outcome;
 if(!(((((((data13 === "succeeded") || (data13 === "failed")) || (data13 === "denied")) || (data13 === "confirmed")) || (data13 === "declined")) || (data13 === "timed_out")) || (data13 === "cancelled"))){
-const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema57.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema91.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4709,7 +7843,7 @@ errors++;
 if(data1.details !== undefined){
 let data14 = data1.details;
 if((!(data14 && typeof data14 == "object" && !Array.isArray(data14))) && (data14 !== null)){
-const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema57.properties.entries.items.properties.details.type},message:"must be object,null"};
+const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.details.type},message:"must be object,null"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -4746,7 +7880,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data15 = data.next_cursor;
 if((typeof data15 !== "string") && (data15 !== null)){
-const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema57.properties.next_cursor.type},message:"must be string,null"};
+const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema91.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -4767,20 +7901,20 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate46.errors = vErrors;
+validate68.errors = vErrors;
 return errors === 0;
 }
-validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_cancel_input = validate47;
-const schema58 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
-const pattern11 = new RegExp("^dep_[0-9a-z]{26}$", "u");
+export const validate_tools_service_deployments_cancel_input = validate69;
+const schema92 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
+const pattern22 = new RegExp("^dep_[0-9a-z]{26}$", "u");
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_cancel.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate69.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4833,7 +7967,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern22.test(data0)){
 const err4 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -4866,19 +8000,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate47.errors = vErrors;
+validate69.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_cancel_output = validate48;
-const schema59 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
+export const validate_tools_service_deployments_cancel_output = validate70;
+const schema93 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_cancel.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate70.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4964,19 +8098,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate48.errors = vErrors;
+validate70.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_create_input = validate49;
-const schema60 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
+export const validate_tools_service_deployments_create_input = validate71;
+const schema94 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_create.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate71.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5029,7 +8163,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -5062,20 +8196,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate49.errors = vErrors;
+validate71.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_create_output = validate50;
-const schema61 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
-const func51 = Object.prototype.hasOwnProperty;
+export const validate_tools_service_deployments_create_output = validate72;
+const schema95 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
 
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_create.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate50.evaluated;
+const evaluated0 = validate72.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5219,7 +8352,7 @@ vErrors.push(err12);
 errors++;
 }
 for(const key1 in data0){
-if(!(func51.call(schema61.properties.deployment.properties, key1))){
+if(!(func14.call(schema95.properties.deployment.properties, key1))){
 const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err13];
@@ -5267,7 +8400,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema61.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema95.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -5280,7 +8413,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema61.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema95.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5315,7 +8448,7 @@ vErrors.push(err20);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema61.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema95.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5340,7 +8473,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema61.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema95.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -5353,7 +8486,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema61.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema95.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -5366,7 +8499,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema61.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema95.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -5379,7 +8512,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema61.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema95.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -5412,19 +8545,19 @@ vErrors.push(err28);
 }
 errors++;
 }
-validate50.errors = vErrors;
+validate72.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_get_input = validate51;
-const schema62 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
+export const validate_tools_service_deployments_get_input = validate73;
+const schema96 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate73.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5477,7 +8610,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern22.test(data0)){
 const err4 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -5510,19 +8643,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate51.errors = vErrors;
+validate73.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_get_output = validate52;
-const schema63 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
+export const validate_tools_service_deployments_get_output = validate74;
+const schema97 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
 
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate74.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5676,7 +8809,7 @@ vErrors.push(err13);
 errors++;
 }
 for(const key1 in data0){
-if(!(func51.call(schema63.properties.deployment.properties, key1))){
+if(!(func14.call(schema97.properties.deployment.properties, key1))){
 const err14 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err14];
@@ -5724,7 +8857,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema63.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema97.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5737,7 +8870,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema63.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema97.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -5772,7 +8905,7 @@ vErrors.push(err21);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema63.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema97.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -5797,7 +8930,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema63.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema97.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -5810,7 +8943,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema63.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema97.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -5823,7 +8956,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema63.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema97.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -5836,7 +8969,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema63.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema97.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -5965,7 +9098,7 @@ vErrors.push(err37);
 errors++;
 }
 if(!(((data15 === "stdout") || (data15 === "stderr")) || (data15 === "system"))){
-const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema63.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema97.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -6034,19 +9167,19 @@ vErrors.push(err43);
 }
 errors++;
 }
-validate52.errors = vErrors;
+validate74.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_list_input = validate53;
-const schema64 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
+export const validate_tools_service_deployments_list_input = validate75;
+const schema98 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate75.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6089,7 +9222,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -6192,19 +9325,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate53.errors = vErrors;
+validate75.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_list_output = validate54;
-const schema65 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
+export const validate_tools_service_deployments_list_output = validate76;
+const schema99 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
 
-function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate54.evaluated;
+const evaluated0 = validate76.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6372,7 +9505,7 @@ vErrors.push(err14);
 errors++;
 }
 for(const key1 in data1){
-if(!(func51.call(schema65.properties.deployments.items.properties, key1))){
+if(!(func14.call(schema99.properties.deployments.items.properties, key1))){
 const err15 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err15];
@@ -6420,7 +9553,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!((data4 === "deploy") || (data4 === "rollback"))){
-const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema65.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema99.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -6433,7 +9566,7 @@ errors++;
 if(data1.rollback_of !== undefined){
 let data5 = data1.rollback_of;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -6468,7 +9601,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((((((data7 === "queued") || (data7 === "running")) || (data7 === "succeeded")) || (data7 === "failed")) || (data7 === "cancelled")) || (data7 === "interrupted"))){
-const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema65.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema99.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -6493,7 +9626,7 @@ errors++;
 if(data1.started_at !== undefined){
 let data9 = data1.started_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -6506,7 +9639,7 @@ errors++;
 if(data1.finished_at !== undefined){
 let data10 = data1.finished_at;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -6519,7 +9652,7 @@ errors++;
 if(data1.exit_code !== undefined){
 let data11 = data1.exit_code;
 if((!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))) && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
+const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -6532,7 +9665,7 @@ errors++;
 if(data1.outcome !== undefined){
 let data12 = data1.outcome;
 if((typeof data12 !== "string") && (data12 !== null)){
-const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema65.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
+const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -6594,7 +9727,7 @@ errors++;
 if(data.next_offset !== undefined){
 let data14 = data.next_offset;
 if((!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))) && (data14 !== null)){
-const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema65.properties.next_offset.type},message:"must be integer,null"};
+const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema99.properties.next_offset.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -6615,19 +9748,19 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate54.errors = vErrors;
+validate76.errors = vErrors;
 return errors === 0;
 }
-validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_logs_input = validate55;
-const schema66 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_deployments_logs_input = validate77;
+const schema100 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate77.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6680,7 +9813,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern11.test(data0)){
+if(!pattern22.test(data0)){
 const err4 = {instancePath:instancePath+"/deployment_id",schemaPath:"#/properties/deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -6783,19 +9916,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate55.errors = vErrors;
+validate77.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_logs_output = validate56;
-const schema67 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
+export const validate_tools_service_deployments_logs_output = validate78;
+const schema101 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate78(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate78.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6932,7 +10065,7 @@ vErrors.push(err10);
 errors++;
 }
 if(!(((data3 === "stdout") || (data3 === "stderr")) || (data3 === "system"))){
-const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema67.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema101.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -6993,7 +10126,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data6 = data.next_cursor;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema67.properties.next_cursor.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema101.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -7014,19 +10147,19 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate56.errors = vErrors;
+validate78.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate78.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_rollback_input = validate57;
-const schema68 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
+export const validate_tools_service_deployments_rollback_input = validate79;
+const schema102 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_rollback.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate79.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7079,7 +10212,7 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err4];
@@ -7124,7 +10257,7 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(!pattern11.test(data1)){
+if(!pattern22.test(data1)){
 const err8 = {instancePath:instancePath+"/to_deployment_id",schemaPath:"#/properties/to_deployment_id/pattern",keyword:"pattern",params:{pattern: "^dep_[0-9a-z]{26}$"},message:"must match pattern \""+"^dep_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -7157,19 +10290,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate79.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_rollback_output = validate58;
-const schema69 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+export const validate_tools_service_deployments_rollback_output = validate80;
+const schema103 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_rollback.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate80.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7313,7 +10446,7 @@ vErrors.push(err12);
 errors++;
 }
 for(const key1 in data0){
-if(!(func51.call(schema69.properties.deployment.properties, key1))){
+if(!(func14.call(schema103.properties.deployment.properties, key1))){
 const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err13];
@@ -7361,7 +10494,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema69.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema103.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -7374,7 +10507,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema69.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema103.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7409,7 +10542,7 @@ vErrors.push(err20);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema69.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema103.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -7434,7 +10567,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema69.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema103.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -7447,7 +10580,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema69.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema103.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -7460,7 +10593,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema69.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema103.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -7473,7 +10606,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema69.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema103.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -7506,20 +10639,20 @@ vErrors.push(err28);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate80.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate80.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_set_input = validate59;
-const schema70 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
-const pattern19 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
+export const validate_tools_service_env_set_input = validate81;
+const schema104 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
+const pattern30 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_set.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate81.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7592,7 +10725,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err6 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -7637,7 +10770,7 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(!pattern19.test(data1)){
+if(!pattern30.test(data1)){
 const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err10];
@@ -7695,19 +10828,19 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate81.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate81.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_set_output = validate60;
-const schema71 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
+export const validate_tools_service_env_set_output = validate82;
+const schema105 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_set.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate82.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7804,19 +10937,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate82.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_input = validate61;
-const schema72 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
+export const validate_tools_service_env_unset_input = validate83;
+const schema106 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_unset.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate83.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7879,7 +11012,7 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(!pattern6.test(data0)){
+if(!pattern17.test(data0)){
 const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
 if(vErrors === null){
 vErrors = [err5];
@@ -7924,7 +11057,7 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(!pattern19.test(data1)){
+if(!pattern30.test(data1)){
 const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
 if(vErrors === null){
 vErrors = [err9];
@@ -7957,19 +11090,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate61.errors = vErrors;
+validate83.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_output = validate62;
-const schema73 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
+export const validate_tools_service_env_unset_output = validate84;
+const schema107 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
 
-function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_unset.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate62.evaluated;
+const evaluated0 = validate84.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8077,19 +11210,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate62.errors = vErrors;
+validate84.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_input = validate63;
-const schema74 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_members_list_input = validate85;
+const schema108 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate63.evaluated;
+const evaluated0 = validate85.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8190,19 +11323,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate63.errors = vErrors;
+validate85.errors = vErrors;
 return errors === 0;
 }
-validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_output = validate64;
-const schema75 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_members_list_output = validate86;
+const schema109 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate64.evaluated;
+const evaluated0 = validate86.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8372,7 +11505,7 @@ errors++;
 if(data1.role !== undefined){
 let data6 = data1.role;
 if(!((((data6 === "viewer") || (data6 === "developer")) || (data6 === "admin")) || (data6 === "owner"))){
-const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema75.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema109.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8421,7 +11554,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema75.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema109.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8442,19 +11575,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate64.errors = vErrors;
+validate86.errors = vErrors;
 return errors === 0;
 }
-validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_input = validate65;
-const schema76 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
+export const validate_tools_service_whoami_input = validate87;
+const schema110 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate87.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8483,19 +11616,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate65.errors = vErrors;
+validate87.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_output = validate66;
-const schema77 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
+export const validate_tools_service_whoami_output = validate88;
+const schema111 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
 
-function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate66.evaluated;
+const evaluated0 = validate88.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8754,7 +11887,7 @@ errors++;
 if(data.role !== undefined){
 let data8 = data.role;
 if(!((((data8 === "viewer") || (data8 === "developer")) || (data8 === "admin")) || (data8 === "owner"))){
-const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema77.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema111.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -8771,7 +11904,7 @@ const len0 = data9.length;
 for(let i0=0; i0<len0; i0++){
 let data10 = data9[i0];
 if(!((data10 === "mcp:read") || (data10 === "mcp:write"))){
-const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema77.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema111.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -8831,7 +11964,7 @@ errors++;
 if(data11.kind !== undefined){
 let data12 = data11.kind;
 if(!((data12 === "api_key") || (data12 === "oauth"))){
-const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema77.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema111.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -8888,9 +12021,9 @@ vErrors.push(err32);
 }
 errors++;
 }
-validate66.errors = vErrors;
+validate88.errors = vErrors;
 return errors === 0;
 }
-validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate88.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/elicit-confirm.result","mcp/empty.params","mcp/initialize.params","mcp/logging-set-level.params","mcp/request-meta","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]
+export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/completion-complete.params","mcp/content-block","mcp/create-message.result","mcp/elicit.result","mcp/empty.params","mcp/initialize.params","mcp/list-roots.result","mcp/logging-set-level.params","mcp/paginated.params","mcp/prompts-get.params","mcp/request-meta","mcp/resource-contents","mcp/resources-read.params","mcp/resources-subscribe.params","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]

@@ -1,10 +1,18 @@
 /**
- * Server events that clients may follow on a `subscriptions/listen` stream (2026-07-28). In memory: one process serves
+ * Server events that clients may follow: on a `subscriptions/listen` stream (2026-07-28), or on a session's GET stream
+ * (resource updates and list changes of the 2025 revisions). In memory: one process serves
  * everything today; a shared bus (Redis) can replace it for several processes without changing its users.
  */
 export type ServerEvent =
   /** A task of this member changed status. */
   | { type: 'task'; taskId: string; membershipId: string }
+  /** The contents of a resource changed; `organizationId` null: a resource every organization sees. */
+  | { type: 'resource.updated'; uri: string; organizationId: string | null }
+  /**
+   * What a list method returns changed for an organization's members (null: for everyone): a tool, prompt or resource
+   * registered or removed at run time, an app created or deleted (its resource).
+   */
+  | { type: 'list.changed'; list: 'tools' | 'prompts' | 'resources'; organizationId: string | null }
 
 export class EventBus {
   readonly #listeners = new Set<(event: ServerEvent) => void>()

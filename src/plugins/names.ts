@@ -14,4 +14,7 @@ export const PLUGIN = {
   serverDiscover: 'mcp-server-discover',
   tasks: 'mcp-tasks',
   subscriptions: 'mcp-subscriptions',
+  resources: 'mcp-resources',
+  prompts: 'mcp-prompts',
+  completions: 'mcp-completions',
 } as const

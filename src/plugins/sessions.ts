@@ -4,6 +4,7 @@ import { HeartbeatRegistry } from '../lib/sse.js'
 import { CancelledByClient } from '../rpc/call-abort.js'
 import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
 import { SessionStore } from '../sessions/session-store.js'
+import { notifySession } from '../sessions/session.js'
 import { validatorFor } from '../validation/index.js'
 import { SERVER_INSTRUCTIONS, SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../version.js'
 import { PLUGIN } from './names.js'
@@ -69,9 +70,20 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   }, config.sessionSweepMs)
   revocationWatch.unref()
 
+  // List changes reach sessions on their GET stream (the 2025 revisions' place for messages about no request).
+  const unsubscribe = fastify.events.subscribe((event) => {
+    if (event.type !== 'list.changed') return
+    for (const session of store.liveSessions()) {
+      if (event.organizationId === null || session.organizationId === event.organizationId) {
+        notifySession(session, { jsonrpc: '2.0', method: `notifications/${event.list}/list_changed` })
+      }
+    }
+  })
+
   fastify.addHook('onReady', async () => store.start())
   // Sessions end (and their streams close) once the calls in flight have answered.
   fastify.shutdown.onFinish(() => {
+    unsubscribe()
     clearInterval(revocationWatch)
     heartbeats.stop()
     store.stop()

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Principal } from '../auth/principal.js'
+import { canUse, type Principal } from '../auth/principal.js'
 import { fail } from '../errors/service-error.js'
 import type { ServerEvent } from '../lib/event-bus.js'
 import type { CallContext } from '../rpc/dispatcher.js'
@@ -28,6 +28,8 @@ interface Subscription {
   honored: Filter
   /** The names of the tools its caller may see, comma-joined: a change is a tools/list_changed. */
   tools: string
+  /** Likewise for prompts. */
+  prompts: string
   /** Ends the subscription: `graceful` answers the listen request (the server closes it), else nothing more is sent. */
   end(graceful: boolean): void
 }
@@ -41,10 +43,14 @@ interface Subscription {
  *   process) changes its list. Each stream re-authenticates its credential every SERVICE_LISTEN_CHECK_MS and sends
  *   `notifications/tools/list_changed` when the visible tools differ; a credential that is no longer valid (revoked,
  *   expired, membership gone) ends the stream.
+ * - `promptsListChanged`: likewise for the prompts a caller may see.
+ * - `resourcesListChanged`: `notifications/resources/list_changed` when the resources its organization can list
+ *   change (an app created or deleted).
+ * - `resourceSubscriptions`: `notifications/resources/updated` for each URI the caller may read (others are left out
+ *   of the acknowledgement), when its contents change (a deployment's log while it runs).
  * - `taskIds` (tasks extension, declared in the request): `notifications/tasks` with the task as tasks/get shows it,
  *   for the caller's own tasks.
- *
- * Prompts and resources do not exist yet: those filter fields are left out of the acknowledgement. The client ends a
+ * The client ends a
  * subscription by closing the stream; the server ends it gracefully (the listen result, then the end of the stream)
  * when it shuts down or the credential stops being valid. Heartbeats keep idle streams open through proxies.
  */
@@ -54,6 +60,11 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
   const validateFilter = validatorFor('mcp/subscriptions-listen.params')
 
   const visibleTools = (principal: Principal) => fastify.tools.visibleTo(principal).map((t) => t.def.name).join(',')
+  const visiblePrompts = (principal: Principal) => fastify.prompts.visibleTo(principal).map((p) => p.def.name).join(',')
+  const mayRead = (principal: Principal, uri: string) => {
+    const audience = fastify.resources.audienceOf(uri)
+    return audience !== undefined && canUse(principal, audience)
+  }
   const tagged = (sub: Subscription, method: string, params: Record<string, unknown> = {}): JsonRpcNotification => ({
     jsonrpc: '2.0',
     method,
@@ -71,19 +82,46 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
         continue
       }
       sub.principal = principal
-      if (!sub.honored.toolsListChanged) continue
-      const tools = visibleTools(principal)
-      if (tools !== sub.tools) {
-        sub.tools = tools
-        sub.ctx.sink.send(tagged(sub, 'notifications/tools/list_changed'))
+      if (sub.honored.toolsListChanged) {
+        const tools = visibleTools(principal)
+        if (tools !== sub.tools) {
+          sub.tools = tools
+          sub.ctx.sink.send(tagged(sub, 'notifications/tools/list_changed'))
+        }
+      }
+      if (sub.honored.promptsListChanged) {
+        const prompts = visiblePrompts(principal)
+        if (prompts !== sub.prompts) {
+          sub.prompts = prompts
+          sub.ctx.sink.send(tagged(sub, 'notifications/prompts/list_changed'))
+        }
       }
     }
   }
   const timer = setInterval(check, config.listenCheckMs)
   timer.unref()
 
+  const concerns = (sub: Subscription, organizationId: string | null) => organizationId === null || sub.principal.organizationId === organizationId
   const onEvent = (event: ServerEvent) => {
-    if (event.type !== 'task') return
+    if (event.type === 'resource.updated') {
+      for (const sub of open) {
+        if (concerns(sub, event.organizationId) && sub.honored.resourceSubscriptions?.includes(event.uri)) {
+          sub.ctx.sink.send(tagged(sub, 'notifications/resources/updated', { uri: event.uri }))
+        }
+      }
+      return
+    }
+    if (event.type === 'list.changed') {
+      const wanted = event.list === 'tools' ? 'toolsListChanged' : event.list === 'prompts' ? 'promptsListChanged' : 'resourcesListChanged'
+      for (const sub of open) {
+        if (!concerns(sub, event.organizationId) || sub.honored[wanted] !== true) continue
+        // What the stream compares on its checks follows the change, so the same change is not announced twice.
+        if (event.list === 'tools') sub.tools = visibleTools(sub.principal)
+        if (event.list === 'prompts') sub.prompts = visiblePrompts(sub.principal)
+        sub.ctx.sink.send(tagged(sub, `notifications/${event.list}/list_changed`))
+      }
+      return
+    }
     for (const sub of open) {
       if (sub.principal.membershipId !== event.membershipId || !sub.honored.taskIds?.includes(event.taskId)) continue
       const task = fastify.tasks.get(sub.principal, event.taskId)
@@ -133,6 +171,10 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       const requested = params.notifications
       const honored: Filter = {}
       if (requested.toolsListChanged === true) honored.toolsListChanged = true
+      if (requested.promptsListChanged === true) honored.promptsListChanged = true
+      if (requested.resourcesListChanged === true) honored.resourcesListChanged = true
+      const readable = [...new Set(requested.resourceSubscriptions?.filter((uri) => mayRead(ctx.principal, uri)) ?? [])]
+      if (readable.length > 0) honored.resourceSubscriptions = readable
       if (requested.taskIds !== undefined) honored.taskIds = requested.taskIds.filter((id) => fastify.tasks.get(ctx.principal, id) !== undefined)
       return new Promise<Record<string, unknown>>((resolve) => {
         const sub: Subscription = {
@@ -141,6 +183,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
           principal: ctx.principal,
           honored,
           tools: honored.toolsListChanged ? visibleTools(ctx.principal) : '',
+          prompts: honored.promptsListChanged ? visiblePrompts(ctx.principal) : '',
           end(graceful) {
             if (!open.delete(sub)) return
             ctx.signal.removeEventListener('abort', onClose)
@@ -160,5 +203,5 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
 export default fp(subscriptionsPlugin, {
   name: PLUGIN.subscriptions,
   fastify: '5.x',
-  dependencies: [PLUGIN.rpc, PLUGIN.auth, PLUGIN.tasks, PLUGIN.tools],
+  dependencies: [PLUGIN.rpc, PLUGIN.auth, PLUGIN.tasks, PLUGIN.tools, PLUGIN.prompts, PLUGIN.resources],
 })

@@ -58,7 +58,7 @@ export class LegacyExchange implements Exchange {
   }
 
   get clientCapabilities(): Readonly<ClientCapabilities> {
-    return this.session.canElicit ? ELICITING : NOTHING
+    return this.session.clientCapabilities
   }
 
   get logLevel(): LogLevel {
@@ -67,7 +67,6 @@ export class LegacyExchange implements Exchange {
 }
 
 const NOTHING: Readonly<ClientCapabilities> = Object.freeze({})
-const ELICITING: Readonly<ClientCapabilities> = Object.freeze({ elicitation: Object.freeze({}) })
 
 /** `initialize`: legacy, before its session exists. */
 export const HANDSHAKE_EXCHANGE: Exchange = Object.freeze({

@@ -69,6 +69,11 @@ export class SessionStore {
     return this.live.size
   }
 
+  /** The sessions in memory (the ones with a client about): for notifications that go to every session concerned. */
+  liveSessions(): IterableIterator<Session> {
+    return this.live.values()
+  }
+
   create(input: NewSession, now = Date.now()): Session {
     const row: SessionRow = {
       id: newSessionId(),
@@ -259,7 +264,8 @@ export class SessionStore {
       membershipId: row.membershipId,
       organizationId: row.organizationId,
       protocolVersion: row.protocolVersion as LegacyProtocolVersion,
-      canElicit: typeof row.clientCapabilities.elicitation === 'object' && row.clientCapabilities.elicitation !== null,
+      clientCapabilities: Object.freeze(row.clientCapabilities),
+      subscriptions: null,
       logLevel: level,
       initialized: row.initializedAt !== null,
       lastSeenAt: row.lastSeenAt,

@@ -1,6 +1,7 @@
 import type { SseStream } from '../lib/sse.js'
 import { SessionEnded, type CallAbort } from '../rpc/call-abort.js'
-import type { LegacyProtocolVersion, LogLevel, RequestId } from '../rpc/types.js'
+import type { ClientCapabilities } from '../rpc/exchange.js'
+import type { JsonRpcNotification, LegacyProtocolVersion, LogLevel, RequestId } from '../rpc/types.js'
 
 /** A server-to-client request awaiting the client's answer (elicitation uses this). */
 export interface PendingOutbound {
@@ -76,8 +77,13 @@ export interface Session {
   readonly membershipId: string
   readonly organizationId: string
   readonly protocolVersion: LegacyProtocolVersion
-  /** The client declared `capabilities.elicitation` at initialize. */
-  readonly canElicit: boolean
+  /**
+   * What the client declared at initialize, as the session keeps it (which known capabilities, never the client's own
+   * payload: see sessionCapabilities).
+   */
+  readonly clientCapabilities: Readonly<ClientCapabilities>
+  /** Resources the client subscribed to (resources/subscribe), in memory: a restart forgets them, like its streams. */
+  subscriptions: Set<string> | null
   logLevel: LogLevel
   initialized: boolean
   lastSeenAt: number
@@ -92,4 +98,14 @@ export function runtimeOf(session: Session): SessionRuntime {
 /** Drops the runtime of a session that has nothing in flight any more. */
 export function releaseRuntime(session: Session): void {
   if (session.runtime?.empty) session.runtime = null
+}
+
+/**
+ * Sends a notification on the session's standalone (GET) stream, where the 2025 revisions put messages unrelated to a
+ * request (list changes, resource updates). False when the client keeps no such stream open: the notification is
+ * dropped, as the spec allows.
+ */
+export function notifySession(session: Session, notification: JsonRpcNotification): boolean {
+  const stream = session.runtime?.standalone
+  return stream ? stream.send(notification) !== null : false
 }

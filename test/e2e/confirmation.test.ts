@@ -399,7 +399,7 @@ t.test('an answer that does not match the request is refused (400) and the wait 
   const maybe = await answer(server, headers, request.id, { action: 'maybe' })
   t.match(maybe.json.error.message, /\/action/, 'the refusal names what is wrong')
   const yes = await answer(server, headers, request.id, { action: 'accept', content: { confirm: 'yes' } })
-  t.match(yes.json.error.message, /\/content\/confirm must be boolean/)
+  t.match(yes.json.error.message, /\/content\/confirm must be a boolean/)
   await stillWaiting(t, live, id, 'after malformed answers')
   t.ok(appExists(server, app.id), 'nothing ran')
   t.strictSame(confirmations(server), [], 'a refused answer is not an outcome')

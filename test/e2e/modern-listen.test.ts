@@ -61,7 +61,7 @@ t.test('the acknowledgement comes first with the honoured subset; every message 
       const ack = await ackOf(live)
       t.equal(ack.method, ACK, 'the first message is the acknowledgement')
       t.notOk('id' in ack, 'a notification')
-      t.strictSame(ack.params.notifications, { toolsListChanged: true }, 'only what is supported: prompts and resources are left out')
+      t.strictSame(ack.params.notifications, { toolsListChanged: true, promptsListChanged: true }, 'what is honoured: a resource nothing serves is left out')
       t.equal(ack.params._meta[SUBSCRIPTION_ID_KEY], id, 'tagged with the listen request id (same type)')
 
       server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
@@ -86,7 +86,7 @@ t.test('a role change sends tools/list_changed to streams that asked for it, and
   const tools = await listen(t, server, dev.key, { toolsListChanged: true }, { id: 'tools' })
   const prompts = await listen(t, server, dev.key, { promptsListChanged: true }, { id: 'prompts' })
   t.strictSame((await ackOf(tools)).params.notifications, { toolsListChanged: true })
-  t.strictSame((await ackOf(prompts)).params.notifications, {}, 'nothing honoured')
+  t.strictSame((await ackOf(prompts)).params.notifications, { promptsListChanged: true }, 'prompts honoured')
 
   // Nothing changes: nothing is sent over several checks.
   await sleep(CHECK_MS * 4)
@@ -100,7 +100,7 @@ t.test('a role change sends tools/list_changed to streams that asked for it, and
 
   await sleep(CHECK_MS * 4)
   t.equal(messagesOf(tools).filter((m) => m.method === 'notifications/tools/list_changed').length, 1, 'once per change')
-  t.strictSame(messagesOf(prompts).map((m) => m.method), [ACK], 'the stream that asked only for prompts got nothing')
+  t.strictSame(messagesOf(prompts).map((m) => m.method), [ACK], 'the stream that asked only for prompts got nothing (no prompt changed)')
   t.notOk(prompts.endedByServer, 'and is still open')
 
   const after = toolNames(await modernPost(server.mcpUrl, dev.key, 'tools/list'))

@@ -103,7 +103,7 @@ const confirmTool = defineTool<Record<string, unknown>, { confirmed: boolean }>(
 const TOOLS = [...builtinTools, paramsTool, taskTool, confirmTool]
 
 const server = await startServer(t, {
-  config: { allowedOrigins: [ORIGIN], toolsPageSize: 5, listTtlMs: LIST_TTL_MS, discoverTtlMs: DISCOVER_TTL_MS, taskPollIntervalMs: 50 },
+  config: { allowedOrigins: [ORIGIN], pageSize: 5, listTtlMs: LIST_TTL_MS, discoverTtlMs: DISCOVER_TTL_MS, taskPollIntervalMs: 50 },
   tools: TOOLS,
 })
 const KEY = server.apiKey
@@ -512,7 +512,6 @@ t.test('ladder: unknown and removed methods → 404 -32601', async (t) => {
     ['resources/unsubscribe', { uri: 'x://y' }],
     ['tasks/result', { taskId: 'x' }],
     ['tasks/list', {}],
-    ['prompts/list', {}],
     ['no/such/method', {}],
     ['Tools/List', {}],
   ]
@@ -771,7 +770,7 @@ t.test('results: server/discover', async (t) => {
   const result = okResult(t, reply, id, 'server/discover')
   t.match(String(reply.headers['content-type']), /^application\/json/)
   t.same(result.supportedVersions, [MODERN], 'supportedVersions: the modern revision only')
-  t.same(result.capabilities, { logging: {}, tools: { listChanged: true }, extensions: { [TASKS_EXTENSION]: {} } }, 'capabilities')
+  t.same(result.capabilities, { logging: {}, tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, completions: {}, extensions: { [TASKS_EXTENSION]: {} } }, 'capabilities')
   t.equal(result.instructions, SERVER_INSTRUCTIONS)
   t.equal(result.resultType, 'complete')
   t.ok(Number.isInteger(result.ttlMs) && result.ttlMs >= 0, 'ttlMs is an integer ≥ 0')
@@ -795,7 +794,7 @@ t.test('results: tools/list — fields, pages, order, cursor', async (t) => {
   t.same(names[2], names[0], 'same order, third call')
   t.same(names[0], TOOLS.map((d) => d.name), 'registration order')
   const pages = runs[0]!.pages
-  t.equal(pages.length, Math.ceil(TOOLS.length / 5), 'pages of toolsPageSize 5')
+  t.equal(pages.length, Math.ceil(TOOLS.length / 5), 'pages of pageSize 5')
   pages.forEach((page, i) => {
     t.equal(page.resultType, 'complete', `page ${i + 1}: resultType`)
     t.equal(page.ttlMs, LIST_TTL_MS, `page ${i + 1}: ttlMs from config listTtlMs`)

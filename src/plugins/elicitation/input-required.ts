@@ -2,47 +2,51 @@ import type { FastifyInstance } from 'fastify'
 import { lastingCredential, type Principal } from '../../auth/principal.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { randomSecret } from '../../lib/crypto.js'
+import { checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import { argumentsDigest } from '../../mrtr/canonical.js'
 import type { RequestStateSealer } from '../../mrtr/state-sealer.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
-import { canElicitForm, type Exchange } from '../../rpc/exchange.js'
-import { checkConfirmAnswer, confirmationRequest, confirms, recordOutcome } from './form.js'
+import type { Exchange } from '../../rpc/exchange.js'
+import type { AskOptions, AskTarget } from '../../rpc/handler-context.js'
+import type { Asked } from './asked.js'
 
 /**
- * Confirmation on a stateless (2026-07-28) request, with multi round-trip requests (MRTR). There is no stream to ask
- * on and nothing is remembered between requests, so:
+ * Questions on a stateless (2026-07-28) request, with multi round-trip requests (MRTR). There is no stream to ask on
+ * and nothing is remembered between requests, so:
  *
- * 1. The tool runs until its `confirm(message)`, which ends the call with an `input_required` result: one form
- *    `elicitation/create` input request (`confirm`, the same message and boolean schema as in a session) and a
- *    `requestState` sealed by the server (AES-256-GCM, see RequestStateSealer) naming an operation id, the member,
- *    organization and lasting credential (API key or OAuth grant), the tool, the SHA-256 of the canonical arguments,
- *    an expiry (the confirmation timeout) and which confirmations are already granted. Nothing has changed yet: a tool
- *    changes nothing before it is confirmed.
- * 2. The client retries the call (a new JSON-RPC id, the same name and arguments) with the user's answer in
- *    `inputResponses.confirm` and the `requestState` unchanged. The state is opened and checked against the retry
- *    before anything runs: altered, forged, another member's, another credential's, another tool's or other
- *    arguments' → -32602, nothing runs. Then the tool runs again and its `confirm(message)` reads the answer: accept
- *    with `confirm: true` → goes ahead; decline, cancel or false → ELICITATION_DENIED; past the expiry →
- *    ELICITATION_TIMEOUT; no answer → the same question again (same operation, same expiry); a malformed answer →
- *    -32602. A tool that asks again later gets `confirm_2`, `confirm_3`… in further rounds.
+ * 1. The handler runs until its first unanswered `ask(requests)`, which ends the request with an `input_required`
+ *    result: the requests as `inputRequests` (their keys are the handler's), and a `requestState` sealed by the server
+ *    (AES-256-GCM, see RequestStateSealer) naming an operation id, the member, organization and lasting credential
+ *    (API key or OAuth grant), the target (`tools/call <name>`, `prompts/get <name>`, `resources/read <uri>`), the
+ *    SHA-256 of the canonical arguments, the deadline of the pending questions, the answers of earlier rounds and the
+ *    keys and kinds asked now.
+ * 2. The client retries with a new JSON-RPC id, the same target and arguments, the answers in `inputResponses` and the
+ *    `requestState` unchanged. The state is opened and checked against the retry before the handler runs: altered,
+ *    forged, another member's, credential's, target's or arguments' → -32602, nothing runs. The handler then runs
+ *    again from the start: each `ask` answered in an earlier round resolves at once with its sealed answer; the pending
+ *    one reads `inputResponses` (every key answered and each answer fitting its request, else -32602; a key left
+ *    unanswered asks the same questions again, same deadline; past the deadline INPUT_TIMEOUT); a later `ask` is a
+ *    new round. Unknown keys in `inputResponses` are ignored.
  *
- * The operation id makes the confirmed run happen at most once: CallIdempotency records it in the database, so a replay
- * of the same accepted state while it runs is a 409 and afterwards gets the stored result (decisions.md §6 and §10).
- * A client that did not declare `elicitation` in this request's capabilities is not asked: -32021 (HTTP 400) with
- * `requiredCapabilities: {elicitation: {}}`, as the revision prescribes.
+ * So a handler must change nothing before its asks and ask the same things in the same order: arguments cannot change
+ * between rounds (they are bound), and an ask that differs from the one sealed is refused (-32602). Asking a kind the
+ * client did not declare in this request's capabilities is -32021 (HTTP 400) with `requiredCapabilities`.
+ *
+ * The operation id makes a confirmed run happen at most once: CallIdempotency records it (decisions.md §6 and §10).
  */
 
-/** Thrown by `confirm()` to end the call with an input_required result; the tools plugin answers with `result`. */
+/** Thrown by `ask()` to end the request with an input_required result; the method answers with `result`. */
 export class InputRequired extends Error {
   override name = 'InputRequired'
   constructor(readonly result: Record<string, unknown>) {
-    super('the call needs the client to answer an input request and retry')
+    super('the request needs the client to answer its input requests and retry')
   }
 }
 
 /**
- * Thrown by `confirm()` when the retry itself is malformed (an answer that does not fit the form): the request gets a
- * JSON-RPC error (-32602), never a tool result, whatever the tool does with its own failures.
+ * Thrown by `ask()` when the retry itself is malformed (an answer that does not fit its request, a state the handler
+ * no longer matches): the request gets a JSON-RPC error (-32602), never a tool result, whatever the handler does with
+ * its own failures.
  */
 export class AnswerRefused extends Error {
   override name = 'AnswerRefused'
@@ -51,67 +55,90 @@ export class AnswerRefused extends Error {
   }
 }
 
+/** Largest requestState handed out (the request schemas accept up to 64 KiB): answers are carried in it. */
+const MAX_STATE_LENGTH = 65_536
+
 /** What a requestState holds (sealed, so the client can neither read nor change it). */
 interface StatePayload {
-  v: 1
-  /** Operation id: identifies the confirmed run across retries. */
+  v: 2
+  /** Operation id: identifies the run across retries (the key of a confirmed call's at-most-once record). */
   op: string
   /** Membership, organization and lasting credential it was issued to. */
   m: string
   o: string
   c: string
-  /** Tool and SHA-256 of the canonical arguments it was issued for. */
+  /** Target (method and name or URI) and SHA-256 of the canonical arguments it was issued for. */
   t: string
   a: string
-  /** When the pending question expires (ms since epoch). */
+  /** When the pending questions expire (ms since epoch). */
   exp: number
-  /** Confirmations of this operation already granted in earlier rounds. */
-  n: number
-  /** Key of the pending question (`confirm`, `confirm_2`, …). */
-  k: string
+  /** Checked answers of the earlier rounds, in order. */
+  r: Array<Record<string, unknown>>
+  /** The pending round: its keys and the method each asks. */
+  p: Record<string, string>
 }
 
 function isStatePayload(p: Record<string, unknown>): p is Record<string, unknown> & StatePayload {
-  return p.v === 1 && typeof p.op === 'string' && typeof p.m === 'string' && typeof p.o === 'string' && typeof p.c === 'string' &&
-    typeof p.t === 'string' && typeof p.a === 'string' && typeof p.exp === 'number' && Number.isSafeInteger(p.n) && typeof p.k === 'string'
+  return p.v === 2 && typeof p.op === 'string' && typeof p.m === 'string' && typeof p.o === 'string' && typeof p.c === 'string' &&
+    typeof p.t === 'string' && typeof p.a === 'string' && typeof p.exp === 'number' && Array.isArray(p.r) &&
+    p.r.every((x) => typeof x === 'object' && x !== null && !Array.isArray(x)) && typeof p.p === 'object' && p.p !== null && !Array.isArray(p.p)
 }
 
-/** One tools/call of a stateless request, as far as confirmations go: its verified state and answers, if any. */
-class ConfirmationRound {
-  /** confirm() calls made by this run of the tool. */
+/** One request's questions: its verified state, the answers it carries, and what its handler asked so far. */
+class Round {
+  /** ask() calls made by this run of the handler. */
   calls = 0
+  /** Answers known to this run, in order: the sealed ones, then any answered by this request. */
+  readonly known: Array<Record<string, unknown>>
   #digest: string | undefined
 
   constructor(
-    readonly tool: string,
+    readonly target: string,
     private readonly args: unknown,
     readonly state: StatePayload | null,
     readonly answers: Readonly<Record<string, unknown>> | undefined,
     digest?: string,
   ) {
+    this.known = state ? [...state.r] : []
     this.#digest = digest
   }
 
-  /** SHA-256 of the canonical arguments, computed only when a state is checked or minted (most calls never ask). */
+  /** SHA-256 of the canonical arguments, computed only when a state is checked or minted (most requests never ask). */
   get digest(): string {
     return (this.#digest ??= argumentsDigest(this.args))
   }
 }
 
-function keyOf(index: number): string {
-  return index === 1 ? 'confirm' : `confirm_${index}`
+const sameKeys = (a: Record<string, unknown>, b: Record<string, unknown>) => {
+  const ka = Object.keys(a)
+  return ka.length === Object.keys(b).length && ka.every((k) => k in b)
 }
 
-export function inputRequiredConfirmation(fastify: FastifyInstance, sealer: RequestStateSealer) {
-  const { repos, config } = fastify
-  const rounds = new WeakMap<Exchange, ConfirmationRound>()
+function refused(message: string, param = 'requestState'): AnswerRefused {
+  return new AnswerRefused(fail('INVALID_PARAMS', { message, details: { param } }))
+}
+
+/** Each answer checked against its request (-32602 for the first that does not fit); unknown keys are left out. */
+function checkedAnswers(requests: InputRequests, given: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const checked: Record<string, unknown> = {}
+  for (const [key, request] of Object.entries(requests)) {
+    const outcome = checkAnswer(request, given[key])
+    if ('problem' in outcome) throw refused(`inputResponses.${key} does not answer its ${request.method} request: ${outcome.problem}`, `inputResponses.${key}`)
+    checked[key] = outcome.ok
+  }
+  return checked
+}
+
+export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSealer) {
+  const { config } = fastify
+  const rounds = new WeakMap<Exchange, Round>()
 
   /**
-   * Before a stateless tools/call runs: opens and checks its requestState (-32602 when it is not one of ours, or not
-   * for this member, credential, tool and arguments) and keeps its answers for `confirm()`.
+   * Before a handler runs on a stateless request: opens and checks its requestState (-32602 when it is not one of
+   * ours, or not for this member, credential, target and arguments) and keeps its answers for `ask()`.
    */
-  function open(ctx: { exchange: Exchange; principal: Principal }, toolName: string, args: unknown, requestState: unknown, inputResponses: unknown): void {
-    // A call without state or answers is a first round: confirm() makes its round if the tool ever asks.
+  function open(ctx: { exchange: Exchange; principal: Principal }, target: string, args: unknown, requestState: unknown, inputResponses: unknown): void {
+    // A request without state or answers is a first round: ask() makes its round if the handler ever asks.
     if (requestState === undefined && inputResponses === undefined) return
     let state: StatePayload | null = null
     let digest: string | undefined
@@ -120,96 +147,95 @@ export function inputRequiredConfirmation(fastify: FastifyInstance, sealer: Requ
       const payload = typeof requestState === 'string' ? sealer.open(requestState) : null
       if (!payload || !isStatePayload(payload)) {
         throw fail('INVALID_PARAMS', {
-          message: 'requestState is not one this server issued, or it was altered: call the tool again without requestState and inputResponses',
+          message: 'requestState is not one this server issued, or it was altered: send the request again without requestState and inputResponses',
           details: { param: 'requestState' },
         })
       }
       const p = ctx.principal
-      if (payload.m !== p.membershipId || payload.o !== p.organizationId || payload.c !== lastingCredential(p) || payload.t !== toolName || payload.a !== digest) {
+      if (payload.m !== p.membershipId || payload.o !== p.organizationId || payload.c !== lastingCredential(p) || payload.t !== target || payload.a !== digest) {
         throw fail('INVALID_PARAMS', {
-          message: 'requestState belongs to another call: a retry repeats the tool name and arguments of the call that returned it, with the same credential',
+          message: 'requestState belongs to another request: a retry repeats the method, name (or URI) and arguments of the request that returned it, with the same credential',
           details: { param: 'requestState' },
         })
       }
       state = payload
     }
-    const answers = typeof inputResponses === 'object' && inputResponses !== null ? (inputResponses as Record<string, unknown>) : undefined
-    rounds.set(ctx.exchange, new ConfirmationRound(toolName, args, state, answers, digest))
+    const answers = typeof inputResponses === 'object' && inputResponses !== null && !Array.isArray(inputResponses) ? (inputResponses as Record<string, unknown>) : undefined
+    rounds.set(ctx.exchange, new Round(target, args, state, answers, digest))
   }
 
-  /** The operation id of the call's verified requestState, when it carries one (the key of at-most-once). */
+  /** The operation id of the request's verified requestState, when it carries one (the key of at-most-once). */
   function operationOf(exchange: Exchange): string | null {
     return rounds.get(exchange)?.state?.op ?? null
   }
 
-  function ask(ctx: CallContext, round: ConfirmationRound, index: number, message: string, exp: number): InputRequired {
+  /** The input_required result that asks `requests` for the pending round `index` of this operation. */
+  function question(ctx: CallContext, round: Round, requests: InputRequests, exp: number): InputRequired {
     const p = ctx.principal
-    const key = keyOf(index)
     const state: StatePayload = {
-      v: 1,
+      v: 2,
       op: round.state?.op ?? randomSecret(16),
       m: p.membershipId,
       o: p.organizationId,
       c: lastingCredential(p),
-      t: round.tool,
+      t: round.target,
       a: round.digest,
       exp,
-      n: index - 1,
-      k: key,
+      r: round.known,
+      p: Object.fromEntries(Object.entries(requests).map(([k, r]) => [k, r.method])),
     }
-    return new InputRequired({
-      resultType: 'input_required',
-      inputRequests: { [key]: { method: 'elicitation/create', params: confirmationRequest(message) } },
-      requestState: sealer.seal({ ...state }),
-    })
+    const sealed = sealer.seal({ ...state })
+    if (sealed.length > MAX_STATE_LENGTH) {
+      throw fail('INVALID_PARAMS', { message: 'The answers given so far are too large to carry to the next round; answer with less' })
+    }
+    return new InputRequired({ resultType: 'input_required', inputRequests: requests, requestState: sealed })
   }
 
-  async function confirm(ctx: CallContext, toolName: string, args: unknown, message: string): Promise<void> {
+  /**
+   * One ask of the handler (see the module comment). `fresh` says whether the answers were given by this very
+   * request (false: replayed from an earlier round's sealed state), so that what is recorded once is not recorded on
+   * every retry.
+   */
+  async function ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options: AskOptions = {}): Promise<Asked<R>> {
     let round = rounds.get(ctx.exchange)
     if (!round) {
-      round = new ConfirmationRound(toolName, args, null, undefined)
+      round = new Round(about.target, about.args, null, undefined)
       rounds.set(ctx.exchange, round)
     }
-    const index = ++round.calls
-    const granted = round.state?.n ?? 0
-    if (index <= granted) return // answered with accept in an earlier round of this operation
-    const key = keyOf(index)
-    const state = round.state
-    const record = (outcome: Parameters<typeof recordOutcome>[4], details: Record<string, unknown> = {}) =>
-      recordOutcome(repos, ctx, toolName, message, outcome, { operation_id: state?.op, ...details })
-
-    if (state && index === granted + 1 && state.k === key) {
-      if (state.exp <= Date.now()) {
-        record('timed_out')
-        throw fail('ELICITATION_TIMEOUT')
-      }
-      const answer = round.answers?.[key]
-      // Not answered (yet): the same question, for the same operation and deadline.
-      if (answer === undefined) throw ask(ctx, round, index, message, state.exp)
-      const problem = checkConfirmAnswer(answer)
-      if (problem !== null) {
-        throw new AnswerRefused(fail('INVALID_PARAMS', {
-          message: `inputResponses.${key} does not answer the confirmation: ${problem}`,
-          details: { param: `inputResponses.${key}` },
-        }))
-      }
-      const a = answer as Record<string, unknown>
-      if (confirms(a)) {
-        record('confirmed')
-        return
-      }
-      record('declined', { action: a.action, ...(a.action === 'accept' ? { confirm: (a.content as { confirm?: unknown }).confirm } : {}) })
-      throw fail('ELICITATION_DENIED')
+    const index = round.calls++
+    const known = round.known[index]
+    if (known !== undefined) {
+      if (!sameKeys(known, requests)) throw refused('The handler asked other questions than the ones answered: send the request again without requestState and inputResponses')
+      return { answers: known as InputResponses<R>, fresh: false }
     }
-    // A question not asked yet. Only a client that declared elicitation in this very request may be asked.
-    if (!canElicitForm(ctx.exchange.clientCapabilities)) {
+    const state = round.state
+    if (state && index === state.r.length && sameKeys(state.p, requests) && Object.entries(requests).every(([k, r]) => state.p[k] === r.method)) {
+      if (state.exp <= Date.now()) throw fail('INPUT_TIMEOUT')
+      const given = round.answers ?? {}
+      // Not answered (yet), or only in part: the same questions again, for the same operation and deadline.
+      if (Object.keys(requests).some((k) => given[k] === undefined)) throw question(ctx, round, requests, state.exp)
+      const checked = checkedAnswers(requests, given)
+      round.known.push(checked)
+      return { answers: checked as InputResponses<R>, fresh: true }
+    }
+    if (state && index === state.r.length) throw refused('The handler asked other questions than the ones pending: send the request again without requestState and inputResponses')
+    // Answers given before any question was asked count only where the handler says they need no proof.
+    if (!state && options.acceptUnasked === true && round.answers !== undefined && Object.keys(requests).every((k) => round.answers![k] !== undefined)) {
+      const checked = checkedAnswers(requests, round.answers)
+      round.known.push(checked)
+      return { answers: checked as InputResponses<R>, fresh: true }
+    }
+    // A round not asked yet. Only what the client declared in this very request may be asked.
+    const required: Record<string, unknown> = {}
+    for (const request of Object.values(requests)) Object.assign(required, missingCapability(request, ctx.exchange.clientCapabilities))
+    if (Object.keys(required).length > 0) {
       throw fail('MISSING_CLIENT_CAPABILITY', {
-        message: `${toolName} asks the user for confirmation: declare the elicitation capability (form) in this request's io.modelcontextprotocol/clientCapabilities`,
-        details: { requiredCapabilities: { elicitation: {} } },
+        message: `${about.target} asks the client for input: declare ${Object.keys(required).join(' and ')} in this request's io.modelcontextprotocol/clientCapabilities`,
+        details: { requiredCapabilities: required },
       })
     }
-    throw ask(ctx, round, index, message, Date.now() + config.elicitationTimeoutMs)
+    throw question(ctx, round, requests, Date.now() + config.elicitationTimeoutMs)
   }
 
-  return { open, operationOf, confirm }
+  return { open, operationOf, ask }
 }

@@ -1,61 +1,71 @@
 import type { FastifyInstance } from 'fastify'
 import { fail } from '../../errors/service-error.js'
+import { checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
+import type { AskTarget } from '../../rpc/handler-context.js'
 import { OutboundRequestError } from '../../sessions/session.js'
-import { checkConfirmAnswer, confirmationRequest, confirms, recordOutcome } from './form.js'
+import type { Asked } from './asked.js'
 
 /**
- * Confirmation in a session (the 2025 revisions): the server sends `elicitation/create` on the call's own SSE stream
- * and waits for the client's answer, posted on the same session by the same member. Throws CAPABILITY_REQUIRED (no
- * elicitation capability, no stream, or before notifications/initialized; nothing is sent), ELICITATION_DENIED
- * (decline, cancel, confirm false, or a JSON-RPC error answer), ELICITATION_TIMEOUT (after `notifications/cancelled`
- * for the request) or OPERATION_CANCELLED (the call was cancelled or its stream went away).
+ * Questions in a session (the 2025 revisions): each request is sent as a server request on the call's own SSE stream
+ * (a client waiting on its POST may ignore the GET stream), all at once, and the answers are awaited, each checked
+ * against its request before it counts (a refused answer is a 400 to its sender, and the wait goes on).
+ *
+ * Throws CAPABILITY_REQUIRED when nothing can be asked (a capability the client did not declare at initialize, no
+ * stream, or before notifications/initialized; nothing is sent), INPUT_TIMEOUT (after `notifications/cancelled` for
+ * the unanswered requests), INPUT_REFUSED (the client answered with a JSON-RPC error) or OPERATION_CANCELLED (the call
+ * was cancelled or its stream went away).
  */
-export function serverRequestConfirmation(fastify: FastifyInstance) {
-  const { rpc, repos, config } = fastify
+export function sessionAsker(fastify: FastifyInstance) {
+  const { rpc, config } = fastify
 
-  return async function confirm(ctx: CallContext, toolName: string, message: string): Promise<void> {
+  return async function ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R): Promise<Asked<R>> {
     const session = ctx.session
-    const record = (outcome: Parameters<typeof recordOutcome>[4], details?: Record<string, unknown>) => recordOutcome(repos, ctx, toolName, message, outcome, details)
-    // Gated only on the declared capability, whatever the revision (decisions.md §1); `{}` means form.
-    if (!session?.canElicit) {
-      throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation: the client must declare the elicitation capability` })
+    if (!session) throw new Error('a session ask without a session')
+    // Gated only on what was declared, whatever the revision (decisions.md §1).
+    const required = Object.values(requests).map((r) => missingCapability(r, session.clientCapabilities)).filter((m) => m !== null)
+    if (required.length > 0) {
+      const names = required.flatMap((m) => Object.keys(m))
+      throw fail('CAPABILITY_REQUIRED', { message: `${about.target} asks the client for input: the client must declare ${names.join(' and ')} at initialize` })
     }
-    // The request goes on the call's own stream (a client waiting on its POST may ignore the GET stream).
     if (!ctx.sink.streaming) {
-      throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation on the call's SSE stream: send Accept: application/json, text/event-stream` })
+      throw fail('CAPABILITY_REQUIRED', { message: `${about.target} asks the client for input on the call's SSE stream: send Accept: application/json, text/event-stream` })
     }
     // No server-initiated request before notifications/initialized (lifecycle).
     if (!session.initialized) {
-      throw fail('CAPABILITY_REQUIRED', { message: 'Send notifications/initialized before calling a tool that asks for confirmation' })
+      throw fail('CAPABILITY_REQUIRED', { message: `Send notifications/initialized before ${about.target}: it asks the client for input` })
     }
-    let answer: Record<string, unknown>
+    const entries = Object.entries(requests)
+    const controller = new AbortController()
+    // One failure ends the others: their requests are withdrawn (notifications/cancelled) rather than left open.
+    const onAbort = () => controller.abort()
+    ctx.signal.addEventListener('abort', onAbort, { once: true })
     try {
-      answer = await rpc.request(session, ctx.principal, ctx.sink, 'elicitation/create', confirmationRequest(message), {
-        timeoutMs: config.elicitationTimeoutMs,
-        signal: ctx.signal,
-        accept: checkConfirmAnswer,
-      })
+      const answers = await Promise.all(entries.map(async ([key, request]) => {
+        const raw = await rpc.request(session, ctx.principal, ctx.sink, request.method, { ...request.params }, {
+          timeoutMs: config.elicitationTimeoutMs,
+          signal: controller.signal,
+          accept: (result) => {
+            const outcome = checkAnswer(request, result)
+            return 'problem' in outcome ? outcome.problem : null
+          },
+        }).catch((err: unknown) => {
+          controller.abort()
+          throw err
+        })
+        const outcome = checkAnswer(request, raw)
+        if ('problem' in outcome) throw new Error('an accepted answer failed its check')
+        return [key, outcome.ok] as const
+      }))
+      return { answers: Object.fromEntries(answers) as InputResponses<R>, fresh: true }
     } catch (err) {
-      if (err instanceof OutboundRequestError && err.reason === 'timeout') {
-        record('timed_out')
-        throw fail('ELICITATION_TIMEOUT')
-      }
-      if (err instanceof OutboundRequestError && err.reason === 'error') {
-        // The client's error message is kept short: the audit log must not grow by what a client chooses to send.
-        record('declined', { error: err.message.slice(0, 200) })
-        throw fail('ELICITATION_DENIED', { message: 'The client could not show the confirmation; nothing was changed' })
-      }
-      record('cancelled')
-      throw fail('OPERATION_CANCELLED', { message: 'The confirmation was abandoned; nothing was changed' })
+      if (err instanceof OutboundRequestError && err.reason === 'timeout') throw fail('INPUT_TIMEOUT')
+      // The client's own message is kept short: what a client chooses to send is not echoed at length.
+      if (err instanceof OutboundRequestError && err.reason === 'error') throw fail('INPUT_REFUSED', { message: `The client refused: ${err.message.slice(0, 200)}` })
+      if (err instanceof OutboundRequestError) throw fail('OPERATION_CANCELLED', { message: 'The question to the client was abandoned; nothing was changed' })
+      throw err
+    } finally {
+      ctx.signal.removeEventListener('abort', onAbort)
     }
-    // checkConfirmAnswer let only well-formed answers through: with accept, content.confirm is a boolean.
-    if (confirms(answer)) {
-      record('confirmed')
-      return
-    }
-    const content = answer.content as { confirm?: unknown } | undefined
-    record('declined', { action: answer.action, ...(answer.action === 'accept' ? { confirm: content?.confirm } : {}) })
-    throw fail('ELICITATION_DENIED')
   }
 }

@@ -4,7 +4,7 @@ import { fail, type ServiceError } from '../../errors/service-error.js'
 import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
 import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
-import { isLegacyProtocolVersion, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
+import { isLegacyProtocolVersion, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
 import { parseAccept, sessionIdHeader, type Acceptance } from './headers.js'
 
@@ -164,22 +164,23 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
       const precheck = (call: PreparedRequest) => ({ exchange, session, principal, requestId: call.message.id })
       for (const call of calls) call.def.precheck?.(call.params, precheck(call))
-      const stream = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
-
-      if (stream) {
-        const sse = openStream(request, reply, session, 'call')
-        const sink: MessageSink = { streaming: true, send: (m) => sse.send(m) !== null }
-        for (const a of answers) if (!('def' in a)) sink.send(a)
-        await Promise.all(calls.map(async (call) => {
-          const response = await rpc.run(call, { exchange, principal, sink, log: request.log })
-          if (response) sink.send(response)
-        }))
-        sse.end()
+      // SSE at once when the client takes nothing else or a call prefers it (a confirmation, progress); JSON when the
+      // client takes nothing else; otherwise JSON unless a call sends something while it runs (a log line, a question
+      // to the client), which turns the answer into an SSE stream carrying everything from then on.
+      const upfront = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
+      const answer = new LegacyAnswer(() => openStream(request, reply, session, 'call'), accept.sse)
+      answers.forEach((a, position) => {
+        if (!('def' in a)) answer.add(position, a)
+      })
+      if (upfront) answer.open()
+      await Promise.all(answers.map(async (a, position) => {
+        if ('def' in a) answer.add(position, await rpc.run(a, { exchange, principal, sink: answer, log: request.log }))
+      }))
+      if (answer.stream) {
+        answer.stream.end()
         return reply
       }
-
-      const responses = await Promise.all(answers.map((a) => ('def' in a ? rpc.run(a, { exchange, principal, sink: NULL_SINK, log: request.log }) : a)))
-      const sent = responses.filter((r): r is JsonRpcResponse => r !== null)
+      const sent = answer.collected
       reply.header('mcp-session-id', session.id)
       if (sent.length === 0) return reply.code(202).send()
       return reply.type('application/json').send(batch ? sent : sent[0])
@@ -203,5 +204,48 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       sessions.close(session)
       return reply.code(204).send()
     },
+  }
+}
+
+/**
+ * The answer to a session POST: JSON responses collected until something must be sent while the calls run, then an
+ * SSE stream that first carries what was collected. A client that takes only JSON (`streaming` false) gets no
+ * notifications, and nothing that needs a stream can be sent to it.
+ */
+class LegacyAnswer implements MessageSink {
+  #stream: SseStream | null = null
+  /** Responses not sent yet, by the position of their request in the POST (a JSON batch answers in request order). */
+  readonly #collected: Array<{ position: number; response: JsonRpcResponse }> = []
+
+  constructor(private readonly openStream: () => SseStream, readonly streaming: boolean) {}
+
+  get stream(): SseStream | null {
+    return this.#stream
+  }
+
+  /** The JSON answer's responses, in request order. */
+  get collected(): JsonRpcResponse[] {
+    return [...this.#collected].sort((a, b) => a.position - b.position).map((c) => c.response)
+  }
+
+  open(): SseStream {
+    if (this.#stream) return this.#stream
+    const stream = this.openStream()
+    this.#stream = stream
+    for (const response of this.collected) stream.send(response)
+    this.#collected.length = 0
+    return stream
+  }
+
+  send(message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse): boolean {
+    if (!this.streaming) return false
+    return this.open().send(message) !== null
+  }
+
+  /** The response to the request at `position` (null: cancelled, nothing to send). */
+  add(position: number, response: JsonRpcResponse | null): void {
+    if (response === null) return
+    if (this.#stream) this.#stream.send(response)
+    else this.#collected.push({ position, response })
   }
 }

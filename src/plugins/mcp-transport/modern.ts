@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { catalog, type ErrorSpec } from '../../errors/catalog.js'
-import { MODERN_SERVER_ERROR, toRpcError } from '../../errors/render.js'
+import { toRpcError } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
 import { CallAbort, ClientDisconnected } from '../../rpc/call-abort.js'
@@ -166,7 +166,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
 
   /** A JSON-RPC error answer of this era (codes without a number of their own get one outside the reserved range). */
   function rpcError(id: RequestId, err: unknown): JsonRpcResponse {
-    return { jsonrpc: '2.0', id, error: toRpcError(err, MODERN_SERVER_ERROR) }
+    return { jsonrpc: '2.0', id, error: toRpcError(err, 'modern') }
   }
 
   function refuse(reply: FastifyReply, id: RequestId, refusal: Refusal): FastifyReply {

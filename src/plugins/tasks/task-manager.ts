@@ -3,7 +3,7 @@ import type { Principal } from '../../auth/principal.js'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
 import type { TaskRow } from '../../db/repos/tasks.js'
-import { MODERN_SERVER_ERROR, toRpcError } from '../../errors/render.js'
+import { toRpcError } from '../../errors/render.js'
 import type { EventBus } from '../../lib/event-bus.js'
 import { randomSecret } from '../../lib/crypto.js'
 import { isoTime } from '../../lib/iso-time.js'
@@ -147,7 +147,7 @@ export class TaskManager {
 
   #failed(row: TaskRow, err: unknown): void {
     this.#log.error({ err, task: row.id, tool: row.tool }, 'task failed')
-    const error = toRpcError(err, MODERN_SERVER_ERROR)
+    const error = toRpcError(err, 'modern')
     this.#write(row, { status: 'failed', statusMessage: error.message, error: { ...error } })
   }
 

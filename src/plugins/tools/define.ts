@@ -1,13 +1,10 @@
-import type { FastifyBaseLogger } from 'fastify'
 import type { Principal, Scope } from '../../auth/principal.js'
-import type { Config } from '../../config.js'
 import type { AuditOutcome } from '../../db/repos/audit.js'
-import type { Repos } from '../../db/repos/index.js'
 import type { PipelineRunner } from '../../deployments/runner.js'
 import type { SecretBox } from '../../lib/secret-box.js'
 import type { Role } from '../../db/schema.js'
-import type { Era, LogLevel, ProtocolVersion, RequestId } from '../../rpc/types.js'
-import type { Session } from '../../sessions/session.js'
+import type { ContentBlock, Icon } from '../../mcp/content.js'
+import type { RequestContext } from '../../rpc/handler-context.js'
 import type { SchemaId } from '../../validation/index.js'
 
 export type JsonSchema = Record<string, unknown>
@@ -19,35 +16,13 @@ export interface ToolAnnotations {
   openWorldHint?: boolean
 }
 
-/** What a tool handler receives besides its validated arguments. */
-export interface ToolContext {
-  principal: Principal
-  /** The legacy session of the call; null on stateless (2026-07-28) requests, which have none. */
-  session: Session | null
-  /** The revision the call came in: a session's negotiated one, or the request's own (`2026-07-28`). */
-  protocolVersion: ProtocolVersion
-  /** `legacy` (a session of the 2025 revisions) or `modern` (a stateless 2026-07-28 request). */
-  era: Era
-  repos: Repos
-  /**
-   * Aborted when the call is cancelled: notifications/cancelled in a session (reason: CancelledByClient), tasks/cancel
-   * for a task (TaskCancelled, a CancelledByClient), the session ending under the call (SessionEnded), or the client
-   * closing the connection of a stateless request (ClientDisconnected).
-   */
-  signal: AbortSignal
-  requestId: RequestId
+/** What a tool handler receives besides its validated arguments: a handler's context, and a tool's own parts. */
+export interface ToolContext extends RequestContext {
   /**
    * Sends notifications/progress when the call carried a progressToken; `progress` must increase. On the call's SSE
    * answer in both eras (a stateless call's answer becomes a stream with its first notification); dropped for tasks.
    */
   progress(progress: number, total?: number, message?: string): void
-  /**
-   * Sends notifications/message when the level passes the threshold: the session's logging/setLevel, or the
-   * request's own `io.modelcontextprotocol/logLevel` (without one, a stateless call gets no log messages).
-   */
-  log(level: LogLevel, data: unknown, logger?: string): void
-  /** Server-side logger (never sent to the client). */
-  logger: FastifyBaseLogger
   /**
    * Asks the user to confirm `message` (the exact effect) and resolves only on accept + confirm: true; each answer is
    * written to the audit log. In a session it sends elicitation/create on the call's stream (throws
@@ -63,8 +38,25 @@ export interface ToolContext {
   secrets: SecretBox
   /** Runs deployment pipelines. */
   pipelines: PipelineRunner
-  /** The server's configuration (read only). */
-  config: Readonly<Config>
+}
+
+/**
+ * What a handler may return instead of its output object: MCP content blocks (text, image, audio, resource links,
+ * embedded resources), with structured output beside them or not, made by `toolResult`. A tool with an outputSchema
+ * must give `structuredContent` matching it. Without this, a tool's output object is sent as JSON text (and as
+ * `structuredContent` when the tool has an outputSchema).
+ */
+export class ToolResult<S extends Record<string, unknown> = Record<string, unknown>> {
+  constructor(
+    readonly content: readonly ContentBlock[],
+    readonly structuredContent: S | undefined,
+    /** A failure the model should see (a tool-level error with content of the tool's choosing). */
+    readonly isError: boolean,
+  ) {}
+}
+
+export function toolResult<S extends Record<string, unknown> = Record<string, unknown>>(content: readonly ContentBlock[], options: { structuredContent?: S; isError?: boolean } = {}): ToolResult<S> {
+  return new ToolResult(content, options.structuredContent, options.isError === true)
 }
 
 /** What the audit log records for a successful call of a write tool. */
@@ -89,6 +81,8 @@ export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, 
   /** Lowest role allowed to call it (roles include the ones below them). */
   role: Role
   annotations?: ToolAnnotations
+  /** Icons a client may show beside it (2025-11-25 and later). */
+  icons?: Icon[]
   /** Calls are confirmed by the user through elicitation before the handler runs. */
   confirm?: boolean
   /**
@@ -105,7 +99,8 @@ export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, 
   auditTarget?(args: I, output: O): AuditTarget
   /** Names what a failed write call was acting on, from its arguments alone (the audit entry of the failure). */
   auditSubject?(args: I): AuditTarget
-  handler(args: I, ctx: ToolContext): Promise<O> | O
+  /** Returns the output object, or a ToolResult of content blocks. */
+  handler(args: I, ctx: ToolContext): Promise<O | ToolResult> | O | ToolResult
 }
 
 /** Identity function that gives a tool definition its types. */

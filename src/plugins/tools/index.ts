@@ -6,8 +6,10 @@ import { fail, isServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
 import { writeAudit } from '../../lib/audit.js'
 import { loadEnvKey, SecretBox } from '../../lib/secret-box.js'
+import { contentBlockProblem, forRevision } from '../../mcp/content.js'
 import { CallAbort } from '../../rpc/call-abort.js'
-import { sendLog, type CallContext } from '../../rpc/dispatcher.js'
+import type { CallContext } from '../../rpc/dispatcher.js'
+import { HandlerContext } from '../../rpc/handler-context.js'
 import { declaresExtension } from '../../rpc/exchange.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
@@ -15,8 +17,8 @@ import { AnswerRefused, InputRequired } from '../elicitation/index.js'
 import { TASKS_EXTENSION } from '../tasks/index.js'
 import { PLUGIN } from '../names.js'
 import { builtinTools } from './builtin/index.js'
-import { decodeCursor, encodeCursor } from './cursor.js'
-import type { ToolContext, ToolDefinition } from './define.js'
+import { page } from '../../rpc/cursor.js'
+import { ToolResult, type ToolContext, type ToolDefinition } from './define.js'
 import { CallIdempotency } from './idempotency.js'
 import { rateLimitOf, ToolRegistry, type RegisteredTool } from './registry.js'
 
@@ -60,11 +62,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   const registry = new ToolRegistry()
   for (const def of opts.tools ?? builtinTools) registry.add(def)
   fastify.decorate('tools', registry)
-
-  // Legacy sessions get no list_changed notifications; modern clients get them on a subscriptions/listen stream when
-  // the tools visible to them change (a role change), see the subscriptions plugin.
-  rpc.capabilities.declare(['legacy'], 'tools', { listChanged: false })
-  rpc.capabilities.declare(['modern'], 'tools', { listChanged: true })
+  // A tool added or removed at run time (embedding) is announced: on sessions' GET streams and on listen streams.
+  registry.onChange(() => fastify.events.emit({ type: 'list.changed', list: 'tools', organizationId: null }))
+  // Modern clients also hear when the tools visible to them change with a role (subscriptions plugin).
+  rpc.capabilities.declare(['legacy', 'modern'], 'tools', { listChanged: true })
 
   rpc.registerRequest<{ cursor?: string }>({
     method: 'tools/list',
@@ -73,17 +74,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     // What a caller sees depends on its scopes and role, so a list is only ever reusable by the same caller.
     cache: { scope: 'private', ttlMs: () => config.listTtlMs },
     handle(params, ctx) {
-      const visible = registry.visibleTo(ctx.principal)
-      let offset = 0
-      if (params.cursor !== undefined) {
-        const decoded = decodeCursor('tools', params.cursor)
-        offset = decoded !== undefined && /^\d{1,6}$/.test(decoded) ? Number(decoded) : -1
-        if (offset < 0 || offset >= visible.length) throw fail('INVALID_PARAMS', { message: 'Invalid cursor for tools/list' })
-      }
       const version = ctx.exchange.protocolVersion
-      const end = offset + config.toolsPageSize
-      const result: Record<string, unknown> = { tools: visible.slice(offset, end).map((t) => t.descriptors[version]) }
-      if (end < visible.length) result.nextCursor = encodeCursor('tools', String(end))
+      const { items, nextCursor } = page('tools/list', registry.visibleTo(ctx.principal), params.cursor, config.pageSize)
+      const result: Record<string, unknown> = { tools: items.map((t) => t.descriptors[version]) }
+      if (nextCursor !== undefined) result.nextCursor = nextCursor
       return result
     },
   })
@@ -110,7 +104,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       }
       if (!tool) return // answered -32602 by the handler
       // A stateless retry's requestState is checked before anything runs (-32602 when it is not this call's).
-      fastify.elicitation.openRound(ctx, tool.def.name, params.arguments ?? {}, params.requestState, params.inputResponses)
+      fastify.elicitation.openRound(ctx, toolTarget(tool.def.name), params.arguments ?? {}, params.requestState, params.inputResponses)
       // The id (or operation) of a confirmed call still pending or running: 409, before the dispatcher's in-flight check.
       if (tool.def.confirm === true) idempotency.check(ctx, tool.def.name)
     },
@@ -164,17 +158,13 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
         }
         throw err
       }
-      if (tool.validateOutput && tool.validateOutput(output) !== true) {
-        ctx.log.error({ tool: tool.def.name, details: validationDetails(tool.validateOutput.errors) }, 'tool output does not match its outputSchema')
-        throw fail('INTERNAL_ERROR')
-      }
+      const rendered = renderResult(tool, output, ctx)
       if (tool.def.scope === 'mcp:write') {
-        const target = tool.def.auditTarget?.(args, output)
-        toolCtx.audit({ outcome: 'succeeded', ...(target ?? {}) })
+        const structured = output instanceof ToolResult ? output.structuredContent : output
+        const target = structured === undefined ? undefined : tool.def.auditTarget?.(args, structured)
+        toolCtx.audit({ outcome: output instanceof ToolResult && output.isError ? 'failed' : 'succeeded', ...(target ?? {}) })
       }
-      const result: Record<string, unknown> = { content: [{ type: 'text', text: JSON.stringify(output) }], isError: false }
-      if (atLeast(version, '2025-06-18') && tool.validateOutput) result.structuredContent = output
-      return result
+      return rendered
     } catch (err) {
       // A stateless confirmation round: the call ends with the input_required result (nothing has changed).
       if (err instanceof InputRequired) return err.result
@@ -186,6 +176,37 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
       return toToolResult(err)
     }
+  }
+
+  /**
+   * A tool's return as the call's result for the request's revision: an output object as JSON text (and as
+   * `structuredContent` when the tool has an outputSchema), or a ToolResult's content blocks (and structured output).
+   * What the tool returned is checked first: output that breaks its outputSchema, or a block that is not a content
+   * block, is the server's failure (INTERNAL_ERROR, logged), never sent.
+   */
+  function renderResult(tool: RegisteredTool, output: unknown, ctx: CallContext): Record<string, unknown> {
+    const version = ctx.exchange.protocolVersion
+    const broken = (what: string, details: unknown) => {
+      ctx.log.error({ tool: tool.def.name, details }, what)
+      return fail('INTERNAL_ERROR')
+    }
+    const structured = output instanceof ToolResult ? output.structuredContent : output
+    if (tool.validateOutput && tool.validateOutput(structured) !== true) {
+      throw broken('tool output does not match its outputSchema', validationDetails(tool.validateOutput.errors))
+    }
+    if (!(output instanceof ToolResult)) {
+      const result: Record<string, unknown> = { content: [{ type: 'text', text: JSON.stringify(output) }], isError: false }
+      if (atLeast(version, '2025-06-18') && tool.validateOutput) result.structuredContent = output
+      return result
+    }
+    const content = output.content.map((block, i) => {
+      const problem = contentBlockProblem(block)
+      if (problem !== null) throw broken('tool returned something that is not a content block', { index: i, problem })
+      return forRevision(block, version)
+    })
+    const result: Record<string, unknown> = { content, isError: output.isError }
+    if (structured !== undefined && atLeast(version, '2025-06-18')) result.structuredContent = structured
+    return result
   }
 
   /**
@@ -226,20 +247,11 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     writeAudit(repos, ctx, toolName, operation === null ? entry : { ...entry, details: { ...entry.details, operation_id: operation } })
   }
 
-  /** The context one tool call gets. A class: one is made per call, and V8 makes class instances cheaply. */
-  class ToolCall implements ToolContext {
-    readonly principal: ToolContext['principal']
-    readonly session: ToolContext['session']
-    readonly protocolVersion: ToolContext['protocolVersion']
-    readonly era: ToolContext['era']
-    readonly requestId: RequestId
-    readonly logger: ToolContext['logger']
-    readonly repos = repos
+  /** The context one tool call gets: a handler's (HandlerContext) and a tool's own parts. */
+  class ToolCall extends HandlerContext implements ToolContext {
     readonly secrets = secrets
     readonly pipelines = pipelines
-    readonly config = config
     #lastProgress = -Infinity
-    readonly #ctx: CallContext
     readonly #toolName: string
     readonly #args: Record<string, unknown>
     readonly #progressToken: RequestId | undefined
@@ -252,23 +264,17 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
      * instead of the request's), `quiet` (tasks send no notifications) and `onConfirmed` (the work may start).
      */
     constructor(ctx: CallContext, toolName: string, args: Record<string, unknown>, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
-      this.#ctx = ctx
+      super(ctx, { target: toolTarget(toolName), args }, { asker: fastify.elicitation, repos, config })
       this.#toolName = toolName
       this.#args = args
       this.#progressToken = options.quiet ? undefined : options.progressToken
       this.#work = options.work
       this.#quiet = options.quiet === true
       this.#onConfirmed = options.onConfirmed
-      this.principal = ctx.principal
-      this.session = ctx.session
-      this.protocolVersion = ctx.exchange.protocolVersion
-      this.era = ctx.exchange.era
-      this.requestId = ctx.requestId
-      this.logger = ctx.log
     }
 
-    get signal(): AbortSignal {
-      return this.#work?.signal ?? this.#ctx.signal // made on first use (CallAbort)
+    override get signal(): AbortSignal {
+      return this.#work?.signal ?? super.signal
     }
 
     progress(progress: number, total?: number, message?: string): void {
@@ -278,23 +284,28 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       const p: Record<string, unknown> = { progressToken: this.#progressToken, progress }
       if (total !== undefined) p.total = total
       if (message !== undefined) p.message = message
-      this.#ctx.sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: p })
+      this.call.sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: p })
     }
 
-    log(level: Parameters<ToolContext['log']>[0], data: unknown, logger = 'tool'): void {
-      if (!this.#quiet) sendLog(this.#ctx, level, logger, data)
+    override log(level: Parameters<ToolContext['log']>[0], data: unknown, logger = 'tool'): void {
+      if (!this.#quiet) super.log(level, data, logger)
     }
 
     async confirm(message: string): Promise<void> {
       // The elicitation plugin asks, checks the answer and audits it.
-      await fastify.elicitation.confirm(this.#ctx, this.#toolName, this.#args, message)
+      await fastify.elicitation.confirm(this.call, this.#toolName, this.#args, message)
       this.#onConfirmed?.()
     }
 
     audit(entry: Parameters<ToolContext['audit']>[0]): void {
-      audit(this.#ctx, this.#toolName, entry)
+      audit(this.call, this.#toolName, entry)
     }
   }
+}
+
+/** What a tool call's questions are about, in a stateless requestState. */
+function toolTarget(name: string): string {
+  return `tools/call ${name}`
 }
 
 export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits, PLUGIN.elicitation, PLUGIN.tasks] })

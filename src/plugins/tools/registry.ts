@@ -1,6 +1,7 @@
 import type { ValidateFunction } from 'ajv'
 import Ajv2020 from 'ajv/dist/2020.js'
 import { roleAllows, type Principal } from '../../auth/principal.js'
+import { iconsFor } from '../../mcp/content.js'
 import { atLeast, PROTOCOL_VERSIONS, type ProtocolVersion } from '../../rpc/types.js'
 import { schemaDocument, validatorFor, type SchemaId } from '../../validation/index.js'
 import type { JsonSchema, ToolDefinition } from './define.js'
@@ -25,8 +26,22 @@ const DEFAULT_LIMIT = { read: 60, write: 10 }
  */
 export class ToolRegistry {
   private readonly tools = new Map<string, RegisteredTool>()
-  private readonly ordered: RegisteredTool[] = []
+  private ordered: RegisteredTool[] = []
   private ajv: InstanceType<typeof Ajv2020.default> | null = null
+  private readonly changeListeners: Array<() => void> = []
+
+  /** Calls `listener` after every add or remove (the tools plugin announces list changes). */
+  onChange(listener: () => void): void {
+    this.changeListeners.push(listener)
+  }
+
+  /** Removes a tool (an embedder's, at run time); false when there is none by that name. */
+  remove(name: string): boolean {
+    if (!this.tools.delete(name)) return false
+    this.ordered = this.ordered.filter((t) => t.def.name !== name)
+    for (const l of this.changeListeners) l()
+    return true
+  }
 
   add(def: ToolDefinition<any, any>): void {
     if (!TOOL_NAME.test(def.name)) throw new Error(`Tool name ${JSON.stringify(def.name)} must be 1-128 characters of A-Z a-z 0-9 _ - .`)
@@ -49,6 +64,7 @@ export class ToolRegistry {
     }
     this.tools.set(def.name, entry)
     this.ordered.push(entry)
+    for (const l of this.changeListeners) l()
   }
 
   get(name: string): RegisteredTool | undefined {
@@ -89,6 +105,7 @@ function describe(def: ToolDefinition<any, any>, input: JsonSchema, output: Json
     annotations.title = def.title
   }
   d.annotations = annotations
+  Object.assign(d, iconsFor(def.icons, version))
   d._meta = {
     'service/scope': def.scope,
     'service/role': def.role,

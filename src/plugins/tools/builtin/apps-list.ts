@@ -1,7 +1,7 @@
 import type { App } from '../../../db/repos/apps.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
-import { decodeCursor, encodeCursor } from '../cursor.js'
+import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
 import { defineTool } from '../define.js'
 
 /** How every tool shows an app (the app object of the apps output schemas). */

@@ -3,7 +3,7 @@ import type { Deployment, DeploymentLogLine } from '../../../db/repos/deployment
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
 import { CancelledByClient, TaskCancelled } from '../../../rpc/call-abort.js'
-import { decodeCursor, encodeCursor } from '../cursor.js'
+import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
 import { requireApp } from './apps.js'
 

@@ -3,7 +3,7 @@ import type { MembershipView } from '../../../db/repos/memberships.js'
 import type { Role } from '../../../db/schema.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
-import { decodeCursor, encodeCursor } from '../cursor.js'
+import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
 import { defineTool, type ToolDefinition } from '../define.js'
 
 export interface MemberView {

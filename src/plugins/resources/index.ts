@@ -1,0 +1,212 @@
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { canUse, type Audience, type Principal } from '../../auth/principal.js'
+import { fail, isServiceError } from '../../errors/service-error.js'
+import type { ServerEvent } from '../../lib/event-bus.js'
+import { forRevision, resourceContentsProblem, type ResourceContents } from '../../mcp/content.js'
+import { page } from '../../rpc/cursor.js'
+import type { CallContext } from '../../rpc/dispatcher.js'
+import { HandlerContext } from '../../rpc/handler-context.js'
+import { notifySession } from '../../sessions/session.js'
+import { validatorFor } from '../../validation/index.js'
+import { AnswerRefused, InputRequired } from '../elicitation/index.js'
+import { PLUGIN } from '../names.js'
+import type { ReadResult, ResourceDefinition, ResourceEntry } from './define.js'
+import { describeEntry, describeTemplate, ResourceRegistry } from './registry.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    resources: Resources
+  }
+}
+
+export interface Resources {
+  readonly registry: ResourceRegistry
+  /**
+   * Tells the clients following `uri` that it changed: sessions that subscribed to it (on their GET stream) and listen
+   * streams that asked for it. `organizationId`: whose resource it is (null: one every organization sees).
+   */
+  updated(uri: string, organizationId: string | null): void
+  /** Tells an organization's clients that the resources they can list changed (null: every organization's). */
+  listChanged(organizationId: string | null): void
+  /** Who may see and read `uri` (its definition's audience), or undefined when nothing serves it. */
+  audienceOf(uri: string): Audience | undefined
+}
+
+export interface ResourcesPluginOptions {
+  /** The resources to serve (default: none). */
+  resources?: ResourceDefinition[]
+}
+
+interface ReadParams {
+  uri: string
+  inputResponses?: Record<string, unknown>
+  requestState?: string
+}
+
+/**
+ * Resources: `resources/list` (static resources and what each template lists for the caller), `resources/templates/list`,
+ * `resources/read` (both eras; `input_required` on stateless requests when the reader asks the client something), and
+ * in sessions `resources/subscribe` / `resources/unsubscribe` with `notifications/resources/updated` on the
+ * session's GET stream (2026-07-28 clients follow updates through subscriptions/listen instead; list changes reach both
+ * eras through the `list.changed` event, see the sessions and subscriptions plugins). Visibility is scope ∩ role, as for tools; a resource the caller may not read, an
+ * unknown URI and an absent or foreign id are the same "not found" (-32002 in sessions, -32602 in 2026-07-28).
+ */
+const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fastify, opts) => {
+  const { rpc, repos, config, events, sessions } = fastify
+  const registry = new ResourceRegistry()
+  for (const def of opts.resources ?? []) registry.add(def)
+  const deps = { asker: fastify.elicitation, repos, config }
+  // A resource added or removed at run time (embedding) is announced like any list change.
+  registry.onChange(() => events.emit({ type: 'list.changed', list: 'resources', organizationId: null }))
+
+  rpc.capabilities.declare(['legacy', 'modern'], 'resources', { subscribe: true, listChanged: true })
+
+  const audienceOf = (uri: string): Audience | undefined => {
+    const found = registry.resolve(uri)
+    return found?.resource.audience
+  }
+  fastify.decorate('resources', {
+    registry,
+    updated: (uri, organizationId) => events.emit({ type: 'resource.updated', uri, organizationId }),
+    listChanged: (organizationId) => events.emit({ type: 'list.changed', list: 'resources', organizationId }),
+    audienceOf,
+  } satisfies Resources)
+
+  const notFound = (uri: string) => fail('RESOURCE_NOT_FOUND', { message: `Resource not found: ${uri}`, details: { uri } })
+
+  /** Every entry the caller may list: the static resources, then what each template lists, in registration order. */
+  async function entries(ctx: CallContext): Promise<ResourceEntry[]> {
+    const all: ResourceEntry[] = registry.staticsVisibleTo(ctx.principal).map(({ def }) => {
+      const { read: _r, scope: _s, role: _ro, ...entry } = def
+      return entry
+    })
+    for (const { def } of registry.templatesVisibleTo(ctx.principal)) {
+      if (!def.list) continue
+      all.push(...(await def.list(new HandlerContext(ctx, { target: `resources/list ${def.uriTemplate}`, args: {} }, deps))))
+    }
+    return all
+  }
+
+  rpc.registerRequest<{ cursor?: string }>({
+    method: 'resources/list',
+    eras: ['legacy', 'modern'],
+    params: validatorFor('mcp/paginated.params'),
+    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
+    async handle(params, ctx) {
+      const { items, nextCursor } = page('resources/list', await entries(ctx), params.cursor, config.pageSize)
+      const version = ctx.exchange.protocolVersion
+      return { resources: items.map((e) => describeEntry(e, version)), ...(nextCursor !== undefined ? { nextCursor } : {}) }
+    },
+  })
+
+  rpc.registerRequest<{ cursor?: string }>({
+    method: 'resources/templates/list',
+    eras: ['legacy', 'modern'],
+    params: validatorFor('mcp/paginated.params'),
+    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
+    handle(params, ctx) {
+      const { items, nextCursor } = page('resources/templates/list', registry.templatesVisibleTo(ctx.principal), params.cursor, config.pageSize)
+      const version = ctx.exchange.protocolVersion
+      return { resourceTemplates: items.map((t) => describeTemplate(t.def, version)), ...(nextCursor !== undefined ? { nextCursor } : {}) }
+    },
+  })
+
+  rpc.registerRequest<ReadParams>({
+    method: 'resources/read',
+    eras: ['legacy', 'modern'],
+    params: validatorFor('mcp/resources-read.params'),
+    cache: { scope: 'private', ttlMs: () => config.readTtlMs },
+    precheck(params, ctx) {
+      const found = registry.resolve(params.uri)
+      if (found && canUse(ctx.principal, found.resource.audience)) {
+        // A stateless retry's requestState is checked before anything runs (-32602 when it is not this read's).
+        fastify.elicitation.openRound(ctx, readTarget(params.uri), {}, params.requestState, params.inputResponses)
+      }
+    },
+    async handle(params, ctx) {
+      const found = registry.resolve(params.uri)
+      if (!found || !canUse(ctx.principal, found.resource.audience)) throw notFound(params.uri)
+      const handlerCtx = new HandlerContext(ctx, { target: readTarget(params.uri), args: {} }, deps)
+      let read: ReadResult | null
+      try {
+        read = found.kind === 'static'
+          ? await found.resource.def.read(handlerCtx)
+          : await found.resource.def.read(found.variables, params.uri, handlerCtx)
+      } catch (err) {
+        if (err instanceof InputRequired) return err.result
+        if (err instanceof AnswerRefused) throw err.error
+        if (!isServiceError(err)) ctx.log.error({ err, uri: params.uri }, 'resource read failed')
+        throw err
+      }
+      const contents = read === null ? [] : Array.isArray(read) ? read : [read]
+      // Never an empty contents list: a reader that finds nothing means the resource does not exist (SEP-2164).
+      if (contents.length === 0) throw notFound(params.uri)
+      const version = ctx.exchange.protocolVersion
+      return { contents: contents.map((c, i) => checkedContents(c, i, params.uri, ctx)).map((c) => shapeContents(c, version)) }
+    },
+  })
+
+  /** What a reader returned must be resource contents; anything else is the server's failure, never sent. */
+  function checkedContents(contents: ResourceContents, index: number, uri: string, ctx: CallContext): ResourceContents {
+    const problem = resourceContentsProblem(contents)
+    if (problem === null) return contents
+    ctx.log.error({ uri, index, problem }, 'a resource reader returned something that is not resource contents')
+    throw fail('INTERNAL_ERROR')
+  }
+
+  // Sessions (the 2025 revisions): subscriptions to resource updates, delivered on the session's GET stream.
+  rpc.registerRequest<{ uri: string }>({
+    method: 'resources/subscribe',
+    eras: ['legacy'],
+    params: validatorFor('mcp/resources-subscribe.params'),
+    handle(params, ctx) {
+      const session = ctx.session!
+      const audience = audienceOf(params.uri)
+      if (!audience || !canUse(ctx.principal, audience)) throw notFound(params.uri)
+      const subscriptions = (session.subscriptions ??= new Set())
+      if (!subscriptions.has(params.uri) && subscriptions.size >= config.resourceSubscriptionsMax) {
+        throw fail('INVALID_PARAMS', {
+          message: `A session may subscribe to ${config.resourceSubscriptionsMax} resources; unsubscribe from one first`,
+          details: { limit: config.resourceSubscriptionsMax },
+        })
+      }
+      subscriptions.add(params.uri)
+      return {}
+    },
+  })
+
+  rpc.registerRequest<{ uri: string }>({
+    method: 'resources/unsubscribe',
+    eras: ['legacy'],
+    params: validatorFor('mcp/resources-subscribe.params'),
+    handle(params, ctx) {
+      // Unsubscribing from something never subscribed to is harmless: the result is the same.
+      ctx.session!.subscriptions?.delete(params.uri)
+      return {}
+    },
+  })
+
+  const concerns = (principal: Pick<Principal, 'organizationId'>, organizationId: string | null) => organizationId === null || principal.organizationId === organizationId
+  const unsubscribe = events.subscribe((event: ServerEvent) => {
+    if (event.type !== 'resource.updated') return
+    for (const session of sessions.liveSessions()) {
+      if (!concerns(session, event.organizationId) || !session.subscriptions?.has(event.uri)) continue
+      notifySession(session, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: event.uri } })
+    }
+  })
+  fastify.shutdown.onFinish(() => unsubscribe())
+}
+
+/** What a read's questions are about, in a stateless requestState. */
+function readTarget(uri: string): string {
+  return `resources/read ${uri}`
+}
+
+/** Resource contents as `version` defines them (`_meta` from 2025-06-18). */
+function shapeContents(contents: ResourceContents, version: Parameters<typeof forRevision>[1]): ResourceContents {
+  const block = forRevision({ type: 'resource', resource: contents }, version)
+  return block.type === 'resource' ? block.resource : contents
+}
+
+export default fp(resourcesPlugin, { name: PLUGIN.resources, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.elicitation] })
