@@ -6,7 +6,8 @@ import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type 
 import { SessionStore } from '../sessions/session-store.js'
 import { notifySession } from '../sessions/session.js'
 import { validatorFor } from '../validation/index.js'
-import { SERVER_INSTRUCTIONS, SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../version.js'
+import { SERVER_INSTRUCTIONS } from '../version.js'
+import { serverInfoFor } from '../mcp/server-info.js'
 import { PLUGIN } from './names.js'
 
 declare module 'fastify' {
@@ -107,12 +108,10 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
       // Answered only once the session is stored (together with the others of this event-loop turn).
       await store.saved(session)
       ctx.onSessionStarted?.(session)
-      const serverInfo: Record<string, string> = { name: SERVER_NAME, version: SERVER_VERSION }
-      if (atLeast(version, '2025-06-18')) serverInfo.title = SERVER_TITLE
       return {
         protocolVersion: version,
         capabilities: rpc.capabilities.of('legacy'),
-        serverInfo,
+        serverInfo: serverInfoFor(version),
         instructions: SERVER_INSTRUCTIONS,
       }
     },

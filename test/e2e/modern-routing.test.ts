@@ -776,7 +776,10 @@ t.test('results: server/discover', async (t) => {
   t.ok(Number.isInteger(result.ttlMs) && result.ttlMs >= 0, 'ttlMs is an integer ≥ 0')
   t.equal(result.ttlMs, DISCOVER_TTL_MS, 'ttlMs from config discoverTtlMs')
   t.equal(result.cacheScope, 'public')
-  t.same(result._meta?.[SERVER_INFO_KEY], { name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION }, '_meta serverInfo')
+  const { description, icons, ...identity } = result._meta?.[SERVER_INFO_KEY] ?? {}
+  t.same(identity, { name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION }, '_meta serverInfo')
+  t.match(description, /organization/, 'the full identity on server/discover: a description')
+  t.match(icons, [{ src: /^data:image\/svg\+xml;base64,/, mimeType: 'image/svg+xml', sizes: ['any'] }], 'and an icon')
   t.equal(result._meta[SERVER_INFO_KEY].name, 'service-mcp')
   t.notOk('serverInfo' in result, 'serverInfo is no longer a body field')
   t.notOk('protocolVersion' in result)
@@ -817,7 +820,9 @@ t.test('results: every successful result of every method has resultType', async 
   const record = (label: string, result: any) => {
     t.type(result?.resultType, 'string', `${label}: resultType present`)
     t.ok(['complete', 'input_required', 'task'].includes(result?.resultType), `${label}: resultType ${result?.resultType} is a known value`)
-    t.equal(result?._meta?.[SERVER_INFO_KEY]?.name, 'service-mcp', `${label}: serverInfo in _meta`)
+    // server/discover carries the full identity (description, icons; checked above); every other result the brief one.
+    const { description: _d, icons: _i, ...identity } = result?._meta?.[SERVER_INFO_KEY] ?? {}
+    t.same(label === 'server/discover' ? identity : result?._meta?.[SERVER_INFO_KEY], { name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION }, `${label}: serverInfo in _meta`)
     seen.set(label, result?.resultType)
   }
   const discover = await send('server/discover')

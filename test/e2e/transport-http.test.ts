@@ -51,7 +51,10 @@ t.test('initialize answers with a session id and the version and request-id head
   t.equal(res.json.id, 0)
   t.equal(res.json.result.protocolVersion, '2025-11-25')
   t.equal(res.json.result.serverInfo.name, 'service-mcp')
+  t.match(res.json.result.serverInfo, { title: String, description: String, icons: [{ src: /^data:image\/svg\+xml;base64,/ }] }, '2025-11-25: title, description and icon')
   t.ok(res.json.result.capabilities.tools, 'tools capability announced')
+  const older = await post(server.mcpUrl, initializeMessage('2025-03-26'), { authorization: `Bearer ${server.apiKey}` })
+  t.same(Object.keys(older.json.result.serverInfo).sort(), ['name', 'version'], '2025-03-26: only what that revision defines')
 
   const again = await post(server.mcpUrl, initializeMessage('2025-11-25'), { authorization: `Bearer ${server.apiKey}` })
   t.not(again.headers['mcp-session-id'], res.headers['mcp-session-id'], 'each initialize creates a new session')

@@ -16,7 +16,7 @@ import {
   type RequestId,
 } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
-import { SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../../version.js'
+import { SERVER_INFO_META_KEY, serverInfoFor } from '../../mcp/server-info.js'
 import { CLIENT_CAPABILITIES_META_KEY, metaOf, PROTOCOL_VERSION_META_KEY, type Route } from './classify.js'
 import type { Acceptance } from './headers.js'
 import { headerValue, paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
@@ -44,7 +44,6 @@ export interface ModernFrontEnd {
 }
 
 const LOG_LEVEL_META_KEY = 'io.modelcontextprotocol/logLevel'
-export const SERVER_INFO_META_KEY = 'io.modelcontextprotocol/serverInfo'
 
 /** The revision's own errors keep HTTP 400 even when a method raises them; every other JSON-RPC error is HTTP 200. */
 const SPEC_ERROR_STATUS: Readonly<Record<number, number>> = { [-32020]: 400, [-32021]: 400, [-32022]: 400 }
@@ -107,7 +106,8 @@ class LazyStreamSink implements MessageSink {
 export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   const { rpc, heartbeats } = fastify
   const validateMeta = validatorFor('mcp/request-meta')
-  const serverInfo = Object.freeze({ name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION })
+  // The brief identity on every result; a method may put the full one in its result's `_meta` (server/discover does).
+  const serverInfo = serverInfoFor(MODERN_PROTOCOL_VERSIONS[0], true)
 
   /** Step: `params._meta` holds the revision, the capabilities of this request, and optional client info and log level. */
   function envelope(meta: Record<string, unknown>): Refusal | null {
@@ -194,7 +194,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   function encode(result: Record<string, unknown>, cache: CacheHint | undefined): Record<string, unknown> {
     if (result.resultType === undefined) result.resultType = 'complete'
     const meta = result._meta
-    if (typeof meta === 'object' && meta !== null) (meta as Record<string, unknown>)[SERVER_INFO_META_KEY] = serverInfo
+    if (typeof meta === 'object' && meta !== null) (meta as Record<string, unknown>)[SERVER_INFO_META_KEY] ??= serverInfo
     else result._meta = { [SERVER_INFO_META_KEY]: serverInfo }
     if (cache !== undefined && result.resultType === 'complete') {
       result.ttlMs = cache.ttlMs()
