@@ -1,4 +1,4 @@
-import type { Role } from '../db/schema.js'
+import { ROLES, type Role } from '../db/schema.js'
 
 export const SCOPES = ['mcp:read', 'mcp:write'] as const
 export type Scope = (typeof SCOPES)[number]
@@ -67,3 +67,19 @@ export interface Audience {
 export function canUse(principal: Principal, audience: Audience): boolean {
   return principal.scopes.includes(audience.scope) && roleAllows(principal.role, audience.role)
 }
+
+/**
+ * The audience a definition declares, checked when it is registered: an embedder's typo (`mcp:admin`, `admn`) stops
+ * the start with a message instead of hiding the definition from everyone. `defaults` fills what is left out (resources
+ * and prompts read; a tool must say who may use it).
+ */
+export function declaredAudience(what: string, declared: { scope?: unknown; role?: unknown }, defaults?: Audience): Audience {
+  const scope = declared.scope ?? defaults?.scope
+  const role = declared.role ?? defaults?.role
+  if (typeof scope !== 'string' || !isScope(scope)) throw new Error(`${what}: scope must be one of ${SCOPES.join(', ')}, got ${JSON.stringify(scope)}`)
+  if (typeof role !== 'string' || !(ROLES as readonly string[]).includes(role)) throw new Error(`${what}: role must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`)
+  return { scope, role: role as Role }
+}
+
+/** What a resource or prompt needs unless it says otherwise: reading, as a viewer. */
+export const READER: Audience = Object.freeze({ scope: 'mcp:read', role: 'viewer' })

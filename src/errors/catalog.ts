@@ -156,7 +156,7 @@ export const catalog = {
   METHOD_NOT_FOUND: {
     status: 200,
     message: 'Unknown method',
-    action: 'Call a method this server supports: server/discover lists what a 2026-07-28 client may use; a session offers initialize, ping, tools/list, tools/call, logging/setLevel',
+    action: 'Call a method this server supports: server/discover lists the capabilities of a 2026-07-28 request; initialize lists those of a session (the README lists the methods of each)',
     rpc: -32601,
   },
   INVALID_PARAMS: {

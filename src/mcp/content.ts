@@ -180,6 +180,14 @@ export function forRevision(block: ContentBlock, version: ProtocolVersion): Cont
   return withoutNewerFields(block, version)
 }
 
+/** Annotations as `version` defines them (`lastModified` from 2025-06-18); none when nothing is left. */
+export function annotationsFor(annotations: Annotations | undefined, version: ProtocolVersion): { annotations?: Annotations } {
+  if (annotations === undefined) return {}
+  if (atLeast(version, '2025-06-18') || annotations.lastModified === undefined) return { annotations }
+  const { lastModified: _l, ...older } = annotations
+  return Object.keys(older).length > 0 ? { annotations: older } : {}
+}
+
 /** Icons, when `version` has them (2025-11-25 and later). */
 export function iconsFor(icons: readonly Icon[] | undefined, version: ProtocolVersion): { icons?: Icon[] } {
   return icons !== undefined && icons.length > 0 && atLeast(version, '2025-11-25') ? { icons: [...icons] } : {}

@@ -105,7 +105,9 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
   const onEvent = (event: ServerEvent) => {
     if (event.type === 'resource.updated') {
       for (const sub of open) {
-        if (concerns(sub, event.organizationId) && sub.honored.resourceSubscriptions?.includes(event.uri)) {
+        // The principal is the one of the stream's last credential check: a member who may no longer read the
+        // resource (a demotion) stops hearing of it.
+        if (concerns(sub, event.organizationId) && sub.honored.resourceSubscriptions?.includes(event.uri) && mayRead(sub.principal, event.uri)) {
           sub.ctx.sink.send(tagged(sub, 'notifications/resources/updated', { uri: event.uri }))
         }
       }

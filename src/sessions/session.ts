@@ -1,3 +1,4 @@
+import type { Scope } from '../auth/principal.js'
 import type { SseStream } from '../lib/sse.js'
 import { SessionEnded, type CallAbort } from '../rpc/call-abort.js'
 import type { ClientCapabilities } from '../rpc/exchange.js'
@@ -83,12 +84,21 @@ export interface Session {
    */
   readonly clientCapabilities: Readonly<ClientCapabilities>
   /** Resources the client subscribed to (resources/subscribe), in memory: a restart forgets them, like its streams. */
-  subscriptions: Set<string> | null
+  subscriptions: ResourceSubscriptions | null
   logLevel: LogLevel
   initialized: boolean
   lastSeenAt: number
   ended: boolean
   runtime: SessionRuntime | null
+}
+
+/**
+ * A session's resource subscriptions, with the scopes of the credential that made them: an update is delivered only
+ * while the member may still read the resource (scopes, and the member's role read at delivery time).
+ */
+export interface ResourceSubscriptions {
+  readonly uris: Set<string>
+  readonly scopes: readonly Scope[]
 }
 
 export function runtimeOf(session: Session): SessionRuntime {

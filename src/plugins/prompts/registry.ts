@@ -1,4 +1,4 @@
-import { canUse, type Audience, type Principal } from '../../auth/principal.js'
+import { canUse, declaredAudience, READER, type Audience, type Principal } from '../../auth/principal.js'
 import { iconsFor, titleFor } from '../../mcp/content.js'
 import type { ProtocolVersion } from '../../rpc/types.js'
 import type { PromptDefinition } from './define.js'
@@ -39,7 +39,7 @@ export class PromptRegistry {
     for (const name of Object.keys(def.complete ?? {})) {
       if (!names.has(name)) throw new Error(`Prompt ${def.name}: completion for ${name}, which is not one of its arguments`)
     }
-    this.#prompts.set(def.name, { def, audience: { scope: def.scope ?? 'mcp:read', role: def.role ?? 'viewer' } })
+    this.#prompts.set(def.name, { def, audience: declaredAudience(`Prompt ${def.name}`, def, READER) })
     for (const l of this.#listeners) l()
   }
 

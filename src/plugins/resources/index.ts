@@ -1,13 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { canUse, type Audience, type Principal } from '../../auth/principal.js'
+import { canUse, roleAllows, type Audience } from '../../auth/principal.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import type { ServerEvent } from '../../lib/event-bus.js'
 import { forRevision, resourceContentsProblem, type ResourceContents } from '../../mcp/content.js'
 import { page } from '../../rpc/cursor.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import { HandlerContext } from '../../rpc/handler-context.js'
-import { notifySession } from '../../sessions/session.js'
+import { notifySession, type ResourceSubscriptions, type Session } from '../../sessions/session.js'
 import { validatorFor } from '../../validation/index.js'
 import { AnswerRefused, InputRequired } from '../elicitation/index.js'
 import { PLUGIN } from '../names.js'
@@ -56,7 +56,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
   const { rpc, repos, config, events, sessions } = fastify
   const registry = new ResourceRegistry()
   for (const def of opts.resources ?? []) registry.add(def)
-  const deps = { asker: fastify.elicitation, repos, config }
+  const deps = { asker: fastify.elicitation, repos, config, events: fastify.events }
   // A resource added or removed at run time (embedding) is announced like any list change.
   registry.onChange(() => events.emit({ type: 'list.changed', list: 'resources', organizationId: null }))
 
@@ -164,14 +164,14 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
       const session = ctx.session!
       const audience = audienceOf(params.uri)
       if (!audience || !canUse(ctx.principal, audience)) throw notFound(params.uri)
-      const subscriptions = (session.subscriptions ??= new Set())
-      if (!subscriptions.has(params.uri) && subscriptions.size >= config.resourceSubscriptionsMax) {
+      const subscriptions = (session.subscriptions ??= { uris: new Set(), scopes: ctx.principal.scopes })
+      if (!subscriptions.uris.has(params.uri) && subscriptions.uris.size >= config.resourceSubscriptionsMax) {
         throw fail('INVALID_PARAMS', {
           message: `A session may subscribe to ${config.resourceSubscriptionsMax} resources; unsubscribe from one first`,
           details: { limit: config.resourceSubscriptionsMax },
         })
       }
-      subscriptions.add(params.uri)
+      subscriptions.uris.add(params.uri)
       return {}
     },
   })
@@ -182,16 +182,29 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     params: validatorFor('mcp/resources-subscribe.params'),
     handle(params, ctx) {
       // Unsubscribing from something never subscribed to is harmless: the result is the same.
-      ctx.session!.subscriptions?.delete(params.uri)
+      ctx.session!.subscriptions?.uris.delete(params.uri)
       return {}
     },
   })
 
-  const concerns = (principal: Pick<Principal, 'organizationId'>, organizationId: string | null) => organizationId === null || principal.organizationId === organizationId
+  const concerns = (session: Session, organizationId: string | null) => organizationId === null || session.organizationId === organizationId
+  /**
+   * Whether the session's member may still read `uri`: a subscription outlives the request that made it, and a
+   * demoted member must stop hearing of what it can no longer read. Scopes are the credential's (fixed for the
+   * session); the role is read now.
+   */
+  const stillReadable = (session: Session, subscriptions: ResourceSubscriptions, uri: string): boolean => {
+    const audience = audienceOf(uri)
+    if (audience === undefined || !subscriptions.scopes.includes(audience.scope)) return false
+    const membership = repos.memberships.byId(session.membershipId)
+    return membership !== undefined && membership.organizationId === session.organizationId && roleAllows(membership.role, audience.role)
+  }
   const unsubscribe = events.subscribe((event: ServerEvent) => {
     if (event.type !== 'resource.updated') return
     for (const session of sessions.liveSessions()) {
-      if (!concerns(session, event.organizationId) || !session.subscriptions?.has(event.uri)) continue
+      const subscriptions = session.subscriptions
+      if (!subscriptions?.uris.has(event.uri) || !concerns(session, event.organizationId)) continue
+      if (!stillReadable(session, subscriptions, event.uri)) continue
       notifySession(session, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: event.uri } })
     }
   })

@@ -1,5 +1,5 @@
-import { canUse, type Audience, type Principal } from '../../auth/principal.js'
-import { iconsFor, titleFor } from '../../mcp/content.js'
+import { canUse, declaredAudience, READER, type Audience, type Principal } from '../../auth/principal.js'
+import { annotationsFor, iconsFor, titleFor } from '../../mcp/content.js'
 import type { ProtocolVersion } from '../../rpc/types.js'
 import { isTemplate, type ResourceDefinition, type ResourceEntry, type StaticResourceDefinition, type TemplateResourceDefinition } from './define.js'
 import { UriTemplate } from './uri-template.js'
@@ -45,7 +45,7 @@ export class ResourceRegistry {
   add(def: ResourceDefinition): void {
     if (!NAME.test(def.name)) throw new Error(`Resource name ${JSON.stringify(def.name)} must be 1-128 characters of A-Z a-z 0-9 _ - .`)
     if (this.#names.has(def.name)) throw new Error(`Resource ${def.name} is already registered`)
-    const audience: Audience = { scope: def.scope ?? 'mcp:read', role: def.role ?? 'viewer' }
+    const audience = declaredAudience(`Resource ${def.name}`, def, READER)
     if (isTemplate(def)) {
       const template = new UriTemplate(def.uriTemplate)
       if (this.#templates.some((t) => t.def.uriTemplate === def.uriTemplate)) throw new Error(`Resource template ${def.uriTemplate} is already registered`)
@@ -98,8 +98,7 @@ export function describeEntry(entry: ResourceEntry, version: ProtocolVersion): R
   if (entry.description !== undefined) d.description = entry.description
   if (entry.mimeType !== undefined) d.mimeType = entry.mimeType
   if (entry.size !== undefined) d.size = entry.size
-  if (entry.annotations !== undefined) d.annotations = entry.annotations
-  return d
+  return { ...d, ...annotationsFor(entry.annotations, version) }
 }
 
 /** A resources/templates/list entry as `version` defines it. */
@@ -107,6 +106,5 @@ export function describeTemplate(def: TemplateResourceDefinition, version: Proto
   const d: Record<string, unknown> = { uriTemplate: def.uriTemplate, name: def.name, ...titleFor(def.title, version), ...iconsFor(def.icons, version) }
   if (def.description !== undefined) d.description = def.description
   if (def.mimeType !== undefined) d.mimeType = def.mimeType
-  if (def.annotations !== undefined) d.annotations = def.annotations
-  return d
+  return { ...d, ...annotationsFor(def.annotations, version) }
 }

@@ -1,6 +1,6 @@
 import type { ValidateFunction } from 'ajv'
 import Ajv2020 from 'ajv/dist/2020.js'
-import { roleAllows, type Principal } from '../../auth/principal.js'
+import { declaredAudience, roleAllows, type Principal } from '../../auth/principal.js'
 import { iconsFor } from '../../mcp/content.js'
 import { atLeast, PROTOCOL_VERSIONS, type ProtocolVersion } from '../../rpc/types.js'
 import { schemaDocument, validatorFor, type SchemaId } from '../../validation/index.js'
@@ -46,6 +46,7 @@ export class ToolRegistry {
   add(def: ToolDefinition<any, any>): void {
     if (!TOOL_NAME.test(def.name)) throw new Error(`Tool name ${JSON.stringify(def.name)} must be 1-128 characters of A-Z a-z 0-9 _ - .`)
     if (this.tools.has(def.name)) throw new Error(`Tool ${def.name} is already registered`)
+    declaredAudience(`Tool ${def.name}`, def)
     const [inputDoc, validateInput] = this.compile(def.inputSchema, `${def.name} input`)
     if (inputDoc.type !== 'object') throw new Error(`Tool ${def.name}: inputSchema must have type "object"`)
     let paramHeaders: ParamHeader[]
