@@ -23,6 +23,8 @@ import promptsPlugin from './plugins/prompts/index.js'
 import type { PromptDefinition } from './plugins/prompts/define.js'
 import resourcesPlugin from './plugins/resources/index.js'
 import type { ResourceDefinition } from './plugins/resources/define.js'
+import { builtinResourceEvents, builtinResources } from './plugins/resources/builtin/index.js'
+import { builtinPrompts } from './plugins/prompts/builtin/index.js'
 
 export interface BuildOptions {
   config: Config
@@ -90,8 +92,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(elicitationPlugin)
   await app.register(tasksPlugin)
   await app.register(toolsPlugin, { ...(options.tools ? { tools: options.tools } : {}) })
-  await app.register(resourcesPlugin, { ...(options.resources ? { resources: options.resources } : {}) })
-  await app.register(promptsPlugin, { ...(options.prompts ? { prompts: options.prompts } : {}) })
+  await app.register(resourcesPlugin, { resources: options.resources ?? builtinResources })
+  await app.register(builtinResourceEvents)
+  await app.register(promptsPlugin, { prompts: options.prompts ?? builtinPrompts })
   await app.register(completionsPlugin)
   await app.register(subscriptionsPlugin)
   await app.register(transportPlugin)

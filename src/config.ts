@@ -29,6 +29,7 @@ interface RawConfig {
   database: string
   configFile: string
   logLevel: string
+  profile: string
   bootstrapEmail: string
   bootstrapPassword: string
   bootstrapApiKey: string
@@ -58,6 +59,7 @@ interface RawConfig {
   listTtlMs: number
   readTtlMs: number
   resourceSubscriptionsMax: number
+  resourceUpdateIntervalMs: number
   discoverTtlMs: number
   taskTtlMs: number
   taskPollIntervalMs: number
@@ -99,6 +101,14 @@ export function isEnvKey(value: string): boolean {
 /** Redirect URI schemes refused whatever the configuration says. */
 export const FORBIDDEN_REDIRECT_SCHEMES = ['javascript', 'vbscript', 'data', 'blob', 'file', 'about', 'mailto', 'filesystem', 'view-source', 'ws', 'wss', 'ftp']
 
+/** Profiles `serve` knows (src/conformance/profile.ts). */
+export const PROFILES = ['conformance'] as const
+
+/** The loopback names a profile without authentication may listen on. */
+export function isLoopbackHost(host: string): boolean {
+  return host === '127.0.0.1' || host === '::1' || host === '[::1]' || host === 'localhost'
+}
+
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
 export const SETTINGS: readonly Setting[] = [
@@ -108,6 +118,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'database', env: 'SERVICE_DATABASE', flag: '--database', kind: 'string', default: './data/service.db', doc: 'SQLite file (`:memory:` for a throwaway database)' },
   { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
+  { key: 'profile', env: 'SERVICE_PROFILE', flag: '--profile', kind: 'string', default: '', doc: '`conformance`: `serve` runs the reference server of the official MCP conformance suite (its fixtures only, no authentication, an in-memory database, loopback only)' },
   { key: 'bootstrapEmail', env: 'SERVICE_BOOTSTRAP_EMAIL', flag: '--bootstrap-email', kind: 'string', default: 'owner@example.com', doc: 'Email of the owner created on an empty database' },
   { key: 'bootstrapPassword', env: 'SERVICE_BOOTSTRAP_PASSWORD', flag: '--bootstrap-password', kind: 'string', default: '', doc: 'Password of that owner; generated and printed once when empty' },
   { key: 'bootstrapApiKey', env: 'SERVICE_BOOTSTRAP_API_KEY', flag: '--bootstrap-api-key', kind: 'string', default: '', doc: 'Exact `service_mcp_…` key registered for that owner (both scopes); generated and printed once when empty' },
@@ -137,6 +148,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'listTtlMs', env: 'SERVICE_LIST_TTL_MS', flag: '--list-ttl-ms', kind: 'int', default: 60_000, min: 0, doc: '`ttlMs` of `tools/list`, `prompts/list`, `resources/list` and `resources/templates/list` results on 2026-07-28 requests: how long a client may reuse them (1 min)' },
   { key: 'readTtlMs', env: 'SERVICE_READ_TTL_MS', flag: '--read-ttl-ms', kind: 'int', default: 0, min: 0, doc: '`ttlMs` of `resources/read` results on 2026-07-28 requests (0: read again each time; deployment logs grow)' },
   { key: 'resourceSubscriptionsMax', env: 'SERVICE_RESOURCE_SUBSCRIPTIONS_MAX', flag: '--resource-subscriptions-max', kind: 'int', default: 100, min: 1, doc: 'Resources one session may subscribe to (`resources/subscribe`)' },
+  { key: 'resourceUpdateIntervalMs', env: 'SERVICE_RESOURCE_UPDATE_INTERVAL_MS', flag: '--resource-update-interval-ms', kind: 'int', default: 250, min: 1, doc: 'Shortest time between two `notifications/resources/updated` for a resource that keeps changing (a running deployment\'s log); its last change is always announced' },
   { key: 'discoverTtlMs', env: 'SERVICE_DISCOVER_TTL_MS', flag: '--discover-ttl-ms', kind: 'int', default: 3_600_000, min: 0, doc: '`ttlMs` of `server/discover` results (1 h)' },
   { key: 'taskTtlMs', env: 'SERVICE_TASK_TTL_MS', flag: '--task-ttl-ms', kind: 'int', default: 86_400_000, min: 1000, doc: 'How long a task (tasks extension) stays readable after it was created (24 h)' },
   { key: 'taskPollIntervalMs', env: 'SERVICE_TASK_POLL_INTERVAL_MS', flag: '--task-poll-interval-ms', kind: 'int', default: 2_000, min: 1, doc: '`pollIntervalMs` suggested to clients polling a task (2 s)' },
@@ -321,6 +333,18 @@ export function loadConfig(options: {
   }
   if (cfg.headersTimeoutMs > cfg.requestTimeoutMs) {
     throw new ConfigError(`SERVICE_HEADERS_TIMEOUT_MS (${cfg.headersTimeoutMs}) must not exceed SERVICE_REQUEST_TIMEOUT_MS (${cfg.requestTimeoutMs}): the whole request includes its headers`)
+  }
+  if (cfg.profile !== '' && !(PROFILES as readonly string[]).includes(cfg.profile)) {
+    throw new ConfigError(`SERVICE_PROFILE must be ${PROFILES.join(' or ')} (or empty for none), got ${JSON.stringify(cfg.profile)}`)
+  }
+  if (cfg.profile === 'conformance') {
+    // No authentication: reachable from this machine only, whatever else the settings say.
+    if (!isLoopbackHost(cfg.host)) {
+      throw new ConfigError(`SERVICE_PROFILE conformance serves without authentication, so it listens only on a loopback address (127.0.0.1, ::1 or localhost), not SERVICE_HOST ${JSON.stringify(cfg.host)}`)
+    }
+    if (cfg.baseUrl && !isLoopbackHost(new URL(cfg.baseUrl).hostname)) {
+      throw new ConfigError(`SERVICE_PROFILE conformance serves without authentication, so its base address must be a loopback one, not SERVICE_BASE_URL ${JSON.stringify(cfg.baseUrl)}`)
+    }
   }
   if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
   if (cfg.pipelines === null) {

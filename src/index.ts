@@ -23,6 +23,8 @@ export type { ContentBlock, TextContent, ImageContent, AudioContent, ResourceLin
 export type { RequestContext } from './rpc/handler-context.js'
 export type { InputRequest, ElicitForm, ElicitResult, CreateMessageParams, CreateMessageResult, ListRootsResult } from './mcp/input-requests.js'
 export { builtinTools } from './plugins/tools/builtin/index.js'
+export { builtinResources } from './plugins/resources/builtin/index.js'
+export { builtinPrompts } from './plugins/prompts/builtin/index.js'
 export { fail, ServiceError } from './errors/service-error.js'
 export { CancelledByClient, ClientDisconnected, SessionEnded, TaskCancelled } from './rpc/call-abort.js'
 export type { Era, LogLevel, ProtocolVersion } from './rpc/types.js'

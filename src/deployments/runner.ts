@@ -27,6 +27,16 @@ export interface RunListener {
   onLine?(line: DeploymentLogLine): void
 }
 
+/**
+ * What the runner tells its observers about every run, whoever started it (the deployment log resources announce it
+ * to MCP clients): a run was created (queued), some of its output lines were stored (once per stored batch: at most
+ * one per event-loop turn), its final status was written. Lines are in the database when `stored` is heard.
+ */
+export type RunEvent =
+  | { type: 'created'; deployment: Deployment }
+  | { type: 'stored'; deploymentId: string; organizationId: string }
+  | { type: 'ended'; deployment: Deployment }
+
 export interface RunHandle {
   deployment: Deployment
   /** Resolves with the final row when the run ends, whatever the outcome. */
@@ -61,6 +71,7 @@ export class PipelineRunner {
   readonly #live = new Map<string, LiveRun>()
   readonly #pendingLines: DeploymentLogLine[] = []
   #flushScheduled = false
+  readonly #observers = new Set<(event: RunEvent) => void>()
 
   constructor(options: { repos: Repos; config: Config; secrets: SecretBox; log: FastifyBaseLogger }) {
     this.#repos = options.repos
@@ -97,6 +108,22 @@ export class PipelineRunner {
     return this.#live.size
   }
 
+  /** Calls `observer` with every RunEvent until the returned function is called. */
+  observe(observer: (event: RunEvent) => void): () => void {
+    this.#observers.add(observer)
+    return () => this.#observers.delete(observer)
+  }
+
+  #tell(event: RunEvent): void {
+    for (const observer of [...this.#observers]) {
+      try {
+        observer(event)
+      } catch (err) {
+        this.#log.error({ err }, 'deployment observer failed')
+      }
+    }
+  }
+
   start(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string; createdBy: string | null }, listener?: RunListener): RunHandle {
     const app = this.#repos.apps.byId(input.organizationId, input.appId)
     if (!app) throw fail('RESOURCE_NOT_FOUND', { message: 'No such app in your organization' })
@@ -111,6 +138,7 @@ export class PipelineRunner {
       env[v.name] = this.#secrets.open(v.ciphertext, envVarAad(input.appId, v.name))
     }
     const deployment = this.#repos.deployments.create({ ...input, rollbackOf: input.rollbackOf ?? null, pipeline: app.pipeline })
+    this.#tell({ type: 'created', deployment })
     Object.assign(env, {
       SERVICE_APP_ID: app.id,
       SERVICE_APP_NAME: app.name,
@@ -155,6 +183,7 @@ export class PipelineRunner {
           // Only after stopAll gave up waiting and the database closed: the row was already marked interrupted.
           this.#log.error({ err, deployment: deployment.id }, 'could not record the end of a deployment')
         }
+        this.#tell({ type: 'ended', deployment: final })
         resolve(final)
       }
 
@@ -263,6 +292,13 @@ export class PipelineRunner {
       this.#repos.deployments.appendLines(lines)
     } catch (err) {
       this.#log.error({ err, lines: lines.length }, 'could not store deployment output')
+      return
+    }
+    if (this.#observers.size === 0) return
+    // Runs still live (a run's last lines are stored before it leaves #live); one event per run of the batch.
+    for (const deploymentId of new Set(lines.map((l) => l.deploymentId))) {
+      const organizationId = this.#live.get(deploymentId)?.deployment.organizationId
+      if (organizationId !== undefined) this.#tell({ type: 'stored', deploymentId, organizationId })
     }
   }
 }

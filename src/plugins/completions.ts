@@ -23,7 +23,7 @@ const MAX_VALUES = 100
  */
 const completionsPlugin: FastifyPluginAsync = async (fastify) => {
   const { rpc, repos, config } = fastify
-  const deps = { asker: fastify.elicitation, repos, config }
+  const deps = { asker: fastify.elicitation, repos, config, events: fastify.events }
   rpc.capabilities.declare(['legacy', 'modern'], 'completions', {})
 
   rpc.registerRequest<CompleteParams>({

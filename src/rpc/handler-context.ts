@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../auth/principal.js'
 import type { Config } from '../config.js'
 import type { Repos } from '../db/repos/index.js'
+import type { EventBus } from '../lib/event-bus.js'
 import type {
   CreateMessageParams,
   CreateMessageResult,
@@ -69,6 +70,25 @@ export interface RequestContext {
   sample(params: CreateMessageParams, key?: string): Promise<CreateMessageResult>
   /** Asks the client for its roots (`roots/list`); see `ask`. */
   listRoots(key?: string): Promise<ListRootsResult>
+  /**
+   * Tells the clients of the caller's organization that resources changed (never another organization's): `updated`
+   * reaches those following `uri` (sessions that subscribed to it, listen streams that asked for it); `listChanged`
+   * tells them all to list resources again (something a template lists was created, renamed or deleted).
+   */
+  resources: ResourceAnnouncer
+}
+
+export interface ResourceAnnouncer {
+  updated(uri: string): void
+  listChanged(): void
+}
+
+/** What a HandlerContext is built with: the plugins' shared parts. */
+export interface HandlerDeps {
+  asker: Asker
+  repos: Repos
+  config: Readonly<Config>
+  events: EventBus
 }
 
 export interface AskOptions {
@@ -101,11 +121,12 @@ export class HandlerContext implements RequestContext {
   readonly logger: FastifyBaseLogger
   readonly repos: Repos
   readonly config: Readonly<Config>
+  readonly resources: ResourceAnnouncer
   readonly #asker: Asker
   /** How many times each default key was used by this run: `elicit`, `elicit_2`… (the same on every retry). */
   readonly #keys = new Map<string, number>()
 
-  constructor(protected readonly call: CallContext, protected readonly about: AskTarget, deps: { asker: Asker; repos: Repos; config: Readonly<Config> }) {
+  constructor(protected readonly call: CallContext, protected readonly about: AskTarget, deps: HandlerDeps) {
     this.principal = call.principal
     this.session = call.session
     this.protocolVersion = call.exchange.protocolVersion
@@ -115,6 +136,12 @@ export class HandlerContext implements RequestContext {
     this.repos = deps.repos
     this.config = deps.config
     this.#asker = deps.asker
+    const organizationId = call.principal.organizationId
+    const { events } = deps
+    this.resources = {
+      updated: (uri) => events.emit({ type: 'resource.updated', uri, organizationId }),
+      listChanged: () => events.emit({ type: 'list.changed', list: 'resources', organizationId }),
+    }
   }
 
   get signal(): AbortSignal {

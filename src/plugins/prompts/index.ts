@@ -39,7 +39,7 @@ const promptsPlugin: FastifyPluginAsync<PromptsPluginOptions> = async (fastify, 
   const registry = new PromptRegistry()
   for (const def of opts.prompts ?? []) registry.add(def)
   fastify.decorate('prompts', registry)
-  const deps = { asker: fastify.elicitation, repos, config }
+  const deps = { asker: fastify.elicitation, repos, config, events: fastify.events }
   // A prompt added or removed at run time (embedding) is announced: on sessions' GET streams and on listen streams.
   registry.onChange(() => fastify.events.emit({ type: 'list.changed', list: 'prompts', organizationId: null }))
   rpc.capabilities.declare(['legacy', 'modern'], 'prompts', { listChanged: true })

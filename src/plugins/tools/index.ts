@@ -264,7 +264,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
      * instead of the request's), `quiet` (tasks send no notifications) and `onConfirmed` (the work may start).
      */
     constructor(ctx: CallContext, toolName: string, args: Record<string, unknown>, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
-      super(ctx, { target: toolTarget(toolName), args }, { asker: fastify.elicitation, repos, config })
+      super(ctx, { target: toolTarget(toolName), args }, { asker: fastify.elicitation, repos, config, events: fastify.events })
       this.#toolName = toolName
       this.#args = args
       this.#progressToken = options.quiet ? undefined : options.progressToken

@@ -5,6 +5,7 @@ import type { Repos } from '../../../db/repos/index.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
 import { defineTool } from '../define.js'
+import { appUri } from '../../resources/builtin/uris.js'
 import { appView } from './apps-list.js'
 
 type AppOutput = { app: ReturnType<typeof appView> }
@@ -32,6 +33,13 @@ function requirePipeline(config: Readonly<Config>, name: string): string {
   })
 }
 
+/** An app with the names of its env vars (values never leave the server): service_apps_get, and the app resource. */
+export function appDetails(repos: Repos, app: App) {
+  const env = repos.envVars.list(app.organizationId, app.id)
+    .map((v) => ({ name: v.name, created_at: isoTime(v.createdAt), updated_at: isoTime(v.updatedAt) }))
+  return { app: appView(app), env }
+}
+
 function nameTaken(name: string) {
   return fail('CONFLICT', { message: `An app named ${name} already exists in your organization` })
 }
@@ -47,10 +55,7 @@ export const appsGet = defineTool<{ app_id: string }>({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
   handler(args, { principal, repos }) {
-    const app = requireApp(repos, principal, args.app_id)
-    const env = repos.envVars.list(principal.organizationId, app.id)
-      .map((v) => ({ name: v.name, created_at: isoTime(v.createdAt), updated_at: isoTime(v.updatedAt) }))
-    return { app: appView(app), env }
+    return appDetails(repos, requireApp(repos, principal, args.app_id))
   },
 })
 
@@ -65,7 +70,7 @@ export const appsCreate = defineTool<{ name: string; description?: string; pipel
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   rateLimitPerMinute: 10,
   auditTarget: (_args, output) => ({ targetType: 'app', targetId: output.app.id, details: { name: output.app.name } }),
-  handler(args, { principal, repos, config }) {
+  handler(args, { principal, repos, config, resources }) {
     const pipeline = requirePipeline(config, args.pipeline ?? 'default')
     try {
       const app = repos.apps.create({
@@ -75,6 +80,7 @@ export const appsCreate = defineTool<{ name: string; description?: string; pipel
         pipeline,
         createdBy: principal.userId,
       })
+      resources.listChanged()
       return { app: appView(app) }
     } catch (err) {
       if (isUniqueViolation(err)) throw nameTaken(args.name)
@@ -99,7 +105,7 @@ export const appsUpdate = defineTool<{ app_id: string; name?: string; descriptio
     targetId: output.app.id,
     details: { changed: ['name', 'description', 'pipeline'].filter((k) => k in args) },
   }),
-  handler(args, { principal, repos, config }) {
+  handler(args, { principal, repos, config, resources }) {
     if (args.name === undefined && args.description === undefined && args.pipeline === undefined) {
       throw fail('INVALID_ARGUMENTS', { message: 'Pass at least one of name, description, pipeline to change' })
     }
@@ -117,6 +123,8 @@ export const appsUpdate = defineTool<{ app_id: string; name?: string; descriptio
       throw err
     }
     if (!app) throw appNotFound() // deleted in the meantime
+    resources.updated(appUri(app.id))
+    resources.listChanged() // its name, title and description in resources/list
     return { app: appView(app) }
   },
 })
@@ -150,6 +158,9 @@ export const appsDelete = defineTool<{ app_id: string }, { deleted: true; app_id
     refuseWhileDeploying(repos, principal, current)
     const deleted = repos.apps.deploymentCount(principal.organizationId, current.id)
     if (!repos.apps.delete(principal.organizationId, current.id)) throw appNotFound()
+    // Its resource is gone (a subscriber reading it again learns so), and so are its deployments' logs.
+    ctx.resources.updated(appUri(current.id))
+    ctx.resources.listChanged()
     return { deleted: true, app_id: current.id, name: current.name, deployments_deleted: deleted }
   },
 })

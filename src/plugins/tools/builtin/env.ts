@@ -1,6 +1,7 @@
 import { envVarAad } from '../../../db/repos/env-vars.js'
 import { fail } from '../../../errors/service-error.js'
 import { defineTool } from '../define.js'
+import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
 
 export const envSet = defineTool<{ app_id: string; name: string; value: string }, { app_id: string; name: string; created: boolean }>({
@@ -17,7 +18,7 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
   // Never the value: only where it went.
   auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
   auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
-  handler(args, { principal, repos, secrets }) {
+  handler(args, { principal, repos, secrets, resources }) {
     const app = requireApp(repos, principal, args.app_id)
     const { created } = repos.envVars.set({
       organizationId: principal.organizationId,
@@ -26,6 +27,7 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
       ciphertext: secrets.seal(args.value, envVarAad(app.id, args.name)),
       userId: principal.userId,
     })
+    resources.updated(appUri(app.id)) // the app resource lists its env var names
     return { app_id: app.id, name: args.name, created }
   },
 })
@@ -51,6 +53,7 @@ export const envUnset = defineTool<{ app_id: string; name: string }, { app_id: s
     await ctx.confirm(`Remove env var ${args.name} from app ${app.name} (${app.id})?`)
     // Removed (or the app deleted) while the user was asked: nothing left to remove.
     if (!repos.envVars.unset(principal.organizationId, app.id, args.name)) throw missing()
+    ctx.resources.updated(appUri(app.id))
     return { app_id: app.id, name: args.name, removed: true }
   },
 })
