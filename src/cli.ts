@@ -10,6 +10,7 @@ import { databaseFailure, openDatabase, type DatabaseError } from './db/client.j
 import { createRepos, type Repos } from './db/repos/index.js'
 import { ROLES, type Role } from './db/schema.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
+import { createConformanceServer } from './conformance/profile.js'
 import { createServer } from './index.js'
 import { generateStateKey } from './mrtr/state-sealer.js'
 import { generateSigningKey } from './oauth/keyring.js'
@@ -20,6 +21,8 @@ const USAGE = `Usage: service-mcp <command> [options]
 
 Server
   serve                                   Run the server in the foreground (migrates, bootstraps an empty database)
+  serve --profile conformance             The reference server of the official MCP conformance suite: its fixtures
+                                          only, no authentication, in-memory database, loopback only (see README)
   migrate                                 Apply database migrations and exit
 
 Organizations
@@ -127,7 +130,9 @@ function listenFailure(config: Config, err: unknown): unknown {
 }
 
 async function serve(flags: string[]): Promise<void> {
-  const server = await createServer({
+  const profile = loadConfig({ argv: flags }).profile
+  const conformance = profile === 'conformance' ? await createConformanceServer({ argv: flags }) : null
+  const server = conformance ?? await createServer({
     argv: flags,
     onBootstrap(result) {
       const lines = [
@@ -148,6 +153,7 @@ async function serve(flags: string[]): Promise<void> {
     await server.close().catch(() => {})
     throw listenFailure(server.config, err)
   }
+  if (conformance) process.stderr.write(conformance.banner())
   server.app.log.info({ url: `${url}/mcp` }, 'MCP server listening')
   let stopping = false
   const stop = (signal: string) => {

@@ -5,6 +5,7 @@ import { CredentialCache } from '../auth/credential-cache.js'
 import { UsageRecorder } from '../auth/usage-recorder.js'
 import type { CredentialVerifier, Principal } from '../auth/principal.js'
 import { fail } from '../errors/service-error.js'
+import { isLoopbackHost } from '../config.js'
 import { sha256Hex } from '../lib/crypto.js'
 import { PLUGIN } from './names.js'
 
@@ -16,6 +17,12 @@ export interface Auth {
   /** Called whenever a credential is found revoked, so sessions bound to it end. */
   onRevoked(listener: (credential: string) => void): void
   revoked(credential: string): void
+  /**
+   * The conformance profile only (src/conformance/profile.ts): a request that sends no Authorization header acts with
+   * `token`, which is verified on every request like any credential (a request that sends one is verified as always).
+   * Refused (throws) unless the server runs that profile on a loopback address with an in-memory database.
+   */
+  actWithoutAuthorization(token: string): void
 }
 
 declare module 'fastify' {
@@ -34,6 +41,8 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
   const changes = fastify.repos.credentialChanges
   const cache = new CredentialCache({ changed: () => changes.takeChanged() })
   const usage = new UsageRecorder(fastify.repos)
+  /** Authorization of requests that send none (the conformance profile); null: they are refused (401). */
+  let absent: string | null = null
   const flushUsage = () => {
     try {
       usage.flush()
@@ -55,7 +64,16 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       cache.clear()
       for (const l of listeners) l(credential)
     },
+    actWithoutAuthorization(token) {
+      const { config } = fastify
+      if (config.profile !== 'conformance' || config.database !== ':memory:' || !isLoopbackHost(config.host)) {
+        throw new Error('Requests without credentials are served only by the conformance profile, on a loopback address, with an in-memory database')
+      }
+      absent = `Bearer ${token}`
+    },
     authenticate(authorization) {
+      // Only a request without the header at all: an empty or malformed one is refused as always.
+      if (authorization === undefined && absent !== null) authorization = absent
       if (!authorization) throw fail('INVALID_TOKEN', { message: 'The Authorization header is missing' })
       const m = BEARER.exec(authorization)
       if (!m) throw fail('INVALID_TOKEN', { message: 'The Authorization header must be "Bearer <token>"' })
