@@ -740,7 +740,7 @@ export const schemas = {
   },
   "mcp/paginated.params": {
     "$id": "mcp/paginated.params",
-    "title": "Params of a paginated list (prompts/list, resources/list, resources/templates/list)",
+    "title": "Params of a paginated list (tools/list, prompts/list, resources/list, resources/templates/list)",
     "type": "object",
     "properties": {
       "cursor": {
@@ -1062,19 +1062,6 @@ export const schemas = {
         "type": "string",
         "maxLength": 65536,
         "description": "2026-07-28: the requestState of an input_required result, echoed unchanged"
-      }
-    }
-  },
-  "mcp/tools-list.params": {
-    "$id": "mcp/tools-list.params",
-    "type": "object",
-    "properties": {
-      "cursor": {
-        "type": "string",
-        "maxLength": 512
-      },
-      "_meta": {
-        "type": "object"
       }
     }
   },

@@ -3582,7 +3582,7 @@ return errors === 0;
 validate40.evaluated = {"props":{"level":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
 
 export const validate_mcp_paginated_params = validate41;
-const schema61 = {"$id":"mcp/paginated.params","title":"Params of a paginated list (prompts/list, resources/list, resources/templates/list)","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
+const schema61 = {"$id":"mcp/paginated.params","title":"Params of a paginated list (tools/list, prompts/list, resources/list, resources/templates/list)","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="mcp/paginated.params" */;
@@ -5407,85 +5407,16 @@ return errors === 0;
 }
 validate55.evaluated = {"props":{"name":true,"arguments":true,"_meta":true,"inputResponses":true,"requestState":true},"dynamicProps":false,"dynamicItems":false};
 
-export const validate_mcp_tools_list_params = validate56;
-const schema79 = {"$id":"mcp/tools-list.params","type":"object","properties":{"cursor":{"type":"string","maxLength":512},"_meta":{"type":"object"}}};
-
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="mcp/tools-list.params" */;
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate56.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.cursor !== undefined){
-let data0 = data.cursor;
-if(typeof data0 === "string"){
-if(func1(data0) > 512){
-const err0 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-}
-else {
-const err1 = {instancePath:instancePath+"/cursor",schemaPath:"#/properties/cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-if(data._meta !== undefined){
-let data1 = data._meta;
-if(!(data1 && typeof data1 == "object" && !Array.isArray(data1))){
-const err2 = {instancePath:instancePath+"/_meta",schemaPath:"#/properties/_meta/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate56.errors = vErrors;
-return errors === 0;
-}
-validate56.evaluated = {"props":{"cursor":true,"_meta":true},"dynamicProps":false,"dynamicItems":false};
-
-export const validate_tools_service_apps_create_input = validate57;
-const schema80 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
+export const validate_tools_service_apps_create_input = validate56;
+const schema79 = {"$id":"tools/service_apps_create.input","type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"Name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"Free text, at most 500 characters (default empty)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"Name of a pipeline configured by the operator (default \"default\")"}}};
 const pattern15 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
 const pattern16 = new RegExp("^[a-z0-9][a-z0-9_-]{0,63}$", "u");
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_create.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5641,19 +5572,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate57.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_create_output = validate58;
-const schema81 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+export const validate_tools_service_apps_create_output = validate57;
+const schema80 = {"$id":"tools/service_apps_create.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The new app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_create.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate57.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5853,20 +5784,20 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate58.errors = vErrors;
+validate57.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_delete_input = validate59;
-const schema82 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
+export const validate_tools_service_apps_delete_input = validate58;
+const schema81 = {"$id":"tools/service_apps_delete.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to delete (app_…)"}}};
 const pattern17 = new RegExp("^app_[0-9a-z]{26}$", "u");
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_delete.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5952,19 +5883,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate59.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_delete_output = validate60;
-const schema83 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
+export const validate_tools_service_apps_delete_output = validate59;
+const schema82 = {"$id":"tools/service_apps_delete.output","type":"object","additionalProperties":false,"required":["deleted","app_id","name","deployments_deleted"],"properties":{"deleted":{"const":true,"type":"boolean","description":"Always true: the app is gone"},"app_id":{"type":"string","description":"Id of the deleted app"},"name":{"type":"string","description":"Name the deleted app had"},"deployments_deleted":{"type":"integer","minimum":0,"description":"How many deployments (with their logs) were deleted with it"}}};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_delete.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6107,19 +6038,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate60.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_get_input = validate61;
-const schema84 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
+export const validate_tools_service_apps_get_input = validate60;
+const schema83 = {"$id":"tools/service_apps_get.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…), from service_apps_list"}}};
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_get.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6205,19 +6136,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate61.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_get_output = validate62;
-const schema85 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
+export const validate_tools_service_apps_get_output = validate61;
+const schema84 = {"$id":"tools/service_apps_get.output","type":"object","additionalProperties":false,"required":["app","env"],"properties":{"app":{"type":"object","description":"The app","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}},"env":{"type":"array","description":"Names of the app's environment variables, by name; values are never returned","items":{"type":"object","additionalProperties":false,"required":["name","created_at","updated_at"],"properties":{"name":{"type":"string","description":"Variable name"},"created_at":{"type":"string","description":"When the variable was first set (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When its value was last set (ISO 8601, UTC)"}}}}}};
 
-function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_get.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate62.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6536,19 +6467,19 @@ vErrors.push(err26);
 }
 errors++;
 }
-validate62.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_input = validate63;
-const schema86 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_apps_list_input = validate62;
+const schema85 = {"$id":"tools/service_apps_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate63.evaluated;
+const evaluated0 = validate62.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6649,19 +6580,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate63.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_list_output = validate64;
-const schema87 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
+export const validate_tools_service_apps_list_output = validate63;
+const schema86 = {"$id":"tools/service_apps_list.output","type":"object","additionalProperties":false,"required":["apps","next_cursor"],"properties":{"apps":{"type":"array","description":"Apps of the organization, oldest first","items":{"type":"object","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor to get the next page; null on the last page"}}};
 
-function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate64.evaluated;
+const evaluated0 = validate63.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6879,7 +6810,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema87.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema86.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -6900,19 +6831,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate64.errors = vErrors;
+validate63.errors = vErrors;
 return errors === 0;
 }
-validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_update_input = validate65;
-const schema88 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
+export const validate_tools_service_apps_update_input = validate64;
+const schema87 = {"$id":"tools/service_apps_update.input","type":"object","additionalProperties":false,"required":["app_id"],"description":"Pass app_id and at least one of name, description, pipeline","properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to change (app_…)"},"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9-]{0,62}$","minLength":1,"maxLength":63,"description":"New name, unique in the organization: 1-63 characters of a-z, 0-9 and -, not starting with -"},"description":{"type":"string","maxLength":500,"description":"New description, at most 500 characters (empty clears it)"},"pipeline":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$","minLength":1,"maxLength":64,"description":"New pipeline: the name of a pipeline configured by the operator"}}};
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_update.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7113,19 +7044,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate65.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_apps_update_output = validate66;
-const schema89 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
+export const validate_tools_service_apps_update_output = validate65;
+const schema88 = {"$id":"tools/service_apps_update.output","type":"object","additionalProperties":false,"required":["app"],"properties":{"app":{"type":"object","description":"The app after the change","additionalProperties":false,"required":["id","name","description","pipeline","created_at","updated_at"],"properties":{"id":{"type":"string","description":"App id (app_…)"},"name":{"type":"string","description":"Name, unique in the organization"},"description":{"type":"string","description":"Free text; empty when none was given"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that deploys the app"},"created_at":{"type":"string","description":"When the app was created (ISO 8601, UTC)"},"updated_at":{"type":"string","description":"When the app was last changed (ISO 8601, UTC)"}}}}};
 
-function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_apps_update.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate66.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7325,19 +7256,19 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate66.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_audit_list_input = validate67;
-const schema90 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
+export const validate_tools_service_audit_list_input = validate66;
+const schema89 = {"$id":"tools/service_audit_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"},"action":{"type":"string","minLength":1,"maxLength":128,"description":"Only entries with exactly this action, e.g. service_apps_create or service_apps_delete.confirmation"}}};
 
-function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_audit_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate67.evaluated;
+const evaluated0 = validate66.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7473,19 +7404,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate67.errors = vErrors;
+validate66.errors = vErrors;
 return errors === 0;
 }
-validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_audit_list_output = validate68;
-const schema91 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_audit_list_output = validate67;
+const schema90 = {"$id":"tools/service_audit_list.output","type":"object","additionalProperties":false,"required":["entries","next_cursor"],"properties":{"entries":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","at","actor","action","target_type","target_id","outcome","details"],"properties":{"id":{"type":"string"},"at":{"type":"string","description":"ISO 8601"},"actor":{"type":"object","additionalProperties":false,"required":["user_id","membership_id","credential_kind","credential_id","client_id"],"properties":{"user_id":{"type":["string","null"]},"membership_id":{"type":["string","null"]},"credential_kind":{"type":"string","description":"api_key or oauth"},"credential_id":{"type":["string","null"]},"client_id":{"type":["string","null"],"description":"The OAuth client, for OAuth credentials"}}},"action":{"type":"string"},"target_type":{"type":["string","null"]},"target_id":{"type":["string","null"]},"outcome":{"enum":["succeeded","failed","denied","confirmed","declined","timed_out","cancelled"]},"details":{"type":["object","null"]}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_audit_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate68.evaluated;
+const evaluated0 = validate67.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7716,7 +7647,7 @@ errors++;
 if(data4.user_id !== undefined){
 let data5 = data4.user_id;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/entries/" + i0+"/actor/user_id",schemaPath:"#/properties/entries/items/properties/actor/properties/user_id/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.actor.properties.user_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -7729,7 +7660,7 @@ errors++;
 if(data4.membership_id !== undefined){
 let data6 = data4.membership_id;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/entries/" + i0+"/actor/membership_id",schemaPath:"#/properties/entries/items/properties/actor/properties/membership_id/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.actor.properties.membership_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -7754,7 +7685,7 @@ errors++;
 if(data4.credential_id !== undefined){
 let data8 = data4.credential_id;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/entries/" + i0+"/actor/credential_id",schemaPath:"#/properties/entries/items/properties/actor/properties/credential_id/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.actor.properties.credential_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -7767,7 +7698,7 @@ errors++;
 if(data4.client_id !== undefined){
 let data9 = data4.client_id;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/entries/" + i0+"/actor/client_id",schemaPath:"#/properties/entries/items/properties/actor/properties/client_id/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.actor.properties.client_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -7804,7 +7735,7 @@ errors++;
 if(data1.target_type !== undefined){
 let data11 = data1.target_type;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.target_type.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/entries/" + i0+"/target_type",schemaPath:"#/properties/entries/items/properties/target_type/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.target_type.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -7817,7 +7748,7 @@ errors++;
 if(data1.target_id !== undefined){
 let data12 = data1.target_id;
 if((typeof data12 !== "string") && (data12 !== null)){
-const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.target_id.type},message:"must be string,null"};
+const err28 = {instancePath:instancePath+"/entries/" + i0+"/target_id",schemaPath:"#/properties/entries/items/properties/target_id/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.target_id.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -7830,7 +7761,7 @@ errors++;
 if(data1.outcome !== undefined){
 let data13 = data1.outcome;
 if(!(((((((data13 === "succeeded") || (data13 === "failed")) || (data13 === "denied")) || (data13 === "confirmed")) || (data13 === "declined")) || (data13 === "timed_out")) || (data13 === "cancelled"))){
-const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema91.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+const err29 = {instancePath:instancePath+"/entries/" + i0+"/outcome",schemaPath:"#/properties/entries/items/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema90.properties.entries.items.properties.outcome.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -7843,7 +7774,7 @@ errors++;
 if(data1.details !== undefined){
 let data14 = data1.details;
 if((!(data14 && typeof data14 == "object" && !Array.isArray(data14))) && (data14 !== null)){
-const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema91.properties.entries.items.properties.details.type},message:"must be object,null"};
+const err30 = {instancePath:instancePath+"/entries/" + i0+"/details",schemaPath:"#/properties/entries/items/properties/details/type",keyword:"type",params:{type: schema90.properties.entries.items.properties.details.type},message:"must be object,null"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -7880,7 +7811,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data15 = data.next_cursor;
 if((typeof data15 !== "string") && (data15 !== null)){
-const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema91.properties.next_cursor.type},message:"must be string,null"};
+const err33 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema90.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -7901,20 +7832,20 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate68.errors = vErrors;
+validate67.errors = vErrors;
 return errors === 0;
 }
-validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_cancel_input = validate69;
-const schema92 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
+export const validate_tools_service_deployments_cancel_input = validate68;
+const schema91 = {"$id":"tools/service_deployments_cancel.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the queued or running deployment (dep_…)"}}};
 const pattern22 = new RegExp("^dep_[0-9a-z]{26}$", "u");
 
-function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_cancel.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate69.evaluated;
+const evaluated0 = validate68.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8000,19 +7931,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate69.errors = vErrors;
+validate68.errors = vErrors;
 return errors === 0;
 }
-validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_cancel_output = validate70;
-const schema93 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
+export const validate_tools_service_deployments_cancel_output = validate69;
+const schema92 = {"$id":"tools/service_deployments_cancel.output","type":"object","additionalProperties":false,"required":["deployment_id","status"],"properties":{"deployment_id":{"type":"string"},"status":{"type":"string","const":"cancelling","description":"The run is being stopped; service_deployments_get shows when it is cancelled"}}};
 
-function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_cancel.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate70.evaluated;
+const evaluated0 = validate69.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8098,19 +8029,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate70.errors = vErrors;
+validate69.errors = vErrors;
 return errors === 0;
 }
-validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_create_input = validate71;
-const schema94 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
+export const validate_tools_service_deployments_create_input = validate70;
+const schema93 = {"$id":"tools/service_deployments_create.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to deploy (app_…), from service_apps_list"}}};
 
-function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_create.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate71.evaluated;
+const evaluated0 = validate70.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8196,19 +8127,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate71.errors = vErrors;
+validate70.errors = vErrors;
 return errors === 0;
 }
-validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_create_output = validate72;
-const schema95 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+export const validate_tools_service_deployments_create_output = validate71;
+const schema94 = {"$id":"tools/service_deployments_create.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
 
-function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_create.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate72.evaluated;
+const evaluated0 = validate71.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8352,7 +8283,7 @@ vErrors.push(err12);
 errors++;
 }
 for(const key1 in data0){
-if(!(func14.call(schema95.properties.deployment.properties, key1))){
+if(!(func14.call(schema94.properties.deployment.properties, key1))){
 const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err13];
@@ -8400,7 +8331,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema95.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema94.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -8413,7 +8344,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema95.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema94.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8448,7 +8379,7 @@ vErrors.push(err20);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema95.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema94.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -8473,7 +8404,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema95.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema94.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -8486,7 +8417,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema95.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema94.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -8499,7 +8430,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema95.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema94.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -8512,7 +8443,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema95.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema94.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -8545,19 +8476,19 @@ vErrors.push(err28);
 }
 errors++;
 }
-validate72.errors = vErrors;
+validate71.errors = vErrors;
 return errors === 0;
 }
-validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_get_input = validate73;
-const schema96 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
+export const validate_tools_service_deployments_get_input = validate72;
+const schema95 = {"$id":"tools/service_deployments_get.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"}}};
 
-function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate73.evaluated;
+const evaluated0 = validate72.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8643,19 +8574,19 @@ vErrors.push(err6);
 }
 errors++;
 }
-validate73.errors = vErrors;
+validate72.errors = vErrors;
 return errors === 0;
 }
-validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_get_output = validate74;
-const schema97 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
+export const validate_tools_service_deployments_get_output = validate73;
+const schema96 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
 
-function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate74.evaluated;
+const evaluated0 = validate73.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8809,7 +8740,7 @@ vErrors.push(err13);
 errors++;
 }
 for(const key1 in data0){
-if(!(func14.call(schema97.properties.deployment.properties, key1))){
+if(!(func14.call(schema96.properties.deployment.properties, key1))){
 const err14 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err14];
@@ -8857,7 +8788,7 @@ vErrors.push(err17);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema97.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err18 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema96.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8870,7 +8801,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema97.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema96.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -8905,7 +8836,7 @@ vErrors.push(err21);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema97.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema96.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -8930,7 +8861,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema97.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema96.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -8943,7 +8874,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema97.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema96.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -8956,7 +8887,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema97.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err26 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema96.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -8969,7 +8900,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema97.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema96.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -9098,7 +9029,7 @@ vErrors.push(err37);
 errors++;
 }
 if(!(((data15 === "stdout") || (data15 === "stderr")) || (data15 === "system"))){
-const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema97.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+const err38 = {instancePath:instancePath+"/last_lines/" + i0+"/stream",schemaPath:"#/properties/last_lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema96.properties.last_lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -9167,19 +9098,19 @@ vErrors.push(err43);
 }
 errors++;
 }
-validate74.errors = vErrors;
+validate73.errors = vErrors;
 return errors === 0;
 }
-validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_list_input = validate75;
-const schema98 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
+export const validate_tools_service_deployments_list_input = validate74;
+const schema97 = {"$id":"tools/service_deployments_list.input","type":"object","additionalProperties":false,"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Only the deployments of this app (app_…)"},"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"offset":{"type":"integer","minimum":0,"maximum":1000000,"default":0,"description":"How many deployments to skip (default 0); next_offset of the previous page"}}};
 
-function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate75.evaluated;
+const evaluated0 = validate74.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9325,19 +9256,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate75.errors = vErrors;
+validate74.errors = vErrors;
 return errors === 0;
 }
-validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_list_output = validate76;
-const schema99 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
+export const validate_tools_service_deployments_list_output = validate75;
+const schema98 = {"$id":"tools/service_deployments_list.output","type":"object","additionalProperties":false,"required":["deployments","total","next_offset"],"properties":{"deployments":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}},"total":{"type":"integer","minimum":0,"description":"How many deployments match, over all pages"},"next_offset":{"type":["integer","null"],"description":"offset of the next page; null after the last page"}}};
 
-function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate76.evaluated;
+const evaluated0 = validate75.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9505,7 +9436,7 @@ vErrors.push(err14);
 errors++;
 }
 for(const key1 in data1){
-if(!(func14.call(schema99.properties.deployments.items.properties, key1))){
+if(!(func14.call(schema98.properties.deployments.items.properties, key1))){
 const err15 = {instancePath:instancePath+"/deployments/" + i0,schemaPath:"#/properties/deployments/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err15];
@@ -9553,7 +9484,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!((data4 === "deploy") || (data4 === "rollback"))){
-const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema99.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/deployments/" + i0+"/kind",schemaPath:"#/properties/deployments/items/properties/kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.deployments.items.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -9566,7 +9497,7 @@ errors++;
 if(data1.rollback_of !== undefined){
 let data5 = data1.rollback_of;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/deployments/" + i0+"/rollback_of",schemaPath:"#/properties/deployments/items/properties/rollback_of/type",keyword:"type",params:{type: schema98.properties.deployments.items.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -9601,7 +9532,7 @@ vErrors.push(err22);
 errors++;
 }
 if(!((((((data7 === "queued") || (data7 === "running")) || (data7 === "succeeded")) || (data7 === "failed")) || (data7 === "cancelled")) || (data7 === "interrupted"))){
-const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema99.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/deployments/" + i0+"/status",schemaPath:"#/properties/deployments/items/properties/status/enum",keyword:"enum",params:{allowedValues: schema98.properties.deployments.items.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -9626,7 +9557,7 @@ errors++;
 if(data1.started_at !== undefined){
 let data9 = data1.started_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/deployments/" + i0+"/started_at",schemaPath:"#/properties/deployments/items/properties/started_at/type",keyword:"type",params:{type: schema98.properties.deployments.items.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -9639,7 +9570,7 @@ errors++;
 if(data1.finished_at !== undefined){
 let data10 = data1.finished_at;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployments/" + i0+"/finished_at",schemaPath:"#/properties/deployments/items/properties/finished_at/type",keyword:"type",params:{type: schema98.properties.deployments.items.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -9652,7 +9583,7 @@ errors++;
 if(data1.exit_code !== undefined){
 let data11 = data1.exit_code;
 if((!(((typeof data11 == "number") && (!(data11 % 1) && !isNaN(data11))) && (isFinite(data11)))) && (data11 !== null)){
-const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
+const err27 = {instancePath:instancePath+"/deployments/" + i0+"/exit_code",schemaPath:"#/properties/deployments/items/properties/exit_code/type",keyword:"type",params:{type: schema98.properties.deployments.items.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -9665,7 +9596,7 @@ errors++;
 if(data1.outcome !== undefined){
 let data12 = data1.outcome;
 if((typeof data12 !== "string") && (data12 !== null)){
-const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema99.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
+const err28 = {instancePath:instancePath+"/deployments/" + i0+"/outcome",schemaPath:"#/properties/deployments/items/properties/outcome/type",keyword:"type",params:{type: schema98.properties.deployments.items.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -9727,7 +9658,7 @@ errors++;
 if(data.next_offset !== undefined){
 let data14 = data.next_offset;
 if((!(((typeof data14 == "number") && (!(data14 % 1) && !isNaN(data14))) && (isFinite(data14)))) && (data14 !== null)){
-const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema99.properties.next_offset.type},message:"must be integer,null"};
+const err33 = {instancePath:instancePath+"/next_offset",schemaPath:"#/properties/next_offset/type",keyword:"type",params:{type: schema98.properties.next_offset.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -9748,19 +9679,19 @@ vErrors.push(err34);
 }
 errors++;
 }
-validate76.errors = vErrors;
+validate75.errors = vErrors;
 return errors === 0;
 }
-validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_logs_input = validate77;
-const schema100 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_deployments_logs_input = validate76;
+const schema99 = {"$id":"tools/service_deployments_logs.input","type":"object","additionalProperties":false,"required":["deployment_id"],"properties":{"deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the deployment (dep_…)"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":100,"description":"Lines per page, 1 to 500 (default 100)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate77.evaluated;
+const evaluated0 = validate76.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9916,19 +9847,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate77.errors = vErrors;
+validate76.errors = vErrors;
 return errors === 0;
 }
-validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_logs_output = validate78;
-const schema101 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
+export const validate_tools_service_deployments_logs_output = validate77;
+const schema100 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
 
-function validate78(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate78.evaluated;
+const evaluated0 = validate77.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10065,7 +9996,7 @@ vErrors.push(err10);
 errors++;
 }
 if(!(((data3 === "stdout") || (data3 === "stderr")) || (data3 === "system"))){
-const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema101.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
+const err11 = {instancePath:instancePath+"/lines/" + i0+"/stream",schemaPath:"#/properties/lines/items/properties/stream/enum",keyword:"enum",params:{allowedValues: schema100.properties.lines.items.properties.stream.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -10126,7 +10057,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data6 = data.next_cursor;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema101.properties.next_cursor.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema100.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -10147,19 +10078,19 @@ vErrors.push(err17);
 }
 errors++;
 }
-validate78.errors = vErrors;
+validate77.errors = vErrors;
 return errors === 0;
 }
-validate78.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_rollback_input = validate79;
-const schema102 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
+export const validate_tools_service_deployments_rollback_input = validate78;
+const schema101 = {"$id":"tools/service_deployments_rollback.input","type":"object","additionalProperties":false,"required":["app_id"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app to roll back (app_…)"},"to_deployment_id":{"type":"string","pattern":"^dep_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"A succeeded deploy of the app to put back (dep_…); default: the latest succeeded deploy before the one the app runs now"}}};
 
-function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate78(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_rollback.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate79.evaluated;
+const evaluated0 = validate78.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10290,19 +10221,19 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate79.errors = vErrors;
+validate78.errors = vErrors;
 return errors === 0;
 }
-validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate78.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_deployments_rollback_output = validate80;
-const schema103 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
+export const validate_tools_service_deployments_rollback_output = validate79;
+const schema102 = {"$id":"tools/service_deployments_rollback.output","type":"object","additionalProperties":false,"required":["deployment"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}}}};
 
-function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_rollback.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate80.evaluated;
+const evaluated0 = validate79.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10446,7 +10377,7 @@ vErrors.push(err12);
 errors++;
 }
 for(const key1 in data0){
-if(!(func14.call(schema103.properties.deployment.properties, key1))){
+if(!(func14.call(schema102.properties.deployment.properties, key1))){
 const err13 = {instancePath:instancePath+"/deployment",schemaPath:"#/properties/deployment/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err13];
@@ -10494,7 +10425,7 @@ vErrors.push(err16);
 errors++;
 }
 if(!((data3 === "deploy") || (data3 === "rollback"))){
-const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema103.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err17 = {instancePath:instancePath+"/deployment/kind",schemaPath:"#/properties/deployment/properties/kind/enum",keyword:"enum",params:{allowedValues: schema102.properties.deployment.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -10507,7 +10438,7 @@ errors++;
 if(data0.rollback_of !== undefined){
 let data4 = data0.rollback_of;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema103.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/deployment/rollback_of",schemaPath:"#/properties/deployment/properties/rollback_of/type",keyword:"type",params:{type: schema102.properties.deployment.properties.rollback_of.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -10542,7 +10473,7 @@ vErrors.push(err20);
 errors++;
 }
 if(!((((((data6 === "queued") || (data6 === "running")) || (data6 === "succeeded")) || (data6 === "failed")) || (data6 === "cancelled")) || (data6 === "interrupted"))){
-const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema103.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err21 = {instancePath:instancePath+"/deployment/status",schemaPath:"#/properties/deployment/properties/status/enum",keyword:"enum",params:{allowedValues: schema102.properties.deployment.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -10567,7 +10498,7 @@ errors++;
 if(data0.started_at !== undefined){
 let data8 = data0.started_at;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema103.properties.deployment.properties.started_at.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/deployment/started_at",schemaPath:"#/properties/deployment/properties/started_at/type",keyword:"type",params:{type: schema102.properties.deployment.properties.started_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -10580,7 +10511,7 @@ errors++;
 if(data0.finished_at !== undefined){
 let data9 = data0.finished_at;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema103.properties.deployment.properties.finished_at.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/deployment/finished_at",schemaPath:"#/properties/deployment/properties/finished_at/type",keyword:"type",params:{type: schema102.properties.deployment.properties.finished_at.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -10593,7 +10524,7 @@ errors++;
 if(data0.exit_code !== undefined){
 let data10 = data0.exit_code;
 if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
-const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema103.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
+const err25 = {instancePath:instancePath+"/deployment/exit_code",schemaPath:"#/properties/deployment/properties/exit_code/type",keyword:"type",params:{type: schema102.properties.deployment.properties.exit_code.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -10606,7 +10537,7 @@ errors++;
 if(data0.outcome !== undefined){
 let data11 = data0.outcome;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema103.properties.deployment.properties.outcome.type},message:"must be string,null"};
+const err26 = {instancePath:instancePath+"/deployment/outcome",schemaPath:"#/properties/deployment/properties/outcome/type",keyword:"type",params:{type: schema102.properties.deployment.properties.outcome.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -10639,20 +10570,20 @@ vErrors.push(err28);
 }
 errors++;
 }
-validate80.errors = vErrors;
+validate79.errors = vErrors;
 return errors === 0;
 }
-validate80.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_set_input = validate81;
-const schema104 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
+export const validate_tools_service_env_set_input = validate80;
+const schema103 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
 const pattern30 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
-function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_set.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate81.evaluated;
+const evaluated0 = validate80.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10828,19 +10759,19 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate81.errors = vErrors;
+validate80.errors = vErrors;
 return errors === 0;
 }
-validate81.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate80.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_set_output = validate82;
-const schema105 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
+export const validate_tools_service_env_set_output = validate81;
+const schema104 = {"$id":"tools/service_env_set.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
 
-function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_set.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate82.evaluated;
+const evaluated0 = validate81.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10937,19 +10868,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate82.errors = vErrors;
+validate81.errors = vErrors;
 return errors === 0;
 }
-validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate81.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_input = validate83;
-const schema106 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
+export const validate_tools_service_env_unset_input = validate82;
+const schema105 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
 
-function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_unset.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate83.evaluated;
+const evaluated0 = validate82.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11090,19 +11021,19 @@ vErrors.push(err11);
 }
 errors++;
 }
-validate83.errors = vErrors;
+validate82.errors = vErrors;
 return errors === 0;
 }
-validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_output = validate84;
-const schema107 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
+export const validate_tools_service_env_unset_output = validate83;
+const schema106 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
 
-function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_env_unset.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate84.evaluated;
+const evaluated0 = validate83.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11210,19 +11141,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate84.errors = vErrors;
+validate83.errors = vErrors;
 return errors === 0;
 }
-validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_input = validate85;
-const schema108 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_members_list_input = validate84;
+const schema107 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate85.evaluated;
+const evaluated0 = validate84.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11323,19 +11254,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate85.errors = vErrors;
+validate84.errors = vErrors;
 return errors === 0;
 }
-validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_output = validate86;
-const schema109 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_members_list_output = validate85;
+const schema108 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate86.evaluated;
+const evaluated0 = validate85.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11505,7 +11436,7 @@ errors++;
 if(data1.role !== undefined){
 let data6 = data1.role;
 if(!((((data6 === "viewer") || (data6 === "developer")) || (data6 === "admin")) || (data6 === "owner"))){
-const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema109.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema108.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -11554,7 +11485,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema109.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema108.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -11575,19 +11506,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate86.errors = vErrors;
+validate85.errors = vErrors;
 return errors === 0;
 }
-validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_input = validate87;
-const schema110 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
+export const validate_tools_service_whoami_input = validate86;
+const schema109 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
 
-function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate87.evaluated;
+const evaluated0 = validate86.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11616,19 +11547,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate87.errors = vErrors;
+validate86.errors = vErrors;
 return errors === 0;
 }
-validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_output = validate88;
-const schema111 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
+export const validate_tools_service_whoami_output = validate87;
+const schema110 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
 
-function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate88.evaluated;
+const evaluated0 = validate87.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11887,7 +11818,7 @@ errors++;
 if(data.role !== undefined){
 let data8 = data.role;
 if(!((((data8 === "viewer") || (data8 === "developer")) || (data8 === "admin")) || (data8 === "owner"))){
-const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema111.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema110.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -11904,7 +11835,7 @@ const len0 = data9.length;
 for(let i0=0; i0<len0; i0++){
 let data10 = data9[i0];
 if(!((data10 === "mcp:read") || (data10 === "mcp:write"))){
-const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema111.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema110.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -11964,7 +11895,7 @@ errors++;
 if(data11.kind !== undefined){
 let data12 = data11.kind;
 if(!((data12 === "api_key") || (data12 === "oauth"))){
-const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema111.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema110.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -12021,9 +11952,9 @@ vErrors.push(err32);
 }
 errors++;
 }
-validate88.errors = vErrors;
+validate87.errors = vErrors;
 return errors === 0;
 }
-validate88.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/completion-complete.params","mcp/content-block","mcp/create-message.result","mcp/elicit.result","mcp/empty.params","mcp/initialize.params","mcp/list-roots.result","mcp/logging-set-level.params","mcp/paginated.params","mcp/prompts-get.params","mcp/request-meta","mcp/resource-contents","mcp/resources-read.params","mcp/resources-subscribe.params","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","mcp/tools-list.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]
+export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/completion-complete.params","mcp/content-block","mcp/create-message.result","mcp/elicit.result","mcp/empty.params","mcp/initialize.params","mcp/list-roots.result","mcp/logging-set-level.params","mcp/paginated.params","mcp/prompts-get.params","mcp/request-meta","mcp/resource-contents","mcp/resources-read.params","mcp/resources-subscribe.params","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]

@@ -74,9 +74,8 @@ export interface AudioContent {
   _meta?: Meta
 }
 
-/** A link to a resource the client may read (it need not appear in resources/list). */
-export interface ResourceLink {
-  type: 'resource_link'
+/** A resource as resources/list and resource links describe it. */
+export interface Resource {
   uri: string
   name: string
   title?: string
@@ -85,6 +84,11 @@ export interface ResourceLink {
   size?: number
   icons?: Icon[]
   annotations?: Annotations
+}
+
+/** A link to a resource the client may read (it need not appear in resources/list). */
+export interface ResourceLink extends Resource {
+  type: 'resource_link'
   _meta?: Meta
 }
 

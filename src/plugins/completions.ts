@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import { canUse } from '../auth/principal.js'
 import { fail } from '../errors/service-error.js'
 import type { Completer } from '../mcp/completion.js'
-import { HandlerContext } from '../rpc/handler-context.js'
+import { HandlerContext, handlerDeps } from '../rpc/handler-context.js'
 import { validatorFor } from '../validation/index.js'
 import { PLUGIN } from './names.js'
 
@@ -23,7 +23,7 @@ const MAX_VALUES = 100
  */
 const completionsPlugin: FastifyPluginAsync = async (fastify) => {
   const { rpc, repos, config } = fastify
-  const deps = { asker: fastify.elicitation, repos, config, events: fastify.events }
+  const deps = handlerDeps(fastify)
   rpc.capabilities.declare(['legacy', 'modern'], 'completions', {})
 
   rpc.registerRequest<CompleteParams>({

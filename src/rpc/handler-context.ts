@@ -91,6 +91,11 @@ export interface HandlerDeps {
   events: EventBus
 }
 
+/** The HandlerDeps of an app (each plugin that builds handler contexts takes them once, at registration). */
+export function handlerDeps(app: { elicitation: Asker; repos: Repos; config: Readonly<Config>; events: EventBus }): HandlerDeps {
+  return { asker: app.elicitation, repos: app.repos, config: app.config, events: app.events }
+}
+
 export interface AskOptions {
   /** Take answers a stateless client gave before being asked (see RequestContext.ask). */
   acceptUnasked?: boolean
@@ -121,8 +126,8 @@ export class HandlerContext implements RequestContext {
   readonly logger: FastifyBaseLogger
   readonly repos: Repos
   readonly config: Readonly<Config>
-  readonly resources: ResourceAnnouncer
   readonly #asker: Asker
+  readonly #events: EventBus
   /** How many times each default key was used by this run: `elicit`, `elicit_2`… (the same on every retry). */
   readonly #keys = new Map<string, number>()
 
@@ -136,9 +141,14 @@ export class HandlerContext implements RequestContext {
     this.repos = deps.repos
     this.config = deps.config
     this.#asker = deps.asker
-    const organizationId = call.principal.organizationId
-    const { events } = deps
-    this.resources = {
+    this.#events = deps.events
+  }
+
+  /** Made when a handler uses it (few do): a call that announces nothing pays nothing. */
+  get resources(): ResourceAnnouncer {
+    const events = this.#events
+    const organizationId = this.principal.organizationId
+    return {
       updated: (uri) => events.emit({ type: 'resource.updated', uri, organizationId }),
       listChanged: () => events.emit({ type: 'list.changed', list: 'resources', organizationId }),
     }

@@ -2,8 +2,6 @@
  * Interoperability of confirmations: the official MCP TypeScript SDK client declares the elicitation capability and
  * answers elicitation/create with its own request handler, over Streamable HTTP on a real socket.
  */
-import { randomBytes } from 'node:crypto'
-import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import {
@@ -16,28 +14,15 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import t, { type Test } from 'tap'
 import { builtinTools } from '../../src/index.js'
-import { SecretBox } from '../../src/lib/secret-box.js'
+import { ENV_KEY, EXAMPLE, seedApp } from '../helpers/modern-runs.js'
 import { defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 
-const ENV_KEY = randomBytes(32).toString('base64')
-const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
-const EXAMPLE = fileURLToPath(new URL('../../scripts/pipelines/example.mjs', import.meta.url))
 
 async function serve(t: Test): Promise<TestServer> {
   return startServer(t, { tools: builtinTools, config: { envKey: ENV_KEY, pipelines: { default: { argv: [process.execPath, EXAMPLE] } }, heartbeatMs: 60_000 } })
 }
 
-/** An app running the example pipeline, with env vars stored as the server stores them. */
-function seedApp(server: TestServer, name: string, env: Record<string, string> = {}) {
-  const repos = server.app.repos
-  const organizationId = defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, pipeline: 'default' })
-  for (const [k, v] of Object.entries(env)) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
-  }
-  return app
-}
 
 /** An SDK client declaring `elicitation: {}` (form), answering every elicitation/create with `decide`. */
 function sdkClient(server: TestServer, decide: (request: ElicitRequest) => ElicitResult) {

@@ -15,8 +15,6 @@
  * `requiredCapabilities` in `data` (the catalog `code` is checked on the wire); stored OAuth tokens without the
  * SEP-2352 `issuer` stamp make the SDK print a warning, so the provider here stores them stamped.
  */
-import { randomBytes } from 'node:crypto'
-import { fileURLToPath } from 'node:url'
 import {
   Client,
   ProtocolError,
@@ -41,7 +39,7 @@ import t, { type Test } from 'tap'
 import { z } from 'zod'
 import { builtinTools } from '../../src/index.js'
 import type { Config } from '../../src/config.js'
-import { SecretBox } from '../../src/lib/secret-box.js'
+import { ENV_KEY, EXAMPLE, seedApp } from '../helpers/modern-runs.js'
 import { openSession, post } from '../helpers/mcp.js'
 import { answerOf, confirmAnswer, modernCall, TASKS_EXTENSION, WITH_TASKS } from '../helpers/modern.js'
 import { oauthTokens, type RegisteredClient } from '../helpers/oauth.js'
@@ -52,25 +50,12 @@ import { sleep, until } from '../helpers/stream.js'
 const MODERN = '2026-07-28'
 const PIN: VersionNegotiationMode = { pin: MODERN }
 const LOG_LEVEL_KEY = 'io.modelcontextprotocol/logLevel'
-const ENV_KEY = randomBytes(32).toString('base64')
-const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
-const EXAMPLE = fileURLToPath(new URL('../../scripts/pipelines/example.mjs', import.meta.url))
 const BUILTIN_NAMES = builtinTools.map((d) => d.name)
 
 async function serve(t: Test, config: Partial<Config> = {}): Promise<TestServer> {
   return startServer(t, { tools: builtinTools, config: { envKey: ENV_KEY, pipelines: { default: { argv: [process.execPath, EXAMPLE] } }, heartbeatMs: 60_000, ...config } })
 }
 
-/** An app running the example pipeline, with env vars stored as the server stores them. */
-function seedApp(server: TestServer, name: string, env: Record<string, string> = {}) {
-  const repos = server.app.repos
-  const organizationId = defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, pipeline: 'default' })
-  for (const [k, v] of Object.entries(env)) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
-  }
-  return app
-}
 
 function appExists(server: TestServer, appId: string): boolean {
   return server.app.repos.apps.byId(defaultOrganization(server).id, appId) !== undefined

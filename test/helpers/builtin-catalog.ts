@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { envVarAad } from '../../src/db/repos/env-vars.js'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import type { Config } from '../../src/config.js'
@@ -41,7 +42,7 @@ export function seedApp(server: TestServer, name: string, options: { description
   const organizationId = options.organizationId ?? defaultOrganization(server).id
   const app = repos.apps.create({ organizationId, name, description: options.description ?? '', pipeline: options.pipeline ?? 'default' })
   for (const k of options.env ?? []) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal('value-of-' + k, `${app.id}\u0000${k}`), userId: null })
+    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal('value-of-' + k, envVarAad(app.id, k)), userId: null })
   }
   return app
 }

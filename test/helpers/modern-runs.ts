@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { envVarAad } from '../../src/db/repos/env-vars.js'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import type { Config } from '../../src/config.js'
@@ -39,7 +40,7 @@ export function seedApp(server: TestServer, name: string, env: Record<string, st
   const organizationId = options.organizationId ?? defaultOrganization(server).id
   const app = repos.apps.create({ organizationId, name, pipeline: options.pipeline ?? 'default' })
   for (const [k, v] of Object.entries(env)) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
+    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, envVarAad(app.id, k)), userId: null })
   }
   return app
 }

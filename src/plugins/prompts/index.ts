@@ -2,9 +2,9 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import { contentBlockProblem, forRevision, type PromptMessage } from '../../mcp/content.js'
-import { page } from '../../rpc/cursor.js'
+import { listMethod } from '../../rpc/list-method.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
-import { HandlerContext } from '../../rpc/handler-context.js'
+import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
 import { validatorFor } from '../../validation/index.js'
 import { AnswerRefused, InputRequired } from '../elicitation/index.js'
 import { PLUGIN } from '../names.js'
@@ -39,22 +39,17 @@ const promptsPlugin: FastifyPluginAsync<PromptsPluginOptions> = async (fastify, 
   const registry = new PromptRegistry()
   for (const def of opts.prompts ?? []) registry.add(def)
   fastify.decorate('prompts', registry)
-  const deps = { asker: fastify.elicitation, repos, config, events: fastify.events }
+  const deps = handlerDeps(fastify)
   // A prompt added or removed at run time (embedding) is announced: on sessions' GET streams and on listen streams.
   registry.onChange(() => fastify.events.emit({ type: 'list.changed', list: 'prompts', organizationId: null }))
   rpc.capabilities.declare(['legacy', 'modern'], 'prompts', { listChanged: true })
 
-  rpc.registerRequest<{ cursor?: string }>({
+  rpc.registerRequest(listMethod(config, {
     method: 'prompts/list',
-    eras: ['legacy', 'modern'],
-    params: validatorFor('mcp/paginated.params'),
-    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
-    handle(params, ctx) {
-      const { items, nextCursor } = page('prompts/list', registry.visibleTo(ctx.principal), params.cursor, config.pageSize)
-      const version = ctx.exchange.protocolVersion
-      return { prompts: items.map((p) => describePrompt(p.def, version)), ...(nextCursor !== undefined ? { nextCursor } : {}) }
-    },
-  })
+    field: 'prompts',
+    items: (ctx) => registry.visibleTo(ctx.principal),
+    describe: (prompt, version) => describePrompt(prompt.def, version),
+  }))
 
   /** The prompt, when the caller may get it: an unknown prompt and one the caller may not see are the same -32602. */
   function visible(name: string, ctx: Pick<CallContext, 'principal'>): RegisteredPrompt {

@@ -1,20 +1,11 @@
 import type { Scope } from '../../auth/principal.js'
 import type { Role } from '../../db/schema.js'
 import type { Completers } from '../../mcp/completion.js'
-import type { Annotations, Icon, ResourceContents } from '../../mcp/content.js'
+import type { Annotations, Icon, Resource, ResourceContents } from '../../mcp/content.js'
 import type { RequestContext } from '../../rpc/handler-context.js'
 
 /** One entry of resources/list (a template lists the concrete resources the caller may read). */
-export interface ResourceEntry {
-  uri: string
-  name: string
-  title?: string
-  description?: string
-  mimeType?: string
-  size?: number
-  icons?: Icon[]
-  annotations?: Annotations
-}
+export type ResourceEntry = Resource
 
 /** What a read returns: the contents of the URI (one item, or several for a resource made of parts). */
 export type ReadResult = ResourceContents | ResourceContents[]

@@ -4,9 +4,9 @@ import { canUse, roleAllows, type Audience } from '../../auth/principal.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import type { ServerEvent } from '../../lib/event-bus.js'
 import { forRevision, resourceContentsProblem, type ResourceContents } from '../../mcp/content.js'
-import { page } from '../../rpc/cursor.js'
+import { listMethod } from '../../rpc/list-method.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
-import { HandlerContext } from '../../rpc/handler-context.js'
+import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
 import { notifySession, type ResourceSubscriptions, type Session } from '../../sessions/session.js'
 import { validatorFor } from '../../validation/index.js'
 import { AnswerRefused, InputRequired } from '../elicitation/index.js'
@@ -56,7 +56,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
   const { rpc, repos, config, events, sessions } = fastify
   const registry = new ResourceRegistry()
   for (const def of opts.resources ?? []) registry.add(def)
-  const deps = { asker: fastify.elicitation, repos, config, events: fastify.events }
+  const deps = handlerDeps(fastify)
   // A resource added or removed at run time (embedding) is announced like any list change.
   registry.onChange(() => events.emit({ type: 'list.changed', list: 'resources', organizationId: null }))
 
@@ -88,29 +88,13 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     return all
   }
 
-  rpc.registerRequest<{ cursor?: string }>({
-    method: 'resources/list',
-    eras: ['legacy', 'modern'],
-    params: validatorFor('mcp/paginated.params'),
-    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
-    async handle(params, ctx) {
-      const { items, nextCursor } = page('resources/list', await entries(ctx), params.cursor, config.pageSize)
-      const version = ctx.exchange.protocolVersion
-      return { resources: items.map((e) => describeEntry(e, version)), ...(nextCursor !== undefined ? { nextCursor } : {}) }
-    },
-  })
-
-  rpc.registerRequest<{ cursor?: string }>({
+  rpc.registerRequest(listMethod(config, { method: 'resources/list', field: 'resources', items: entries, describe: describeEntry }))
+  rpc.registerRequest(listMethod(config, {
     method: 'resources/templates/list',
-    eras: ['legacy', 'modern'],
-    params: validatorFor('mcp/paginated.params'),
-    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
-    handle(params, ctx) {
-      const { items, nextCursor } = page('resources/templates/list', registry.templatesVisibleTo(ctx.principal), params.cursor, config.pageSize)
-      const version = ctx.exchange.protocolVersion
-      return { resourceTemplates: items.map((t) => describeTemplate(t.def, version)), ...(nextCursor !== undefined ? { nextCursor } : {}) }
-    },
-  })
+    field: 'resourceTemplates',
+    items: (ctx) => registry.templatesVisibleTo(ctx.principal),
+    describe: (template, version) => describeTemplate(template.def, version),
+  }))
 
   rpc.registerRequest<ReadParams>({
     method: 'resources/read',

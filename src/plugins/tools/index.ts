@@ -9,7 +9,7 @@ import { loadEnvKey, SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
 import { CallAbort } from '../../rpc/call-abort.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
-import { HandlerContext } from '../../rpc/handler-context.js'
+import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
 import { declaresExtension } from '../../rpc/exchange.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
@@ -17,7 +17,7 @@ import { AnswerRefused, InputRequired } from '../elicitation/index.js'
 import { TASKS_EXTENSION } from '../tasks/index.js'
 import { PLUGIN } from '../names.js'
 import { builtinTools } from './builtin/index.js'
-import { page } from '../../rpc/cursor.js'
+import { listMethod } from '../../rpc/list-method.js'
 import { ToolResult, type ToolContext, type ToolDefinition } from './define.js'
 import { CallIdempotency } from './idempotency.js'
 import { rateLimitOf, ToolRegistry, type RegisteredTool } from './registry.js'
@@ -67,20 +67,12 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   // Modern clients also hear when the tools visible to them change with a role (subscriptions plugin).
   rpc.capabilities.declare(['legacy', 'modern'], 'tools', { listChanged: true })
 
-  rpc.registerRequest<{ cursor?: string }>({
+  rpc.registerRequest(listMethod(config, {
     method: 'tools/list',
-    eras: ['legacy', 'modern'],
-    params: validatorFor('mcp/tools-list.params'),
-    // What a caller sees depends on its scopes and role, so a list is only ever reusable by the same caller.
-    cache: { scope: 'private', ttlMs: () => config.listTtlMs },
-    handle(params, ctx) {
-      const version = ctx.exchange.protocolVersion
-      const { items, nextCursor } = page('tools/list', registry.visibleTo(ctx.principal), params.cursor, config.pageSize)
-      const result: Record<string, unknown> = { tools: items.map((t) => t.descriptors[version]) }
-      if (nextCursor !== undefined) result.nextCursor = nextCursor
-      return result
-    },
-  })
+    field: 'tools',
+    items: (ctx) => registry.visibleTo(ctx.principal),
+    describe: (tool, version) => tool.descriptors[version],
+  }))
 
   // Confirmation-gated calls run at most once per (session, member, organization, request id) in a session, and per
   // operation (sealed in the requestState) on a stateless request (decisions.md §6 and §10).
@@ -247,6 +239,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     writeAudit(repos, ctx, toolName, operation === null ? entry : { ...entry, details: { ...entry.details, operation_id: operation } })
   }
 
+  const deps = handlerDeps(fastify)
   /** The context one tool call gets: a handler's (HandlerContext) and a tool's own parts. */
   class ToolCall extends HandlerContext implements ToolContext {
     readonly secrets = secrets
@@ -264,7 +257,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
      * instead of the request's), `quiet` (tasks send no notifications) and `onConfirmed` (the work may start).
      */
     constructor(ctx: CallContext, toolName: string, args: Record<string, unknown>, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
-      super(ctx, { target: toolTarget(toolName), args }, { asker: fastify.elicitation, repos, config, events: fastify.events })
+      super(ctx, { target: toolTarget(toolName), args }, deps)
       this.#toolName = toolName
       this.#args = args
       this.#progressToken = options.quiet ? undefined : options.progressToken
