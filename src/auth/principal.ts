@@ -1,4 +1,4 @@
-import { ROLES, type Role } from '../db/schema.js'
+import { ROLES, type Role } from '../db/types.js'
 
 export const SCOPES = ['mcp:read', 'mcp:write'] as const
 export type Scope = (typeof SCOPES)[number]

@@ -2,15 +2,17 @@ import { and, asc, eq, gt, sql, type Placeholder } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { apps, deployments } from '../schema.js'
+import type { App } from '../types.js'
 
-export type App = typeof apps.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { App }
 
 /**
  * A bound `LIMIT ?` makes SQLite re-prepare the statement on every execution (the planner may use a bound LIMIT, so
  * binding one expires the statement): 7.6 µs instead of 2.1 µs per empty page. Wrapping it in CAST hides the value
  * from the planner. Drizzle renders an SQL object in limit() as is; its type only admits a Placeholder.
  */
-export function boundLimit(name: string): Placeholder {
+function boundLimit(name: string): Placeholder {
   return sql`cast(${sql.placeholder(name)} as integer)` as unknown as Placeholder
 }
 

@@ -1,9 +1,10 @@
 import { and, count, eq, gt, isNull, lte, min } from 'drizzle-orm'
 import type { Db } from '../client.js'
 import { authorizationCodes, authorizationRequests } from '../schema.js'
+import type { AuthorizationCode, AuthorizationRequest } from '../types.js'
 
-export type AuthorizationRequest = typeof authorizationRequests.$inferSelect
-export type AuthorizationCode = typeof authorizationCodes.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { AuthorizationRequest, AuthorizationCode }
 
 /** The two short-lived steps of the code flow: the pending request (until consent) and the code (until exchange). */
 export function authorizationsRepo(db: Db) {

@@ -1,10 +1,11 @@
 import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
-import { deploymentLogs, deployments, type DeploymentStatus } from '../schema.js'
+import { deploymentLogs, deployments } from '../schema.js'
+import type { Deployment, DeploymentLogLine, DeploymentStatus } from '../types.js'
 
-export type Deployment = typeof deployments.$inferSelect
-export type DeploymentLogLine = typeof deploymentLogs.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { Deployment, DeploymentLogLine }
 
 /** Deployments and their stored output, always addressed through the organization. */
 export function deploymentsRepo(db: Db) {

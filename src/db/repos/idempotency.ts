@@ -1,8 +1,10 @@
 import { and, eq, gt, inArray, lte, or, sql } from 'drizzle-orm'
 import type { Db } from '../client.js'
 import { idempotencyRecords } from '../schema.js'
+import type { IdempotencyRecord } from '../types.js'
 
-export type IdempotencyRecord = typeof idempotencyRecords.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { IdempotencyRecord }
 
 /** What identifies one confirmed call (decisions.md §6). `requestId` is the JSON-RPC id JSON-encoded: 1 and "1" differ. */
 export interface IdempotencyKey {

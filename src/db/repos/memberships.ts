@@ -3,9 +3,11 @@ import { fail } from '../../errors/service-error.js'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import type { CredentialChanges } from './credential-changes.js'
-import { memberships, organizations, users, type Role } from '../schema.js'
+import { memberships, organizations, users } from '../schema.js'
+import type { Membership, Role } from '../types.js'
 
-export type Membership = typeof memberships.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { Membership }
 
 export interface MembershipView {
   id: string

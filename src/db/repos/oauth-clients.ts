@@ -2,8 +2,10 @@ import { desc, eq } from 'drizzle-orm'
 import { randomSecret } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { oauthClients } from '../schema.js'
+import type { OAuthClient } from '../types.js'
 
-export type OAuthClient = typeof oauthClients.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { OAuthClient }
 
 export function oauthClientsRepo(db: Db) {
   return {

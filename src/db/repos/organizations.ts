@@ -2,8 +2,10 @@ import { asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { organizations } from '../schema.js'
+import type { Organization } from '../types.js'
 
-export type Organization = typeof organizations.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { Organization }
 
 export function organizationsRepo(db: Db) {
   return {

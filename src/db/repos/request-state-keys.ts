@@ -1,8 +1,10 @@
 import { and, desc, eq, isNotNull, isNull, lt } from 'drizzle-orm'
 import type { Db } from '../client.js'
 import { requestStateKeys } from '../schema.js'
+import type { RequestStateKey } from '../types.js'
 
-export type RequestStateKey = typeof requestStateKeys.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { RequestStateKey }
 
 /** The keys that seal requestState; the newest unretired one seals, any stored one opens. */
 export function requestStateKeysRepo(db: Db) {

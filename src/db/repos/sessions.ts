@@ -1,8 +1,10 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Db } from '../client.js'
 import { sessions } from '../schema.js'
+import type { SessionRow } from '../types.js'
 
-export type SessionRow = typeof sessions.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { SessionRow }
 
 export function sessionsRepo(db: Db) {
   const byId = db.select().from(sessions).where(eq(sessions.id, sql.placeholder('id'))).prepare()

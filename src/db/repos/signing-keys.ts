@@ -1,8 +1,10 @@
 import { desc, eq, isNull } from 'drizzle-orm'
 import type { Db } from '../client.js'
 import { signingKeys } from '../schema.js'
+import type { SigningKey } from '../types.js'
 
-export type SigningKey = typeof signingKeys.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { SigningKey }
 
 export function signingKeysRepo(db: Db) {
   return {

@@ -1,8 +1,10 @@
 import { and, eq, inArray, lte } from 'drizzle-orm'
 import type { Db } from '../client.js'
-import { tasks, type TaskStatus } from '../schema.js'
+import { tasks } from '../schema.js'
+import type { TaskRow, TaskStatus } from '../types.js'
 
-export type TaskRow = typeof tasks.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { TaskRow }
 
 const TERMINAL: TaskStatus[] = ['completed', 'failed', 'cancelled']
 

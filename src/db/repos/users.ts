@@ -3,8 +3,10 @@ import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import type { CredentialChanges } from './credential-changes.js'
 import { users } from '../schema.js'
+import type { User } from '../types.js'
 
-export type User = typeof users.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { User }
 
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase()

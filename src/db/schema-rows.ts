@@ -1,0 +1,56 @@
+/**
+ * The rows of types.ts are declared by hand (the public declarations must not reach Drizzle's, see types.ts); this
+ * file makes the compiler hold them to the schema: each must be exactly what Drizzle infers from its table, so a column
+ * added, removed or retyped in schema.ts without the same change in types.ts fails `npm run typecheck` here. Types
+ * only: nothing imports this module.
+ */
+import type * as schema from './schema.js'
+import type * as rows from './types.js'
+
+/** true when A and B have the same keys and each is assignable to the other. */
+type Exactly<A, B> = [A] extends [B] ? ([B] extends [A] ? ([keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false) : false) : false
+
+type Checks = {
+  organizations: Exactly<rows.Organization, typeof schema.organizations.$inferSelect>
+  users: Exactly<rows.User, typeof schema.users.$inferSelect>
+  memberships: Exactly<rows.Membership, typeof schema.memberships.$inferSelect>
+  apiKeys: Exactly<rows.ApiKey, typeof schema.apiKeys.$inferSelect>
+  sessions: Exactly<rows.SessionRow, typeof schema.sessions.$inferSelect>
+  apps: Exactly<rows.App, typeof schema.apps.$inferSelect>
+  oauthClients: Exactly<rows.OAuthClient, typeof schema.oauthClients.$inferSelect>
+  signingKeys: Exactly<rows.SigningKey, typeof schema.signingKeys.$inferSelect>
+  requestStateKeys: Exactly<rows.RequestStateKey, typeof schema.requestStateKeys.$inferSelect>
+  authorizationRequests: Exactly<rows.AuthorizationRequest, typeof schema.authorizationRequests.$inferSelect>
+  oauthGrants: Exactly<rows.OAuthGrant, typeof schema.oauthGrants.$inferSelect>
+  authorizationCodes: Exactly<rows.AuthorizationCode, typeof schema.authorizationCodes.$inferSelect>
+  refreshTokens: Exactly<rows.RefreshToken, typeof schema.refreshTokens.$inferSelect>
+  envVars: Exactly<rows.EnvVar, typeof schema.envVars.$inferSelect>
+  deployments: Exactly<rows.Deployment, typeof schema.deployments.$inferSelect>
+  deploymentLogs: Exactly<rows.DeploymentLogLine, typeof schema.deploymentLogs.$inferSelect>
+  auditLog: Exactly<rows.AuditEntry, typeof schema.auditLog.$inferSelect>
+  idempotencyRecords: Exactly<rows.IdempotencyRecord, typeof schema.idempotencyRecords.$inferSelect>
+  tasks: Exactly<rows.TaskRow, typeof schema.tasks.$inferSelect>
+}
+
+/** Fails to compile, naming the table, when a row differs from it (its entry's type is then `false`). */
+export const ROWS_MATCH_SCHEMA: Checks = {
+  organizations: true,
+  users: true,
+  memberships: true,
+  apiKeys: true,
+  sessions: true,
+  apps: true,
+  oauthClients: true,
+  signingKeys: true,
+  requestStateKeys: true,
+  authorizationRequests: true,
+  oauthGrants: true,
+  authorizationCodes: true,
+  refreshTokens: true,
+  envVars: true,
+  deployments: true,
+  deploymentLogs: true,
+  auditLog: true,
+  idempotencyRecords: true,
+  tasks: true,
+}

@@ -1,0 +1,265 @@
+/**
+ * What the rest of the server sees of the database, and embedders through the public types (`ToolContext.repos`,
+ * `Principal.role`, the `database` option), declared without Drizzle and better-sqlite3.
+ *
+ * Why: Drizzle's own declaration files do not type-check on their own (they import optional peer packages such as
+ * `gel` and `mysql2`, and fail further checks without them). Any public type that reached them would make an
+ * embedder's `tsc` fail unless it skips checking libraries (`skipLibCheck`). So rows are plain interfaces here, and
+ * schema-rows.ts checks at compile time that each is exactly what Drizzle infers from its table; the connection types
+ * are opaque here and get their Drizzle and better-sqlite3 members from connection-types.ts (module augmentation),
+ * which only the server's own compilation includes. Nothing here may import drizzle-orm or better-sqlite3.
+ */
+
+export const ROLES = ['viewer', 'developer', 'admin', 'owner'] as const
+export type Role = (typeof ROLES)[number]
+
+export const DEPLOYMENT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'] as const
+export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number]
+
+export const IDEMPOTENCY_STATUSES = ['pending', 'running', 'finished', 'interrupted'] as const
+export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number]
+
+export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const
+export type TaskStatus = (typeof TASK_STATUSES)[number]
+
+export const AUDIT_OUTCOMES = ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] as const
+
+/** The Drizzle database the repositories query (its members: connection-types.ts). */
+export interface Db {}
+
+/** The raw better-sqlite3 connection, for pragmas and closing (its members: connection-types.ts). */
+export interface SqliteConnection {}
+
+export interface DatabaseHandle {
+  db: Db
+  /** The raw connection, for pragmas and closing only: queries go through the repositories. */
+  sqlite: SqliteConnection
+  close(): void
+}
+
+// Rows, one per table the repositories return, as object types (which, unlike interfaces, pass as Record<string, unknown>),
+// in the column order of schema.ts. Times are Unix milliseconds.
+
+export type Organization = {
+  id: string
+  slug: string
+  name: string
+  createdAt: number
+}
+
+export type User = {
+  id: string
+  email: string
+  name: string
+  passwordHash: string | null
+  createdAt: number
+  disabledAt: number | null
+}
+
+export type Membership = {
+  id: string
+  userId: string
+  organizationId: string
+  role: Role
+  createdAt: number
+}
+
+export type ApiKey = {
+  id: string
+  membershipId: string
+  name: string
+  displayPrefix: string
+  lookup: string
+  hash: string
+  scopes: string
+  createdAt: number
+  lastUsedAt: number | null
+  expiresAt: number | null
+  revokedAt: number | null
+}
+
+export type SessionRow = {
+  id: string
+  credential: string
+  membershipId: string
+  organizationId: string
+  protocolVersion: string
+  clientInfo: { name: string; version: string }
+  clientCapabilities: Record<string, unknown>
+  logLevel: string
+  initializedAt: number | null
+  createdAt: number
+  lastSeenAt: number
+  endedAt: number | null
+}
+
+export type App = {
+  id: string
+  organizationId: string
+  name: string
+  description: string
+  pipeline: string
+  createdBy: string | null
+  createdAt: number
+  updatedAt: number
+}
+
+export type OAuthClient = {
+  id: string
+  name: string
+  redirectUris: string[]
+  grantTypes: string[]
+  scope: string
+  createdAt: number
+  lastUsedAt: number | null
+}
+
+export type SigningKey = {
+  kid: string
+  alg: string
+  publicJwk: Record<string, string>
+  privateKey: string
+  createdAt: number
+  retiredAt: number | null
+}
+
+export type RequestStateKey = {
+  kid: string
+  secret: string
+  createdAt: number
+  retiredAt: number | null
+}
+
+export type AuthorizationRequest = {
+  id: string
+  browserBinding: string
+  clientId: string
+  redirectUri: string
+  scope: string
+  state: string
+  codeChallenge: string
+  resource: string
+  clientAddress: string | null
+  createdAt: number
+  expiresAt: number
+  consumedAt: number | null
+}
+
+export type OAuthGrant = {
+  id: string
+  clientId: string
+  userId: string
+  membershipId: string
+  organizationId: string
+  scope: string
+  resource: string
+  createdAt: number
+  lastUsedAt: number | null
+  expiresAt: number
+  revokedAt: number | null
+  revokedReason: string | null
+}
+
+export type AuthorizationCode = {
+  hash: string
+  clientId: string
+  redirectUri: string
+  userId: string
+  membershipId: string
+  organizationId: string
+  scope: string
+  resource: string
+  codeChallenge: string
+  createdAt: number
+  expiresAt: number
+  consumedAt: number | null
+  grantId: string | null
+}
+
+export type RefreshToken = {
+  hash: string
+  grantId: string
+  createdAt: number
+  expiresAt: number
+  usedAt: number | null
+}
+
+export type EnvVar = {
+  id: string
+  appId: string
+  organizationId: string
+  name: string
+  ciphertext: string
+  createdAt: number
+  updatedAt: number
+  updatedBy: string | null
+}
+
+export type Deployment = {
+  id: string
+  appId: string
+  organizationId: string
+  kind: 'deploy' | 'rollback'
+  rollbackOf: string | null
+  pipeline: string
+  status: DeploymentStatus
+  createdBy: string | null
+  createdAt: number
+  startedAt: number | null
+  finishedAt: number | null
+  exitCode: number | null
+  outcome: string | null
+  pgid: number | null
+}
+
+export type DeploymentLogLine = {
+  deploymentId: string
+  seq: number
+  stream: 'stdout' | 'stderr' | 'system'
+  line: string
+  at: number
+}
+
+export type AuditEntry = {
+  id: string
+  organizationId: string
+  userId: string | null
+  membershipId: string | null
+  credentialKind: string
+  credentialId: string | null
+  clientId: string | null
+  action: string
+  targetType: string | null
+  targetId: string | null
+  outcome: (typeof AUDIT_OUTCOMES)[number]
+  details: Record<string, unknown> | null
+  at: number
+}
+
+export type IdempotencyRecord = {
+  sessionId: string
+  membershipId: string
+  organizationId: string
+  requestId: string
+  tool: string
+  status: IdempotencyStatus
+  result: Record<string, unknown> | null
+  createdAt: number
+  updatedAt: number
+  expiresAt: number
+}
+
+export type TaskRow = {
+  id: string
+  membershipId: string
+  organizationId: string
+  tool: string
+  status: TaskStatus
+  statusMessage: string | null
+  result: Record<string, unknown> | null
+  error: Record<string, unknown> | null
+  cancelRequestedAt: number | null
+  createdAt: number
+  updatedAt: number
+  expiresAt: number
+}

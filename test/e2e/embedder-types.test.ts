@@ -1,0 +1,196 @@
+/**
+ * An embedder's TypeScript project type-checks against the package's public declarations with `skipLibCheck: false`
+ * and `strict`: the declarations are built from src (as `npm run build` emits them) into a throwaway package, and a
+ * throwaway ESM project (module NodeNext) that depends on it compiles the README's embedding examples and a file that
+ * uses the typed parts of the API (ctx.repos, server.app). Drizzle's declarations do not type-check on their own, so
+ * the public ones must never reach them (src/db/types.ts). A file misusing the API must fail: the check is real.
+ */
+import { execFile } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t, { type Test } from 'tap'
+
+t.setTimeout(120_000)
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+
+function run(args: string[], cwd: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolvePromise) => {
+    execFile(process.execPath, [TSC, ...args], { cwd, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolvePromise({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, output: `${stdout}${stderr}` })
+    })
+  })
+}
+
+/** Every module the declarations of `entry` import, followed through relative imports: file → bare specifiers. */
+function importClosure(entry: string): Map<string, string[]> {
+  const seen = new Map<string, string[]>()
+  const visit = (file: string) => {
+    if (seen.has(file)) return
+    const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '')
+    const bare: string[] = []
+    seen.set(file, bare)
+    for (const m of text.matchAll(/(?:from\s+|import\s*\(\s*|^import\s+)["']([^"']+)["']/gm)) {
+      const spec = m[1]!
+      if (!spec.startsWith('.')) {
+        bare.push(spec)
+        continue
+      }
+      const target = resolve(dirname(file), spec.replace(/\.js$/, '.d.ts'))
+      if (existsSync(target)) visit(target)
+    }
+  }
+  visit(entry)
+  return seen
+}
+
+/** The package a bare specifier names (`@scope/name/sub` → `@scope/name`). */
+function packageOf(spec: string): string {
+  const parts = spec.split('/')
+  return spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!
+}
+
+const STRICT_PROJECT = {
+  compilerOptions: {
+    target: 'ES2022',
+    module: 'NodeNext',
+    moduleResolution: 'NodeNext',
+    strict: true,
+    skipLibCheck: false,
+    noEmit: true,
+    types: ['node'],
+  },
+}
+
+/** Uses what the README documents beyond the examples: typed repositories in a handler, and `server.app`. */
+const EMBEDDER = `import { createServer, defineTool, builtinTools, fail, ServerStopping, SessionEnded, type ToolContext } from 'service-mcp'
+
+export const appNames = defineTool<{ limit: number }, { names: string[] }>({
+  name: 'team_app_names',
+  title: 'App names',
+  description: 'Names of the first apps of the organization.',
+  inputSchema: { type: 'object', properties: { limit: { type: 'integer' } }, required: ['limit'] },
+  outputSchema: { type: 'object', properties: { names: { type: 'array', items: { type: 'string' } } }, required: ['names'] },
+  scope: 'mcp:read',
+  role: 'viewer',
+  handler(args, ctx: ToolContext) {
+    if (ctx.signal.reason instanceof ServerStopping || ctx.signal.reason instanceof SessionEnded) throw fail('OPERATION_CANCELLED')
+    const page = ctx.repos.apps.page(ctx.principal.organizationId, args.limit)
+    const names: string[] = page.items.map((app) => app.name)
+    return { names }
+  },
+})
+
+const server = await createServer({ tools: [...builtinTools, appNames] })
+server.app.tools.remove('team_app_names')
+server.app.tools.add(appNames)
+server.app.resources.updated('service://apps/app_1', 'org_1')
+const organizations: Array<{ id: string; slug: string }> = server.app.repos.organizations.list()
+console.log(organizations.length, await server.listen())
+await server.close()
+`
+
+/** Misuses the API twice: a role that does not exist, and a repository method that does not exist. */
+const MISUSE = `import { defineTool } from 'service-mcp'
+
+export const wrong = defineTool<Record<string, never>, { n: number }>({
+  name: 'team_wrong',
+  title: 'Wrong',
+  description: 'Does not compile.',
+  inputSchema: { type: 'object' },
+  scope: 'mcp:read',
+  role: 'superuser',
+  handler: (_args, ctx) => ({ n: ctx.repos.apps.countEverything() }),
+})
+`
+
+interface Checked {
+  /** Diagnostics of the project with the README examples and embedder.ts, and its exit code. */
+  good: { code: number; output: string }
+  /** The same for misuse.ts alone. */
+  bad: { code: number; output: string }
+  readmeFiles: string[]
+}
+
+/** Builds the package's declarations, sets up the embedder project, runs tsc on it; the tests below read the results. */
+async function check(t: Test): Promise<Checked> {
+  const dir = mkdtempSync(join(tmpdir(), 'service-mcp-embedder-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+
+  // The package as installed: its package.json, the declarations `npm run build` emits, its dependencies.
+  const pkg = join(dir, 'service-mcp')
+  mkdirSync(pkg)
+  cpSync(join(root, 'package.json'), join(pkg, 'package.json'))
+  symlinkSync(join(root, 'node_modules'), join(pkg, 'node_modules'), 'dir')
+  const build = await run(['-p', join(root, 'tsconfig.build.json'), '--declaration', '--emitDeclarationOnly', '--noCheck', '--outDir', join(pkg, 'dist')], root)
+  t.equal(build.code, 0, `the declarations are emitted${build.code ? `\n${build.output}` : ''}`)
+
+  // What the public declarations import: never Drizzle or better-sqlite3, only node: modules and dependencies.
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
+  const closure = importClosure(join(pkg, 'dist', 'src', 'index.d.ts'))
+  const imported = new Map<string, string>()
+  for (const [file, specs] of closure) for (const spec of specs) imported.set(spec, relative(join(pkg, 'dist'), file))
+  const offending = [...imported].filter(([spec]) => !spec.startsWith('node:') && spec !== 'service-mcp' && !Object.hasOwn(manifest.dependencies, packageOf(spec)))
+  t.strictSame(offending, [], 'every package the public declarations import is a dependency (not a devDependency)')
+  const storage = [...imported].filter(([spec]) => /^(drizzle-orm|better-sqlite3)(\/|$)/.test(spec))
+  t.strictSame(storage, [], 'no public declaration imports drizzle-orm or better-sqlite3')
+  t.ok(closure.size > 20, `the closure was followed (${closure.size} declaration files)`)
+
+  // The embedder: an ESM project with only the package and @types/node installed.
+  const app = join(dir, 'embedder')
+  mkdirSync(join(app, 'node_modules', '@types'), { recursive: true })
+  symlinkSync(pkg, join(app, 'node_modules', 'service-mcp'), 'dir')
+  symlinkSync(join(root, 'node_modules', '@types', 'node'), join(app, 'node_modules', '@types', 'node'), 'dir')
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'embedder', private: true, type: 'module' }))
+  const readme = readFileSync(join(root, 'README.md'), 'utf8')
+  const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((code) => code.includes("from 'service-mcp'"))
+  // An example may import packages of its own (the tracing one imports OpenTelemetry's exporter): the embedder installs
+  // them beside service-mcp, so they are linked in from this checkout, which has them as service-mcp's dependencies.
+  for (const spec of new Set(examples.flatMap((code) => [...code.matchAll(/from '([^'.][^']*)'/g)].map((m) => packageOf(m[1]!))))) {
+    if (spec === 'service-mcp' || spec.startsWith('node:')) continue
+    t.ok(Object.hasOwn(manifest.dependencies, spec), `${spec}, imported by a README example, is a dependency of service-mcp`)
+    mkdirSync(dirname(join(app, 'node_modules', spec)), { recursive: true })
+    if (!existsSync(join(app, 'node_modules', spec))) symlinkSync(join(root, 'node_modules', spec), join(app, 'node_modules', spec), 'dir')
+  }
+  const readmeFiles = examples.map((code, i) => {
+    writeFileSync(join(app, `readme-${i + 1}.ts`), code)
+    return `readme-${i + 1}.ts`
+  })
+  writeFileSync(join(app, 'embedder.ts'), EMBEDDER)
+  writeFileSync(join(app, 'misuse.ts'), MISUSE)
+  writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ ...STRICT_PROJECT, files: [...readmeFiles, 'embedder.ts'] }))
+  writeFileSync(join(app, 'tsconfig.misuse.json'), JSON.stringify({ ...STRICT_PROJECT, files: ['misuse.ts'] }))
+  const [good, bad] = await Promise.all([run(['-p', 'tsconfig.json'], app), run(['-p', 'tsconfig.misuse.json'], app)])
+  return { good, bad, readmeFiles }
+}
+
+/** The lines of tsc's output that report an error in `file`. */
+function errorsIn(output: string, file: string): string[] {
+  return output.split('\n').filter((l) => l.startsWith(`${file}(`) && /error TS\d+/.test(l))
+}
+
+let checked: Promise<Checked> | undefined
+const results = (t: Test) => (checked ??= check(t))
+
+t.test('an embedder\'s strict tsc with skipLibCheck: false passes on the public declarations, and fails on a misuse', async (t) => {
+  const { good, bad } = await results(t)
+  t.strictSame(errorsIn(good.output, 'embedder.ts'), [], 'no error in the embedder\'s file')
+  t.notOk(/node_modules/.test(good.output), `no error in any declaration file (library checks are on)${/node_modules/.test(good.output) ? `\n${good.output}` : ''}`)
+
+  t.equal(bad.code, 2, 'tsc fails on the misuse')
+  const errors = bad.output.split('\n').filter((l) => /error TS\d+/.test(l))
+  const elsewhere = errors.filter((l) => !l.startsWith('misuse.ts('))
+  t.ok(errors.length >= 2 && elsewhere.length === 0, `only in the embedder's own file${elsewhere.length ? `:\n${bad.output}` : ''}`)
+  t.ok(errors.some((l) => /misuse\.ts\(9,3\): error TS2322: Type '"superuser"' is not assignable/.test(l)), 'the unknown role')
+  t.ok(errors.some((l) => /misuse\.ts\(10,\d+\): error TS2339: Property 'countEverything' does not exist/.test(l)), 'the unknown repository method: ctx.repos is typed')
+})
+
+t.test('the README\'s embedding examples type-check as written', async (t) => {
+  const { good, readmeFiles } = await results(t)
+  t.ok(readmeFiles.length >= 2, `the README's examples that import service-mcp (${readmeFiles.length})`)
+  for (const file of readmeFiles) t.strictSame(errorsIn(good.output, file), [], `no error in ${file}`)
+  t.equal(good.code, 0, `tsc exits 0${good.code ? `\n${good.output}` : ''}`)
+})
