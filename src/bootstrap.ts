@@ -10,28 +10,63 @@ export interface BootstrapResult {
   generatedApiKey?: string
 }
 
+/** A bootstrap whose slow part (hashing the password) is done; `commit` writes it in one transaction. */
+export interface PendingBootstrap {
+  /** The organization, owner and key, all or nothing; null when another process bootstrapped the database meanwhile. */
+  commit(): BootstrapResult | null
+}
+
 /**
  * On an empty database: organization `default`, an owner, their password and an API key with both scopes. Nothing
- * happens when any user exists, so restarts never create or print anything again.
+ * happens when any user exists, so restarts never create or print anything again. In two steps, so that a server
+ * writes it only once it listens (createServer): a start that cannot listen (a port in use) leaves the database empty,
+ * and the next start prints the credentials that are shown once. The write is one transaction: no request ever sees an
+ * owner without a key.
  */
-export async function bootstrap(repos: Repos, config: Config): Promise<BootstrapResult | null> {
+export async function prepareBootstrap(repos: Repos, config: Config): Promise<PendingBootstrap | null> {
   if (repos.users.count() > 0 || repos.organizations.count() > 0) return null
   const password = config.bootstrapPassword || randomSecret(18)
   const passwordHash = await hashPassword(password)
-  return repos.transaction(() => {
-    if (repos.users.count() > 0) return null
-    const org = repos.organizations.create({ slug: 'default', name: 'Default organization' })
-    const user = repos.users.create({ email: config.bootstrapEmail, name: 'Owner', passwordHash })
-    const membership = repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'owner' })
-    const { key } = repos.apiKeys.create({
-      membershipId: membership.id,
-      name: 'bootstrap',
-      scopes: ['mcp:read', 'mcp:write'],
-      ...(config.bootstrapApiKey ? { plainKey: config.bootstrapApiKey } : {}),
-    })
-    const result: BootstrapResult = { email: user.email, organization: org.slug }
-    if (!config.bootstrapPassword) result.generatedPassword = password
-    if (!config.bootstrapApiKey) result.generatedApiKey = key
-    return result
-  })
+  return {
+    commit: () => repos.transaction(() => {
+      if (repos.users.count() > 0 || repos.organizations.count() > 0) return null
+      const org = repos.organizations.create({ slug: 'default', name: 'Default organization' })
+      const user = repos.users.create({ email: config.bootstrapEmail, name: 'Owner', passwordHash })
+      const membership = repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'owner' })
+      const { key } = repos.apiKeys.create({
+        membershipId: membership.id,
+        name: 'bootstrap',
+        scopes: ['mcp:read', 'mcp:write'],
+        ...(config.bootstrapApiKey ? { plainKey: config.bootstrapApiKey } : {}),
+      })
+      const result: BootstrapResult = { email: user.email, organization: org.slug }
+      if (!config.bootstrapPassword) result.generatedPassword = password
+      if (!config.bootstrapApiKey) result.generatedApiKey = key
+      return result
+    }),
+  }
+}
+
+/** Both steps at once (buildApp, which never listens). */
+export async function bootstrap(repos: Repos, config: Config): Promise<BootstrapResult | null> {
+  return (await prepareBootstrap(repos, config))?.commit() ?? null
+}
+
+/**
+ * What the first start says about the owner it created: the command line prints it, and so does createServer unless
+ * the embedder handles `onBootstrap` itself. Secrets appear only when generated (they exist nowhere else).
+ */
+export function firstStartMessage(result: BootstrapResult): string {
+  return [
+    `First start: created organization "${result.organization}" with an owner account.`,
+    `  email:    ${result.email}`,
+    result.generatedPassword ? `  password: ${result.generatedPassword}` : '  password: (from SERVICE_BOOTSTRAP_PASSWORD)',
+    result.generatedApiKey ? `  API key:  ${result.generatedApiKey}` : '  API key:  (from SERVICE_BOOTSTRAP_API_KEY)',
+    'These are shown once. Store them now.',
+  ].join('\n') + '\n'
+}
+
+/** The default `onBootstrap`: the first-start message on stdout (not the log: it holds secrets). */
+export function printFirstStart(result: BootstrapResult): void {
+  process.stdout.write(firstStartMessage(result))
 }

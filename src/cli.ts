@@ -4,18 +4,32 @@
  * OAuth clients and signing keys.
  * Settings come from SERVICE_* variables or the flags of the configuration table (`--database`, `--port`, …).
  */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { parseScopes, SCOPES } from './auth/principal.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
+import { backupDatabase, restoreDatabase } from './db/backup.js'
 import { databaseFailure, openDatabase, type DatabaseError } from './db/client.js'
+import { checkEnvKey, resetEnvKey, valuesPhrase } from './db/env-key.js'
 import { createRepos, type Repos } from './db/repos/index.js'
 import { ROLES, type Role } from './db/schema.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 import { createConformanceServer } from './conformance/profile.js'
 import { createServer } from './index.js'
+import { envKeyLocation } from './lib/secret-box.js'
+import { packageRoot } from './lib/package-root.js'
 import { generateStateKey } from './mrtr/state-sealer.js'
 import { generateSigningKey } from './oauth/keyring.js'
+import { SERVICE_MCP_VERSION } from './version.js'
 
 class UsageError extends Error {}
+
+/** A command area named without a command of it (`keys`), or with one it does not have: its usage lines follow. */
+class AreaUsageError extends UsageError {
+  constructor(message: string, readonly lines: string[]) {
+    super(message)
+  }
+}
 
 const USAGE = `Usage: service-mcp <command> [options]
 
@@ -24,6 +38,17 @@ Server
   serve --profile conformance             The reference server of the official MCP conformance suite: its fixtures
                                           only, no authentication, in-memory database, loopback only (see README)
   migrate                                 Apply database migrations and exit
+
+Backups and the env key
+  backup <file> [--force]                 Online backup of the database (safe while the server runs) to a new file,
+                                          mode 600; --force replaces an existing one. The env key is not in it: keep
+                                          SERVICE_ENV_KEY or env.key too, stored apart from it
+  restore <file> [--force]                Replace the database with a backup (no server may run on it); the old one is
+                                          kept as <database>.before-restore-<time>. Refused when the env key does not
+                                          open the backup; --force restores it anyway (then: env-key reset)
+  env-key check                           Does the env key (SERVICE_ENV_KEY, or env.key) open this database's env vars?
+  env-key reset [--force]                 Only when the key is lost: delete the env var values it sealed and bind the
+                                          database to the current key (created when missing)
 
 Organizations
   orgs list
@@ -53,7 +78,36 @@ OAuth
   state-keys list                         Keys sealing the requestState of 2026-07-28 confirmations
   state-keys rotate                       New sealing key; older ones keep opening what they sealed (pruned after a day)
 
+Other
+  -v, --version                           The version of this build
+  -h, --help, help                        This text
+
 Settings: SERVICE_* environment variables or flags such as --database <file>, --port <n> (see README).`
+
+/**
+ * A command area (`keys`, `users`, …): the commands of USAGE that start with it and its usage lines (continuations
+ * included), or undefined when `word` is not one. USAGE is the only list of commands.
+ */
+function area(word: string | undefined): { verbs: string[]; lines: string[] } | undefined {
+  if (!word || !/^[a-z][a-z-]*$/.test(word)) return undefined
+  const lines: string[] = []
+  let inArea = false
+  for (const line of USAGE.split('\n')) {
+    if (/^ {2}\S/.test(line)) inArea = line.trimStart().startsWith(`${word} `)
+    else if (!/^ {10,}\S/.test(line)) inArea = false
+    if (inArea) lines.push(line)
+  }
+  // Commands are in the first column (up to two spaces); the second one describes them.
+  const commands = lines.filter((l) => /^ {2}\S/.test(l)).map((l) => l.trim().split(/\s{2,}/)[0]!)
+  const verbs = [...new Set(commands.flatMap((c) => [...c.matchAll(new RegExp(`(?:^|\\s)${word} ([a-z][a-z-]*)`, 'g'))].map((m) => m[1]!)))]
+  return verbs.length > 0 ? { verbs, lines } : undefined
+}
+
+/** `service-mcp --version`: the package's version and the build's release date. */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }
+  return `service-mcp ${pkg.version} (build ${SERVICE_MCP_VERSION})`
+}
 
 interface Parsed {
   words: string[]
@@ -62,6 +116,8 @@ interface Parsed {
 }
 
 const OWN_FLAGS = new Set(['--name', '--password', '--scopes', '--org', '--expires-days'])
+/** The commands' own flags that take no value. */
+const OWN_SWITCHES = new Set(['--force'])
 
 function parseArgs(argv: string[]): Parsed {
   const words: string[] = []
@@ -74,7 +130,9 @@ function parseArgs(argv: string[]): Parsed {
       continue
     }
     const [name, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined]
-    if (OWN_FLAGS.has(name!)) {
+    if (OWN_SWITCHES.has(name!) && inline === undefined) {
+      own[name!.slice(2)] = 'true'
+    } else if (OWN_FLAGS.has(name!)) {
       const value = inline ?? argv[++i]
       if (value === undefined) throw new UsageError(`${name} needs a value`)
       own[name!.slice(2)] = value
@@ -119,54 +177,76 @@ function user(repos: Repos, email: string) {
   return u
 }
 
-/** Why the server could not listen, as a ConfigError naming the settings when they are the cause; else the error. */
-function listenFailure(config: Config, err: unknown): unknown {
-  const code = (err as NodeJS.ErrnoException | null)?.code
-  const where = `SERVICE_HOST ${config.host}, SERVICE_PORT ${config.port}`
-  if (code === 'EADDRINUSE') return new ConfigError(`Cannot listen on ${where}: the address is in use by another process`)
-  if (code === 'EACCES') return new ConfigError(`Cannot listen on ${where}: permission denied (ports below 1024 need privileges)`)
-  if (code === 'EADDRNOTAVAIL') return new ConfigError(`Cannot listen on ${where}: no such address on this machine`)
-  return err
-}
-
 async function serve(flags: string[]): Promise<void> {
   const profile = loadConfig({ argv: flags }).profile
   const conformance = profile === 'conformance' ? await createConformanceServer({ argv: flags }) : null
-  const server = conformance ?? await createServer({
-    argv: flags,
-    onBootstrap(result) {
-      const lines = [
-        'First start: created organization "default" with an owner account.',
-        `  email:    ${result.email}`,
-        result.generatedPassword ? `  password: ${result.generatedPassword}` : '  password: (from SERVICE_BOOTSTRAP_PASSWORD)',
-        result.generatedApiKey ? `  API key:  ${result.generatedApiKey}` : '  API key:  (from SERVICE_BOOTSTRAP_API_KEY)',
-        'These are shown once. Store them now.',
-      ]
-      process.stdout.write(lines.join('\n') + '\n')
-    },
-  })
+  // The first-start credentials are printed by createServer's default onBootstrap (bootstrap.ts), once it listens.
+  const server = conformance ?? await createServer({ argv: flags })
   let url: string
   try {
     url = await server.listen()
   } catch (err) {
     // The database is released (and its lock) before the one-line message: a port in use is a setting like any other.
     await server.close().catch(() => {})
-    throw listenFailure(server.config, err)
+    throw err
   }
   if (conformance) process.stderr.write(conformance.banner())
   server.app.log.info({ url: `${url}/mcp` }, 'MCP server listening')
-  let stopping = false
-  const stop = (signal: string) => {
-    if (stopping) return
-    stopping = true
-    server.app.log.info({ signal }, 'shutting down')
-    server.close().then(() => process.exit(0), (err) => {
-      server.app.log.error({ err }, 'shutdown failed')
-      process.exit(1)
-    })
+  server.closeOnSignals()
+}
+
+async function backup(config: Config, words: string[], own: Record<string, string>): Promise<void> {
+  const file = need(words[1], '<file>')
+  if (words.length > 2) throw new UsageError(`backup takes one file, got ${words.slice(1).join(' ')}`)
+  const result = await backupDatabase(config.database, file, { force: own.force === 'true' })
+  out(`backup of ${config.database} written to ${result.file} (${result.bytes} bytes, mode 600)`)
+  const key = envKeyLocation(config)
+  out(`The env key is NOT in the backup: keep the env key ${key.describe} as well, stored apart from the backup; without it the env var values in the backup cannot be read after a restore`)
+}
+
+function restore(config: Config, words: string[], own: Record<string, string>): void {
+  const file = need(words[1], '<file>')
+  if (words.length > 2) throw new UsageError(`restore takes one file, got ${words.slice(1).join(' ')}`)
+  const result = restoreDatabase(config, file, { ignoreEnvKey: own.force === 'true', warn: (message) => process.stderr.write(`service-mcp: ${message}\n`) })
+  out(`restored ${file} into ${result.database} (SERVICE_DATABASE, ${result.bytes} bytes)`)
+  if (result.kept) out(`the database it replaced is kept as ${result.kept}; delete it once the restored one serves`)
+  const key = result.envKey
+  if ('mismatch' in key) out(`the env key does not open it (restored anyway, --force): run service-mcp env-key reset --force before serve`)
+  else if (key.bound) out(`the env key ${key.location.describe} opens it (${valuesPhrase(key.values)})`)
+  else out('it holds no env var value yet: any env key will do')
+}
+
+function envKeyCommand(config: Config, words: string[], own: Record<string, string>): void {
+  const handle = openDatabase(config.database)
+  try {
+    const repos = createRepos(handle.db)
+    switch (words[1]) {
+      case 'check': {
+        const result = checkEnvKey(config, repos)
+        if (!result.bound) return out(`the database holds nothing sealed yet: the env key ${result.location.describe} will be bound to it at the next start`)
+        return out(`the env key ${result.location.describe} opens this database (${valuesPhrase(result.values)})`)
+      }
+      case 'reset': {
+        let problem: string | undefined
+        try {
+          checkEnvKey(config, repos)
+        } catch (err) {
+          if (!(err instanceof ConfigError)) throw err
+          problem = err.message
+        }
+        if (problem === undefined) return out('the env key already opens this database: nothing to reset')
+        const values = repos.envVars.count()
+        // Nothing is lost when no value is stored: --force is asked for only when values would be deleted.
+        if (values > 0 && own.force !== 'true') {
+          throw new UsageError(`env-key reset deletes the ${valuesPhrase(values)} sealed with the lost key and binds the database to the current one; add --force if that key is really lost`)
+        }
+        const result = resetEnvKey(config, repos)
+        return out(`deleted ${valuesPhrase(result.deleted)}; the database is now bound to the env key ${result.location.describe}. Set the apps' env vars again before deploying them`)
+      }
+    }
+  } finally {
+    handle.close()
   }
-  process.on('SIGTERM', () => stop('SIGTERM'))
-  process.on('SIGINT', () => stop('SIGINT'))
 }
 
 async function admin(config: Config, words: string[], own: Record<string, string>): Promise<void> {
@@ -249,7 +329,7 @@ async function admin(config: Config, words: string[], own: Record<string, string
           if (!Number.isInteger(days) || days < 1) throw new UsageError('--expires-days must be a positive integer')
           expiresAt = Date.now() + days * 86_400_000
         }
-        const { key } = repos.apiKeys.create({ membershipId: m.id, name: own.name ?? 'cli', scopes, expiresAt })
+        const { key } = repos.apiKeys.create({ membershipId: m.id, name: own.name ?? 'cli', scopes, expiresAt, by: { via: 'cli' } })
         return out(key)
       }
       case 'keys list': {
@@ -259,7 +339,7 @@ async function admin(config: Config, words: string[], own: Record<string, string
       case 'keys revoke': {
         const id = need(rest[0], '<key-id>')
         if (!repos.apiKeys.byId(id)) throw new UsageError(`no API key ${id}`)
-        if (!repos.apiKeys.revoke(id)) return out(`${id} was already revoked`)
+        if (!repos.apiKeys.revoke(id, { via: 'cli' })) return out(`${id} was already revoked`)
         return out(`revoked ${id}; sessions bound to it end at their next request`)
       }
       case 'clients list':
@@ -298,9 +378,16 @@ async function admin(config: Config, words: string[], own: Record<string, string
 
 async function main(argv: string[]): Promise<void> {
   const { words, own, configFlags } = parseArgs(argv)
-  if (words.length === 0 || words[0] === 'help' || argv.includes('--help')) {
+  if (argv.includes('--version') || words[0] === '-v') return out(version())
+  if (words.length === 0 || words[0] === 'help' || words[0] === '-h' || argv.includes('--help')) {
     out(USAGE)
     return
+  }
+  // `keys` alone, or `keys frobnicate`: what that area's commands are, before any setting or file is looked at.
+  const commands = area(words[0])
+  if (commands && (words.length === 1 || !commands.verbs.includes(words[1]!))) {
+    const problem = words.length === 1 ? 'needs a command' : `has no command ${words[1]}; its commands are`
+    throw new AreaUsageError(`${words[0]} ${problem}: ${commands.verbs.join(', ')}`, commands.lines)
   }
   if (words[0] === 'serve') return serve(configFlags)
   const config = loadConfig({ argv: configFlags })
@@ -308,6 +395,9 @@ async function main(argv: string[]): Promise<void> {
     openDatabase(config.database).close()
     return out(`migrations applied to ${config.database}`)
   }
+  if (words[0] === 'backup') return backup(config, words, own)
+  if (words[0] === 'restore') return restore(config, words, own)
+  if (words[0] === 'env-key') return envKeyCommand(config, words, own)
   return admin(config, words, own)
 }
 
@@ -330,7 +420,8 @@ main(process.argv.slice(2)).catch((caught: unknown) => {
   if (err instanceof UsageError || err instanceof ConfigError) {
     // One line, whatever the message holds: exit code 2 means "fix the command or the settings".
     process.stderr.write(`service-mcp: ${err.message.replace(/\s*\n\s*/g, ' ')}\n`)
-    if (err instanceof UsageError) process.stderr.write('Run service-mcp help for usage.\n')
+    if (err instanceof AreaUsageError) process.stderr.write(`Usage:\n${err.lines.join('\n')}\n`)
+    else if (err instanceof UsageError) process.stderr.write('Run service-mcp help for usage.\n')
     process.exit(2)
   }
   process.stderr.write(`service-mcp: ${(err as Error).stack ?? String(err)}\n`)

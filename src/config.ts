@@ -1,5 +1,6 @@
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { readFileSync, statSync } from 'node:fs'
+import { isIP } from 'node:net'
+import { isAbsolute, join, resolve } from 'node:path'
 import { packageRoot } from './lib/package-root.js'
 
 /**
@@ -9,7 +10,7 @@ import { packageRoot } from './lib/package-root.js'
  * Every time constant is configurable so tests can run in milliseconds; the defaults are the contract's.
  */
 
-type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines'
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy'
 
 interface Setting {
   key: keyof RawConfig
@@ -29,12 +30,17 @@ interface RawConfig {
   database: string
   configFile: string
   logLevel: string
+  accessLog: boolean
+  metrics: boolean
+  metricsToken: string
+  tracing: string
+  otlpEndpoint: string
   profile: string
   bootstrapEmail: string
   bootstrapPassword: string
   bootstrapApiKey: string
   allowedOrigins: string[]
-  trustProxy: boolean
+  trustProxy: TrustProxy
   maxBodyBytes: number
   sessionIdleMs: number
   sessionSweepMs: number
@@ -49,6 +55,7 @@ interface RawConfig {
   authCodeTtlMs: number
   authRequestTtlMs: number
   browserSessionTtlMs: number
+  accountNoticeTtlMs: number
   redirectSchemes: string[]
   envKey: string
   envKeyFile: string
@@ -93,6 +100,44 @@ export interface PipelineConfig {
   cwd?: string
 }
 
+/**
+ * SERVICE_TRUST_PROXY: whose word to take about the client's address (rate limits, sign-in throttling and logs key on
+ * it). `false`: nobody, the connection's own address. A list of the proxies' addresses and CIDR ranges (or the named
+ * ranges `loopback`, `linklocal`, `uniquelocal`): X-Forwarded-For is read from the right past every listed hop, and a
+ * peer not listed is never believed. A hop count: that many proxies in front, whoever connects. `true`: every hop, so
+ * the left-most address, which a client writes itself unless the proxy overwrites the header.
+ */
+export type TrustProxy = boolean | number | string[]
+
+/** The named ranges the proxy list may use besides addresses and CIDRs (Fastify's proxy-addr knows them). */
+const PROXY_RANGES = ['loopback', 'linklocal', 'uniquelocal']
+
+function parseTrustProxy(raw: unknown, where: string): TrustProxy {
+  const explain = 'must be false, true, a number of proxies (1 for one proxy in front) or the proxies\' addresses (e.g. 127.0.0.1,10.0.0.0/8)'
+  if (typeof raw === 'boolean') return raw
+  const hops = (n: number) => {
+    if (!Number.isSafeInteger(n) || n < 0) throw new ConfigError(`${where} ${explain}, got ${JSON.stringify(raw)}`)
+    return n === 0 ? false : n
+  }
+  if (typeof raw === 'number') return hops(raw)
+  const entries = Array.isArray(raw) ? raw.map((x) => String(x).trim()) : String(raw).split(',').map((x) => x.trim())
+  const list = entries.filter(Boolean)
+  if (!Array.isArray(raw) && list.length <= 1) {
+    const v = (list[0] ?? '').toLowerCase()
+    if (['true', 'yes', 'on'].includes(v)) return true
+    if (['false', 'no', 'off', ''].includes(v)) return false
+    if (/^\d+$/.test(v)) return hops(Number(v))
+  }
+  for (const entry of list) {
+    const [address = '', prefix, extra] = entry.split('/')
+    const family = isIP(address)
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 6 ? 128 : 32))
+    if (PROXY_RANGES.includes(entry) || (family !== 0 && prefixOk && extra === undefined)) continue
+    throw new ConfigError(`${where} ${explain}: entry ${JSON.stringify(entry)} is not an IP address, a CIDR range or one of ${PROXY_RANGES.join(', ')}`)
+  }
+  return list.length === 0 ? false : list
+}
+
 /** True for 32 bytes in base64 or base64url. */
 export function isEnvKey(value: string): boolean {
   return /^[A-Za-z0-9+/_-]{43}=?$/.test(value) && Buffer.from(value.replace(/-/g, '+').replace(/_/g, '/'), 'base64').length === 32
@@ -111,19 +156,27 @@ export function isLoopbackHost(host: string): boolean {
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
+/** SERVICE_TRACING's values. */
+export const TRACING_MODES = ['off', 'otlp', 'console'] as const
+
 export const SETTINGS: readonly Setting[] = [
-  { key: 'host', env: 'SERVICE_HOST', flag: '--host', kind: 'string', default: '127.0.0.1', doc: 'Interface to listen on' },
+  { key: 'host', env: 'SERVICE_HOST', flag: '--host', kind: 'string', default: '127.0.0.1', doc: 'Interface to listen on; an address that is not loopback (0.0.0.0, ::, a LAN address) needs SERVICE_BASE_URL' },
   { key: 'port', env: 'SERVICE_PORT', flag: '--port', kind: 'int', default: 3000, min: 0, max: 65535, doc: 'TCP port (0 picks a free port)' },
-  { key: 'baseUrl', env: 'SERVICE_BASE_URL', flag: '--base-url', kind: 'url', default: '', doc: 'Public base address; default `http://{host}:{port}`' },
+  { key: 'baseUrl', env: 'SERVICE_BASE_URL', flag: '--base-url', kind: 'url', default: '', doc: 'Public base address (the one clients use); default `http://{host}:{port}` for a loopback host, required for any other' },
   { key: 'database', env: 'SERVICE_DATABASE', flag: '--database', kind: 'string', default: './data/service.db', doc: 'SQLite file (`:memory:` for a throwaway database)' },
-  { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase)' },
+  { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase; an unknown key stops the start)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
+  { key: 'accessLog', env: 'SERVICE_ACCESS_LOG', flag: '--access-log', kind: 'bool', default: false, doc: 'Log one info line per finished response: request id, method, path (no query), status, duration, client address, user agent, JSON-RPC method' },
+  { key: 'metrics', env: 'SERVICE_METRICS', flag: '--metrics', kind: 'bool', default: false, doc: 'Serve Prometheus metrics at `GET /metrics` on the main listener' },
+  { key: 'metricsToken', env: 'SERVICE_METRICS_TOKEN', flag: '--metrics-token', kind: 'string', default: '', doc: 'When set, `GET /metrics` needs `Authorization: Bearer <this token>`' },
+  { key: 'tracing', env: 'SERVICE_TRACING', flag: '--tracing', kind: 'string', default: 'off', doc: 'OpenTelemetry traces: `off`, `otlp` (OTLP over HTTP to SERVICE_OTLP_ENDPOINT) or `console` (printed on stdout, for debugging)' },
+  { key: 'otlpEndpoint', env: 'SERVICE_OTLP_ENDPOINT', flag: '--otlp-endpoint', kind: 'url', default: 'http://127.0.0.1:4318/v1/traces', doc: 'Where `SERVICE_TRACING=otlp` sends traces (OTLP over HTTP, protobuf)' },
   { key: 'profile', env: 'SERVICE_PROFILE', flag: '--profile', kind: 'string', default: '', doc: '`conformance`: `serve` runs the reference server of the official MCP conformance suite (its fixtures only, no authentication, an in-memory database, loopback only)' },
   { key: 'bootstrapEmail', env: 'SERVICE_BOOTSTRAP_EMAIL', flag: '--bootstrap-email', kind: 'string', default: 'owner@example.com', doc: 'Email of the owner created on an empty database' },
   { key: 'bootstrapPassword', env: 'SERVICE_BOOTSTRAP_PASSWORD', flag: '--bootstrap-password', kind: 'string', default: '', doc: 'Password of that owner; generated and printed once when empty' },
   { key: 'bootstrapApiKey', env: 'SERVICE_BOOTSTRAP_API_KEY', flag: '--bootstrap-api-key', kind: 'string', default: '', doc: 'Exact `service_mcp_…` key registered for that owner (both scopes); generated and printed once when empty' },
   { key: 'allowedOrigins', env: 'SERVICE_ALLOWED_ORIGINS', flag: '--allowed-origins', kind: 'list', default: [], doc: 'Comma-separated browser origins allowed on /mcp besides the base address' },
-  { key: 'trustProxy', env: 'SERVICE_TRUST_PROXY', flag: '--trust-proxy', kind: 'bool', default: false, doc: 'Trust X-Forwarded-For (only behind your own proxy)' },
+  { key: 'trustProxy', env: 'SERVICE_TRUST_PROXY', flag: '--trust-proxy', kind: 'proxy', default: false, doc: 'Whose `X-Forwarded-For` to believe about the client address: `false` (nobody), the proxies\' addresses or CIDR ranges (`127.0.0.1`, `10.0.0.0/8`, `loopback`, `uniquelocal`; the precise form), a number of proxies in front (`1`), or `true` (every hop: only if the proxy overwrites the header). Hop counts and `true` believe any peer, so the server must be reachable only through the proxy' },
   { key: 'maxBodyBytes', env: 'SERVICE_MAX_BODY_BYTES', flag: '--max-body-bytes', kind: 'int', default: 1_048_576, min: 1024, max: 64 * 1_048_576, doc: 'Largest accepted request body on /mcp' },
   { key: 'sessionIdleMs', env: 'SERVICE_SESSION_IDLE_MS', flag: '--session-idle-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'Idle time after which a session expires (60 min)' },
   { key: 'sessionSweepMs', env: 'SERVICE_SESSION_SWEEP_MS', flag: '--session-sweep-ms', kind: 'int', default: 30_000, min: 1, doc: 'How often expired sessions are closed and purged' },
@@ -138,10 +191,11 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'authCodeTtlMs', env: 'SERVICE_AUTH_CODE_TTL_MS', flag: '--auth-code-ttl-ms', kind: 'int', default: 600_000, min: 1, max: 600_000, doc: 'Lifetime of authorization codes (10 min, the most allowed)' },
   { key: 'authRequestTtlMs', env: 'SERVICE_AUTH_REQUEST_TTL_MS', flag: '--auth-request-ttl-ms', kind: 'int', default: 900_000, min: 1, doc: 'How long a started authorization may wait for sign-in and consent (15 min)' },
   { key: 'browserSessionTtlMs', env: 'SERVICE_BROWSER_SESSION_TTL_MS', flag: '--browser-session-ttl-ms', kind: 'int', default: 43_200_000, min: 1, doc: 'How long a browser sign-in lasts (12 h)' },
+  { key: 'accountNoticeTtlMs', env: 'SERVICE_ACCOUNT_NOTICE_TTL_MS', flag: '--account-notice-ttl-ms', kind: 'int', default: 300_000, min: 1, doc: 'How long a key created on /account (and the notice of a change there) waits, in memory only, for the page that shows it once; then it is dropped (5 min)' },
   { key: 'redirectSchemes', env: 'SERVICE_REDIRECT_SCHEMES', flag: '--redirect-schemes', kind: 'list', default: [], doc: 'Private-use redirect URI schemes clients may register, e.g. `cursor,vscode` (none by default)' },
   { key: 'envKey', env: 'SERVICE_ENV_KEY', flag: '--env-key', kind: 'string', default: '', doc: 'Key that encrypts env var values at rest: 32 bytes, base64; when empty, read from (or created in) SERVICE_ENV_KEY_FILE' },
-  { key: 'envKeyFile', env: 'SERVICE_ENV_KEY_FILE', flag: '--env-key-file', kind: 'string', default: '', doc: 'File holding that key, created with mode 600 on first start; default `env.key` beside the database' },
-  { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); default: `default` runs `scripts/pipelines/example.mjs`' },
+  { key: 'envKeyFile', env: 'SERVICE_ENV_KEY_FILE', flag: '--env-key-file', kind: 'string', default: '', doc: 'File holding that key, created with mode 600 on first start (never for a database that already holds sealed values: a key that does not open them stops the start); default `env.key` beside the database' },
+  { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); each `cwd` must be a folder at start; default: `default` runs `scripts/pipelines/example.mjs`' },
   { key: 'pipelineTimeoutMs', env: 'SERVICE_PIPELINE_TIMEOUT_MS', flag: '--pipeline-timeout-ms', kind: 'int', default: 1_800_000, min: 1, doc: 'A pipeline run still going after this long is stopped and fails (30 min)' },
   { key: 'pipelineGraceMs', env: 'SERVICE_PIPELINE_GRACE_MS', flag: '--pipeline-grace-ms', kind: 'int', default: 5_000, min: 1, doc: 'Time between SIGTERM and SIGKILL when a run is cancelled or the server stops' },
   { key: 'elicitationTimeoutMs', env: 'SERVICE_ELICITATION_TIMEOUT_MS', flag: '--elicitation-timeout-ms', kind: 'int', default: 120_000, min: 1, doc: 'How long a confirmation prompt waits for the user (120 s)' },
@@ -225,6 +279,8 @@ function parseValue(s: Setting, raw: unknown, source: string): unknown {
     }
     case 'pipelines':
       return parsePipelines(raw, where)
+    case 'proxy':
+      return parseTrustProxy(raw, where)
     default:
       if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string, got ${JSON.stringify(raw)}`)
       return raw
@@ -269,7 +325,7 @@ export function parseFlags(argv: readonly string[]): Record<string, string> {
     if (!setting) throw new ConfigError(`Unknown option ${name}. Known options: ${[...known.keys()].join(', ')}`)
     let value: string | undefined
     if (eq !== -1) value = arg.slice(eq + 1)
-    else if (setting.kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))) value = 'true'
+    else if ((setting.kind === 'bool' || setting.kind === 'proxy') && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))) value = 'true'
     else value = argv[++i]
     if (value === undefined) throw new ConfigError(`Option ${name} needs a value`)
     out[setting.key] = value
@@ -294,6 +350,12 @@ export function loadConfig(options: {
       fileValues = parsed as Record<string, unknown>
     } catch (err) {
       throw new ConfigError(`Config file ${configPath} (SERVICE_CONFIG) cannot be read: ${(err as Error).message}`)
+    }
+    // A misspelt key would otherwise leave its setting at the default without a word.
+    for (const key of Object.keys(fileValues)) {
+      if (!SETTINGS.some((s) => s.key === key)) {
+        throw new ConfigError(`Config file ${configPath} (SERVICE_CONFIG) has an unknown key ${JSON.stringify(key)}; did you mean ${JSON.stringify(closestSetting(key))}? (keys are the settings' names in camelCase)`)
+      }
     }
   }
   const raw: Record<string, unknown> = {}
@@ -334,6 +396,9 @@ export function loadConfig(options: {
   if (cfg.headersTimeoutMs > cfg.requestTimeoutMs) {
     throw new ConfigError(`SERVICE_HEADERS_TIMEOUT_MS (${cfg.headersTimeoutMs}) must not exceed SERVICE_REQUEST_TIMEOUT_MS (${cfg.requestTimeoutMs}): the whole request includes its headers`)
   }
+  if (!(TRACING_MODES as readonly string[]).includes(cfg.tracing)) {
+    throw new ConfigError(`SERVICE_TRACING must be ${TRACING_MODES.join(', ')}, got ${JSON.stringify(cfg.tracing)}`)
+  }
   if (cfg.profile !== '' && !(PROFILES as readonly string[]).includes(cfg.profile)) {
     throw new ConfigError(`SERVICE_PROFILE must be ${PROFILES.join(' or ')} (or empty for none), got ${JSON.stringify(cfg.profile)}`)
   }
@@ -350,9 +415,67 @@ export function loadConfig(options: {
   if (cfg.pipelines === null) {
     cfg.pipelines = { default: { argv: [process.execPath, join(packageRoot(), 'scripts', 'pipelines', 'example.mjs')] } }
   }
-  const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host === '0.0.0.0' ? '127.0.0.1' : cfg.host
+  if (!cfg.baseUrl && !isLoopbackAddress(cfg.host)) {
+    // The default base address would be this host as written (0.0.0.0 is no address at all), and OAuth clients on other
+    // machines would be sent there.
+    throw new ConfigError(`SERVICE_HOST ${JSON.stringify(cfg.host)} is not a loopback address, so clients reach the server by another address: set SERVICE_BASE_URL to the address they use (e.g. https://mcp.example.com, or http://<this machine's name>:${cfg.port}); it is the address OAuth discovery and the pages advertise`)
+  }
+  const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host
   if (!cfg.baseUrl) cfg.baseUrl = `http://${hostForUrl}:${cfg.port}`
   return { ...cfg, baseOrigin: new URL(cfg.baseUrl).origin }
+}
+
+/** Loopback only: 127.0.0.0/8, ::1 or localhost (a default base address `http://{host}:{port}` works only for these). */
+function isLoopbackAddress(host: string): boolean {
+  return isLoopbackHost(host) || (isIP(host) === 4 && host.startsWith('127.'))
+}
+
+/** The setting name closest to a config-file key that is none (for "did you mean"). */
+function closestSetting(key: string): string {
+  const norm = (x: string) => x.toLowerCase().replace(/[^a-z0-9]/g, '')
+  const wanted = norm(key)
+  // The environment variable or the flag written instead of the key.
+  const named = SETTINGS.find((s) => [s.key, s.env.replace(/^SERVICE_/, ''), s.flag.replace(/^--/, '')].some((form) => norm(form) === wanted))
+  if (named) return named.key
+  let best: string = SETTINGS[0]!.key
+  let bestDistance = Infinity
+  for (const s of SETTINGS) {
+    const d = editDistance(wanted, norm(s.key))
+    if (d < bestDistance) [best, bestDistance] = [s.key, d]
+  }
+  return best
+}
+
+/** Levenshtein distance. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length]!
+}
+
+/**
+ * At server start (not for the admin commands, which run no pipeline): every configured pipeline's `cwd` is a folder,
+ * so that a typo is a refusal to start rather than a failed deployment later.
+ */
+export function checkPipelineFolders(config: Pick<Config, 'pipelines'>): void {
+  for (const [name, pipeline] of Object.entries(config.pipelines)) {
+    if (pipeline.cwd === undefined) continue
+    const shown = `${JSON.stringify(pipeline.cwd)}${isAbsolute(pipeline.cwd) ? '' : ` (${resolve(pipeline.cwd)})`}`
+    let folder: boolean
+    try {
+      folder = statSync(pipeline.cwd).isDirectory()
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      throw new ConfigError(`SERVICE_PIPELINES: pipeline ${name} has "cwd" ${shown}, which ${code === 'ENOENT' ? 'does not exist' : `cannot be used (${code})`}`)
+    }
+    if (!folder) throw new ConfigError(`SERVICE_PIPELINES: pipeline ${name} has "cwd" ${shown}, which is not a folder`)
+  }
 }
 
 /**

@@ -1,20 +1,16 @@
-import { accessSync, chmodSync, closeSync, constants, mkdirSync, openSync, statfsSync, statSync } from 'node:fs'
+import { accessSync, chmodSync, closeSync, constants, openSync, statfsSync, statSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
-import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
+import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { ConfigError } from '../config.js'
+import { makeFolders } from '../lib/folders.js'
 import { packageRoot } from '../lib/package-root.js'
 import * as schema from './schema.js'
+import type { DatabaseHandle } from './types.js'
 
-export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database }
-
-export interface DatabaseHandle {
-  db: Db
-  /** The raw connection, for pragmas and closing only: queries go through the repositories. */
-  sqlite: Database.Database
-  close(): void
-}
+// Declared without Drizzle and better-sqlite3 (types.ts), so that the public declarations do not reach theirs.
+export type { Db, DatabaseHandle } from './types.js'
 
 /**
  * The database named by SERVICE_DATABASE cannot be used (a folder, a corrupt or read-only file, a full disk, another
@@ -52,7 +48,10 @@ const OWNER_ONLY_FOLDER = 0o700
 function storageProblem(path: string, err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code
   if (typeof code !== 'string') return undefined
-  const detail = `(${code}: ${(err as Error).message})`
+  const message = (err as Error).message
+  const detail = `(${message.startsWith(code) ? message : `${code}: ${message}`})`
+  // A folder that cannot be made (a path under /proc or /sys, a parent that is a file): lib/folders.ts says which.
+  if ((err as NodeJS.ErrnoException).syscall === 'mkdir') return `cannot be created: its folder ${(err as NodeJS.ErrnoException).path} cannot be made ${detail}`
   if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return `cannot be written: the disk is full ${detail}`
   if (code.startsWith('SQLITE_READONLY') || code === 'EROFS') return `cannot be written: the file, its folder or its file system is read-only ${detail}`
   if (code === 'SQLITE_PERM' || code === 'SQLITE_AUTH' || code === 'EACCES' || code === 'EPERM') return `cannot be opened for writing: permission denied ${detail}`
@@ -143,7 +142,7 @@ function tighten(file: string, mode: number, warn: (message: string) => void): v
  * folder (before anything, such as its lock file, is created beside it).
  */
 export function prepareFolder(path: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: OWNER_ONLY_FOLDER })
+  makeFolders(dirname(path), OWNER_ONLY_FOLDER)
   let folder = false
   try {
     folder = statSync(path).isDirectory()

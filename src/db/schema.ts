@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
+import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, ROLES, TASK_STATUSES } from './types.js'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -8,8 +9,9 @@ import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'driz
 
 const createdAt = () => integer('created_at').notNull()
 
-export const ROLES = ['viewer', 'developer', 'admin', 'owner'] as const
-export type Role = (typeof ROLES)[number]
+// The values of enum columns live in types.ts, which the public declarations may import (this file they may not).
+export { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, ROLES, TASK_STATUSES } from './types.js'
+export type { DeploymentStatus, IdempotencyStatus, Role, TaskStatus } from './types.js'
 
 export const organizations = sqliteTable('organizations', {
   id: text('id').primaryKey(),
@@ -228,9 +230,6 @@ export const envVars = sqliteTable('env_vars', {
   updatedBy: text('updated_by').references(() => users.id, { onDelete: 'set null' }),
 }, (t) => [uniqueIndex('env_vars_app_name_idx').on(t.appId, t.name)])
 
-export const DEPLOYMENT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'] as const
-export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number]
-
 /** One run of an app's pipeline: a deployment, or a rollback to an earlier deployment. */
 export const deployments = sqliteTable('deployments', {
   id: text('id').primaryKey(),
@@ -278,13 +277,10 @@ export const auditLog = sqliteTable('audit_log', {
   action: text('action').notNull(),
   targetType: text('target_type'),
   targetId: text('target_id'),
-  outcome: text('outcome', { enum: ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] }).notNull(),
+  outcome: text('outcome', { enum: AUDIT_OUTCOMES }).notNull(),
   details: text('details', { mode: 'json' }).$type<Record<string, unknown>>(),
   at: integer('at').notNull(),
 }, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])
-
-export const IDEMPOTENCY_STATUSES = ['pending', 'running', 'finished', 'interrupted'] as const
-export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number]
 
 /**
  * One call of a confirmation-gated tool, identified by (session, membership, organization, JSON-RPC id) (decisions.md
@@ -311,9 +307,6 @@ export const idempotencyRecords = sqliteTable('idempotency_records', {
   index('idempotency_records_expires_idx').on(t.expiresAt),
 ])
 
-export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const
-export type TaskStatus = (typeof TASK_STATUSES)[number]
-
 /**
  * Tasks of the `io.modelcontextprotocol/tasks` extension (2026-07-28): a tools/call answered with a task handle runs
  * on, and its outcome is read with tasks/get. Stored before the handle is returned (a tasks/get right after works),
@@ -337,3 +330,14 @@ export const tasks = sqliteTable('tasks', {
   updatedAt: integer('updated_at').notNull(),
   expiresAt: integer('expires_at').notNull(),
 }, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])
+
+/**
+ * Facts about the database itself, one row per name. `env_key_check` holds a constant sealed with the env-var key
+ * (src/db/env-key.ts): a server started with another key (a database restored or moved without its env.key) is
+ * refused at start, rather than failing at the first deployment that needs an env var.
+ */
+export const serviceMeta = sqliteTable('service_meta', {
+  name: text('name').primaryKey(),
+  value: text('value').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+})

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
+import { accessSync, constants, existsSync, statSync } from 'node:fs'
+import { delimiter, join, resolve as resolvePath } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config.js'
 import type { Deployment, DeploymentLogLine } from '../db/repos/deployments.js'
@@ -187,18 +187,22 @@ export class PipelineRunner {
         resolve(final)
       }
 
-      const cwd = pipeline.cwd ?? packageRoot()
-      // Checked here: spawn would blame the program it starts (node, for the supervisor) for a missing folder.
-      if (!existsSync(cwd)) {
-        end('failed', null, `failed: the pipeline's working directory ${cwd} does not exist`)
+      const cwd = resolvePath(pipeline.cwd ?? packageRoot())
+      // Checked here: spawn would blame the program it starts (node, for the supervisor) for a missing folder, and the
+      // supervisor could only say "spawn ./deploy.sh ENOENT" for a missing command. Start-up checked the folder
+      // (config.ts checkPipelineFolders); it or the command may have gone since.
+      const problem = !existsSync(cwd) ? `working directory ${cwd} does not exist` : commandProblem(pipeline.argv[0]!, cwd, env.PATH)
+      if (problem !== null) {
+        this.#log.error({ deployment: deployment.id, pipeline: app.pipeline }, `pipeline ${app.pipeline} cannot run: ${problem}`)
+        end('failed', null, `failed: pipeline ${app.pipeline}: ${problem}`)
         return
       }
       let child: ChildProcess
       try {
         child = this.#spawnSupervised(pipeline.argv, cwd, env)
       } catch (err) {
-        this.#log.error({ err, deployment: deployment.id }, 'pipeline could not start')
-        end('failed', null, `failed: the pipeline could not start`)
+        this.#log.error({ err, deployment: deployment.id, pipeline: app.pipeline }, 'pipeline could not start')
+        end('failed', null, `failed: pipeline ${app.pipeline} could not start: ${(err as Error).message}`)
         return
       }
       live.child = child
@@ -300,6 +304,44 @@ export class PipelineRunner {
       const organizationId = this.#live.get(deploymentId)?.deployment.organizationId
       if (organizationId !== undefined) this.#tell({ type: 'stored', deploymentId, organizationId })
     }
+  }
+}
+
+/**
+ * Why `command` (a pipeline's argv[0]) cannot be run from `cwd`, or null: a path (it has a slash) is taken relative to
+ * `cwd`, a bare name is looked up on the child's PATH, as the supervisor's spawn will. The PATH itself is not shown
+ * (an app's env var may set it). Not checked on Windows, where PATHEXT decides.
+ */
+function commandProblem(command: string, cwd: string, path: string | undefined): string | null {
+  if (process.platform === 'win32') return null
+  if (command.includes('/')) {
+    const file = resolvePath(cwd, command)
+    let stat
+    try {
+      stat = statSync(file)
+    } catch {
+      return `command ${command} not found in ${cwd} (cwd)`
+    }
+    if (stat.isDirectory()) return `command ${command} in ${cwd} (cwd) is a folder`
+    return executable(file) ? null : `command ${command} in ${cwd} (cwd) is not executable (chmod +x)`
+  }
+  for (const dir of (path ?? '').split(delimiter)) {
+    const file = resolvePath(cwd, dir, command)
+    try {
+      if (statSync(file).isFile() && executable(file)) return null
+    } catch {
+      // Not in this folder.
+    }
+  }
+  return `command ${command} not found on the PATH (run from ${cwd})`
+}
+
+function executable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK)
+    return true
+  } catch {
+    return false
   }
 }
 

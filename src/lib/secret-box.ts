@@ -1,7 +1,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { isEnvKey } from '../config.js'
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { ConfigError, isEnvKey } from '../config.js'
+import { makeFolders } from './folders.js'
 
 const VERSION = 'v1'
 
@@ -38,22 +39,53 @@ export class SecretBox {
 }
 
 /**
- * The env-var key: SERVICE_ENV_KEY when set; else the key file (default `env.key` beside the database), created with
- * mode 600 on first start so `npm start` works with nothing configured. A throwaway database gets a throwaway key.
+ * Where the env-var key comes from: SERVICE_ENV_KEY when set; else the key file (SERVICE_ENV_KEY_FILE, default
+ * `env.key` beside the database); a throwaway database without a key file gets a throwaway key, held in memory.
+ * Which key belongs to which database is db/env-key.ts's business.
  */
-export function loadEnvKey(config: { envKey: string; envKeyFile: string; database: string }): Buffer {
-  if (config.envKey) return decodeKey(config.envKey)
-  if (config.database === ':memory:' && !config.envKeyFile) return randomBytes(32)
-  const file = config.envKeyFile || join(dirname(config.database), 'env.key')
-  if (existsSync(file)) {
-    const text = readFileSync(file, 'utf8').trim()
-    if (!isEnvKey(text)) throw new Error(`${file} does not hold a 32-byte base64 key`)
-    return decodeKey(text)
+export type EnvKeyLocation =
+  /** `describe` follows "the env key": "SERVICE_ENV_KEY", "file /srv/data/env.key (SERVICE_ENV_KEY_FILE, …)". */
+  | { kind: 'setting'; describe: string }
+  | { kind: 'file'; file: string; describe: string }
+  | { kind: 'throwaway'; describe: string }
+
+export function envKeyLocation(config: { envKey: string; envKeyFile: string; database: string }): EnvKeyLocation {
+  if (config.envKey) return { kind: 'setting', describe: 'SERVICE_ENV_KEY' }
+  if (config.database === ':memory:' && !config.envKeyFile) return { kind: 'throwaway', describe: 'of this in-memory database (a throwaway one)' }
+  const file = resolve(config.envKeyFile || join(dirname(config.database), 'env.key'))
+  const setting = config.envKeyFile ? 'SERVICE_ENV_KEY_FILE' : 'SERVICE_ENV_KEY_FILE, by default env.key beside SERVICE_DATABASE'
+  return { kind: 'file', file, describe: `file ${file} (${setting})` }
+}
+
+/**
+ * The key at `location`; null when it is a key file that does not exist (or a throwaway key, which nothing holds yet).
+ * A key file that holds no key is a ConfigError.
+ */
+export function readEnvKey(location: EnvKeyLocation, config: { envKey: string }): Buffer | null {
+  if (location.kind === 'setting') return decodeKey(config.envKey)
+  if (location.kind === 'throwaway') return null
+  let text: string
+  try {
+    text = readFileSync(location.file, 'utf8').trim()
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw new ConfigError(`The env key ${location.describe} cannot be read: ${(err as Error).message}`)
   }
-  mkdirSync(dirname(file), { recursive: true })
+  if (!isEnvKey(text)) throw new ConfigError(`The env key ${location.describe} does not hold a 32-byte base64 key`)
+  return decodeKey(text)
+}
+
+/** A new random key: written to the key file (created with mode 600, never over an existing one), or in memory only. */
+export function createEnvKey(location: EnvKeyLocation): Buffer {
   const key = randomBytes(32)
-  writeFileSync(file, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
-  chmodSync(file, 0o600)
+  if (location.kind !== 'file') return key
+  try {
+    makeFolders(dirname(location.file), 0o700)
+    writeFileSync(location.file, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+    chmodSync(location.file, 0o600)
+  } catch (err) {
+    throw new ConfigError(`The env key ${location.describe} cannot be created: ${(err as Error).message}`)
+  }
   return key
 }
 

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
+import { openDatabase } from '../../src/db/client.js'
+import { createRepos } from '../../src/db/repos/index.js'
 import { cli, startServe, type Served } from '../helpers/cli.js'
 
 // About 30 CLI processes, each loading TypeScript through tsx: allow more than the default per-file limit, still bounded.
@@ -85,6 +87,19 @@ t.test('admin commands against a temporary database', async (t) => {
   t.equal(timestamps(row), 1, 'before: only the creation time')
   t.equal(timestamps(revokedRow), 2, 'after: a revocation time is shown too')
   t.match((await ok(['keys', 'revoke', id])).stdout, /already revoked/, 'revoking twice is harmless')
+
+  // The operator's key changes are audited in the key's organization, as the account page's are; never the key itself.
+  const handle = openDatabase(db, { migrate: false })
+  try {
+    const entries = createRepos(handle.db).audit.page(acme![0]!, 50).items.filter((e) => e.targetId === id)
+    t.strictSame(entries.map((e) => [e.action, e.credentialKind, e.userId, e.outcome]).sort(), [
+      ['api_key.create', 'cli', null, 'succeeded'],
+      ['api_key.revoke', 'cli', null, 'succeeded'],
+    ], 'one create and one revoke entry, by the cli; the repeated revoke writes nothing')
+    t.notOk(JSON.stringify(entries).includes(key), 'the key is not in the audit log')
+  } finally {
+    handle.close()
+  }
 
   t.test('errors exit 2 with a clear message', async (t) => {
     const cases: Array<{ args: string[]; env?: Record<string, string>; message: RegExp }> = [

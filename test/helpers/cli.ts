@@ -97,3 +97,26 @@ export function processGone(pid: number): boolean {
     return (err as NodeJS.ErrnoException).code === 'ESRCH'
   }
 }
+
+/**
+ * Runs the CLI without the power to write files it may not write. Root writes anything (CAP_DAC_OVERRIDE): as root it
+ * runs through setpriv(1) with that capability dropped, staying root, so a folder of mode 500 is as read-only to it as
+ * to anyone. Other users run the CLI as it is.
+ */
+export function cliWithoutOverride(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<Run> {
+  if (process.getuid?.() !== 0) return cli(args, env, timeoutMs)
+  return new Promise((resolve, reject) => {
+    const command = ['--bounding-set=-dac_override', '--inh-caps=-dac_override', process.execPath, '--import', 'tsx', 'src/cli.ts', ...args]
+    const child = spawn('setpriv', command, { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout!.on('data', (d) => (stdout += d))
+    child.stderr!.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}

@@ -54,6 +54,8 @@ export async function startServer(
   const server = await createServer({
     env: {},
     logger: false,
+    // The owner's credentials are the fixed ones above: nothing to print (a test may pass its own onBootstrap).
+    onBootstrap: () => {},
     ...rest,
     config: {
       host: '127.0.0.1',

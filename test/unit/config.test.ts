@@ -74,7 +74,9 @@ t.test('environment variables', async (t) => {
   t.test('SERVICE_HOST shapes the default base URL', async (t) => {
     t.equal(loadConfig({ env: { SERVICE_HOST: 'localhost' } }).baseUrl, 'http://localhost:3000')
     t.equal(loadConfig({ env: { SERVICE_HOST: '::1' } }).baseUrl, 'http://[::1]:3000')
-    t.equal(loadConfig({ env: { SERVICE_HOST: '0.0.0.0' } }).baseUrl, 'http://127.0.0.1:3000', 'the wildcard address is not a usable base URL')
+    // The wildcard address is not a usable base URL, and 127.0.0.1 would send remote OAuth clients to themselves.
+    t.throws(() => loadConfig({ env: { SERVICE_HOST: '0.0.0.0' } }), /SERVICE_HOST "0\.0\.0\.0" is not a loopback address.*set SERVICE_BASE_URL/, 'a public host needs SERVICE_BASE_URL')
+    t.equal(loadConfig({ env: { SERVICE_HOST: '0.0.0.0', SERVICE_BASE_URL: 'https://mcp.example.com' } }).baseUrl, 'https://mcp.example.com')
   })
 
   t.test('SERVICE_DATABASE', async (t) => {
@@ -200,7 +202,7 @@ t.test('flags', async (t) => {
 
 t.test('config file', async (t) => {
   t.test('provides values below the environment and flags', async (t) => {
-    const path = configFile(t, JSON.stringify({ port: 4100, host: 'localhost', heartbeatMs: 10, allowedOrigins: ['https://a.example.com'], notASetting: { any: 'extra key' } }))
+    const path = configFile(t, JSON.stringify({ port: 4100, host: 'localhost', heartbeatMs: 10, allowedOrigins: ['https://a.example.com'] }))
     const fromFile = loadConfig({ env: { SERVICE_CONFIG: path } })
     t.equal(fromFile.port, 4100)
     t.equal(fromFile.host, 'localhost')
@@ -212,6 +214,12 @@ t.test('config file', async (t) => {
     t.equal(loadConfig({ env: { SERVICE_CONFIG: path, SERVICE_PORT: '4200' }, argv: ['--port', '4300'] }).port, 4300, 'flag beats env')
     t.equal(loadConfig({ env: {}, argv: ['--config', path] }).port, 4100, '--config names the file too')
     t.equal(loadConfig({ env: {}, overrides: { configFile: path } }).port, 4100, 'so does an override')
+  })
+
+  t.test('a key that is no setting is refused, with the closest one (a misspelt key was ignored silently)', async (t) => {
+    const path = configFile(t, JSON.stringify({ port: 4100, heartbeatMS: 10 }))
+    t.throws(() => loadConfig({ env: { SERVICE_CONFIG: path } }), ConfigError)
+    t.throws(() => loadConfig({ env: { SERVICE_CONFIG: path } }), /\(SERVICE_CONFIG\) has an unknown key "heartbeatMS"; did you mean "heartbeatMs"\?/)
   })
 
   t.test('a file named by flag or override wins over SERVICE_CONFIG', async (t) => {

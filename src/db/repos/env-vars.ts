@@ -1,9 +1,11 @@
-import { and, asc, eq } from 'drizzle-orm'
+import { and, asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { envVars } from '../schema.js'
+import type { EnvVar } from '../types.js'
 
-export type EnvVar = typeof envVars.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { EnvVar }
 
 /** The associated data every env var ciphertext is sealed with: a value copied onto another app or name won't open. */
 export function envVarAad(appId: string, name: string): string {
@@ -38,6 +40,18 @@ export function envVarsRepo(db: Db) {
     exists(organizationId: string, appId: string, name: string): boolean {
       return db.select({ id: envVars.id }).from(envVars)
         .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId), eq(envVars.name, name))).get() !== undefined
+    },
+    /** How many values are sealed in the database, every organization's (the env-key check, db/env-key.ts). */
+    count(): number {
+      return db.select({ n: count() }).from(envVars).get()?.n ?? 0
+    },
+    /** Every sealed value with the place it is bound to, every organization's: proving a key opens them (db/env-key.ts). */
+    allSealed(): Array<{ appId: string; name: string; ciphertext: string }> {
+      return db.select({ appId: envVars.appId, name: envVars.name, ciphertext: envVars.ciphertext }).from(envVars).all()
+    },
+    /** Deletes every value of every organization (`service-mcp env-key reset`, once their key is lost); returns how many. */
+    deleteAll(): number {
+      return db.delete(envVars).run().changes
     },
     unset(organizationId: string, appId: string, name: string): boolean {
       return db.delete(envVars).where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId), eq(envVars.name, name))).run().changes === 1

@@ -7,12 +7,14 @@ import { browserSessionsRepo } from './browser-sessions.js'
 import { credentialChanges } from './credential-changes.js'
 import { deploymentsRepo } from './deployments.js'
 import { envVarsRepo } from './env-vars.js'
+import { healthRepo } from './health.js'
 import { idempotencyRepo } from './idempotency.js'
 import { membershipsRepo } from './memberships.js'
 import { oauthClientsRepo } from './oauth-clients.js'
 import { oauthGrantsRepo } from './oauth-grants.js'
 import { organizationsRepo } from './organizations.js'
 import { requestStateKeysRepo } from './request-state-keys.js'
+import { serviceMetaRepo } from './service-meta.js'
 import { sessionsRepo } from './sessions.js'
 import { signingKeysRepo } from './signing-keys.js'
 import { tasksRepo } from './tasks.js'
@@ -35,9 +37,13 @@ export function createRepos(db: Db) {
     audit: auditRepo(db),
     idempotency: idempotencyRepo(db),
     tasks: tasksRepo(db),
+    /** The readiness check's ping. */
+    health: healthRepo(db),
     oauthClients: oauthClientsRepo(db),
     signingKeys: signingKeysRepo(db),
     requestStateKeys: requestStateKeysRepo(db),
+    /** Facts about the database itself: the env-key check (db/env-key.ts). */
+    serviceMeta: serviceMetaRepo(db),
     browserSessions: browserSessionsRepo(db),
     authorizations: authorizationsRepo(db),
     oauthGrants: oauthGrantsRepo(db, changes),

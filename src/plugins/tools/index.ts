@@ -5,7 +5,8 @@ import { toToolResult } from '../../errors/render.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
 import { writeAudit } from '../../lib/audit.js'
-import { loadEnvKey, SecretBox } from '../../lib/secret-box.js'
+import { loadEnvKey } from '../../db/env-key.js'
+import { SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
 import { CallAbort } from '../../rpc/call-abort.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
@@ -52,7 +53,7 @@ const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT',
 /** tools/list and tools/call over the registry. Tool failures are tool results, rendered by the error catalog. */
 const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts) => {
   const { rpc, repos, config } = fastify
-  const secrets = new SecretBox(loadEnvKey(config))
+  const secrets = new SecretBox(loadEnvKey(config, repos))
   const pipelines = new PipelineRunner({ repos, config, secrets, log: fastify.log })
   const interrupted = pipelines.recover()
   if (interrupted > 0) fastify.log.warn({ deployments: interrupted }, 'deployments left running by a previous process are marked interrupted')
