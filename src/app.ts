@@ -1,13 +1,18 @@
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import { bootstrap, type BootstrapResult } from './bootstrap.js'
 import { clientErrorHandler, serverFactory } from './lib/http-edge.js'
-import type { Config } from './config.js'
+import type { Config, TrustProxy } from './config.js'
 import type { DatabaseHandle } from './db/client.js'
 import authPlugin from './plugins/auth.js'
 import dbPlugin from './plugins/db.js'
 import discoveryPlugin from './plugins/discovery.js'
 import elicitationPlugin from './plugins/elicitation/index.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
+import healthPlugin from './plugins/health.js'
+import metricsPlugin from './plugins/metrics.js'
+import tracingPlugin from './plugins/tracing.js'
+import accessLogPlugin from './plugins/access-log.js'
+import type { TracingOptions } from './observability/tracing.js'
 import transportPlugin from './plugins/mcp-transport/index.js'
 import oauthPlugin from './plugins/oauth/index.js'
 import rateLimitsPlugin from './plugins/rate-limits.js'
@@ -40,6 +45,16 @@ export interface BuildOptions {
   logger?: boolean | Record<string, unknown>
   /** Called once when an empty database was given its first organization, owner and key. */
   onBootstrap?(result: BootstrapResult): void
+  /**
+   * OpenTelemetry: span processors for the server's own tracer provider, or a tracer provider of yours (tests pass an
+   * in-memory exporter). Either turns tracing on, whatever SERVICE_TRACING says.
+   */
+  tracing?: TracingOptions
+  /**
+   * `false`: the empty database is not bootstrapped here; createServer does it once it listens (bootstrap.ts), so a
+   * start that cannot listen prints no credentials. Default true: buildApp, which never listens, bootstraps at build.
+   */
+  bootstrap?: boolean
 }
 
 /** Secrets never reach the logs: authorization headers, cookies and token-bearing fields are redacted. */
@@ -58,6 +73,16 @@ export const REDACT = [
   'res.headers["set-cookie"]',
 ]
 
+/**
+ * SERVICE_TRUST_PROXY as Fastify's `trustProxy`. Fastify 5.12 takes a number to mean "trust nobody" (a hop count cannot
+ * tell a proxy from a client that connects directly), so a hop count becomes the function proxy-addr used to build for
+ * it: the first `hops` addresses from the right (the peer, then X-Forwarded-For right to left) are proxies.
+ */
+export function trustProxyOption(setting: TrustProxy): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting !== 'number') return setting
+  return (_address, hop) => hop < setting
+}
+
 /** Builds the Fastify application; plugins are registered in dependency order. Never listens. */
 export async function buildApp(options: BuildOptions): Promise<FastifyInstance> {
   const { config } = options
@@ -70,11 +95,12 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     requestIdHeader: false,
     // Per-request info lines cost throughput; failures are logged by the error handlers instead.
     logController: new LogController({ disableRequestLogging: true }),
-    trustProxy: config.trustProxy,
+    trustProxy: trustProxyOption(config.trustProxy),
     bodyLimit: config.maxBodyBytes,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    return503OnClosing: true,
+    // While stopping, http.ts refuses requests itself (503 in the contract's shape) and lets health checks answer.
+    return503OnClosing: false,
     forceCloseConnections: true,
     // Timeouts, connections per address and parser errors in the contract's shape: lib/http-edge.ts.
     serverFactory: serverFactory(config),
@@ -84,6 +110,11 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(rateLimitsPlugin)
   await app.register(dbPlugin, { path: config.database, ...(options.database ? { handle: options.database } : {}) })
   await app.register(rpcPlugin)
+  // Observability before the route plugins, whose routes their hooks must see; each registers nothing when off.
+  await app.register(healthPlugin)
+  await app.register(metricsPlugin)
+  await app.register(tracingPlugin, { ...(options.tracing ? { options: options.tracing } : {}) })
+  await app.register(accessLogPlugin)
   await app.register(authPlugin)
   await app.register(oauthPlugin)
   await app.register(discoveryPlugin)
@@ -99,7 +130,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(subscriptionsPlugin)
   await app.register(transportPlugin)
   await app.ready()
-  const result = await bootstrap(app.repos, config)
-  if (result) options.onBootstrap?.(result)
+  if (options.bootstrap !== false) {
+    const result = await bootstrap(app.repos, config)
+    if (result) options.onBootstrap?.(result)
+  }
   return app
 }

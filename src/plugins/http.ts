@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
@@ -13,6 +14,12 @@ declare module 'fastify' {
     config: Config
     /** The two phases of a clean stop (drain, then finish); features register their steps. */
     shutdown: Shutdown
+    /** True from the moment the server starts to stop (before its drain phase) until it has closed. */
+    readonly stopping: boolean
+  }
+  interface FastifyContextConfig {
+    /** The route still answers while the server stops (health checks); every other one answers 503. */
+    servedWhileStopping?: boolean
   }
 }
 
@@ -61,17 +68,51 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
   fastify.decorate('config', opts.config)
   const shutdown = new Shutdown()
   fastify.decorate('shutdown', shutdown)
-  fastify.addHook('preClose', async () => shutdown.run((err, phase) => fastify.log.error({ err, phase }, 'shutdown step failed')))
+  let stopping = false
+  fastify.decorate('stopping', { getter: () => stopping })
+  // The first preClose hook (this plugin is registered first): requests that arrive from here on, on connections still
+  // open or new ones (the server listens until the drain is over), get the refusal below rather than Fastify's own 503.
+  fastify.addHook('preClose', async () => {
+    stopping = true
+    await shutdown.run((err, phase) => fastify.log.error({ err, phase }, 'shutdown step failed'))
+  })
   fastify.addHook('onRequest', async (request, reply) => {
     reply.header('x-service-mcp-version', SERVICE_MCP_VERSION)
     reply.header('x-request-id', request.id)
     // HTTP/1.1 requires Host (RFC 9112 §3.2). Node would answer 400 itself, without the contract's body and headers.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') throw fail('BAD_REQUEST', { message: 'The Host header is required' })
+    if (stopping) refuseWhileStopping(request, reply, opts.config)
   })
   fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, fail('NOT_FOUND')))
   fastify.setErrorHandler((err, request, reply) => sendServiceError(request, reply, err))
 }
 
-export const genReqId = (): string => randomUUID()
+/**
+ * While the server stops, new requests (on keep-alive connections, or new ones during the drain) are refused with the
+ * catalog's 503 and the contract's headers, and their connection is closed after the answer; health checks still
+ * answer (/readyz saying why it is not ready). Fastify's own `return503OnClosing` answers without our headers and
+ * body shape, and for every route alike, so it is off (app.ts).
+ */
+function refuseWhileStopping(request: FastifyRequest, reply: FastifyReply, config: Config): void {
+  reply.header('connection', 'close')
+  if (request.routeOptions.config.servedWhileStopping === true) return
+  throw fail('SERVICE_UNAVAILABLE', {
+    message: 'The server is shutting down',
+    // The drain lasts at most about the pipelines' grace period; by then another instance (or this one, restarted) answers.
+    retryAfter: Math.max(1, Math.ceil(config.pipelineGraceMs / 1000)),
+  })
+}
+
+/** A well-formed X-Request-Id from the client (or its proxy) is kept: at most 128 characters, no spaces or quotes. */
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:@/-]{1,128}$/
+
+/**
+ * The id of a request: the client's X-Request-Id when it is well formed (a proxy's id then follows the request through
+ * the logs and comes back in the response), else a fresh UUID. A malformed one is never echoed or logged.
+ */
+export function genReqId(req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id']
+  return typeof incoming === 'string' && CLIENT_REQUEST_ID.test(incoming) ? incoming : randomUUID()
+}
 
 export default fp(httpPlugin, { name: PLUGIN.http, fastify: '5.x' })

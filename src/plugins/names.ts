@@ -17,4 +17,8 @@ export const PLUGIN = {
   resources: 'mcp-resources',
   prompts: 'mcp-prompts',
   completions: 'mcp-completions',
+  health: 'mcp-health',
+  metrics: 'mcp-metrics',
+  tracing: 'mcp-tracing',
+  accessLog: 'mcp-access-log',
 } as const

@@ -7,6 +7,7 @@ import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '.
 import { CallAbort } from './call-abort.js'
 import { ServerCapabilities } from './capabilities.js'
 import type { ClientCapabilities, Exchange } from './exchange.js'
+import { bothObservers, type RpcObserver } from './observer.js'
 import { validationDetails, validatorFor } from '../validation/index.js'
 import {
   logLevelRank,
@@ -177,6 +178,16 @@ export class Dispatcher {
   private readonly notifications = new Map<string, NotificationMethod>()
   /** What the server can do, per era: each plugin declares its own part (initialize and server/discover read it). */
   readonly capabilities = new ServerCapabilities()
+  /**
+   * Told of every request the front-ends answer (observer.ts); null unless metrics, traces or the access log are on,
+   * and the front-ends do nothing more for it than compare it with null.
+   */
+  observer: RpcObserver | null = null
+
+  /** Adds an observer (each observability feature adds its own). */
+  addObserver(observer: RpcObserver): void {
+    this.observer = this.observer === null ? observer : bothObservers(this.observer, observer)
+  }
 
   registerRequest<P>(def: RequestMethod<P>): void {
     if (this.requests.has(def.method)) throw new Error(`JSON-RPC method ${def.method} is already registered`)

@@ -4,9 +4,11 @@ import { fail, type ServiceError } from '../../errors/service-error.js'
 import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
 import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
-import { isLegacyProtocolVersion, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
+import { Observation, type RpcObserver } from '../../rpc/observer.js'
+import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
 import { parseAccept, sessionIdHeader, type Acceptance } from './headers.js'
+import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
 /**
  * The session-based era (revisions 2025-03-26, 2025-06-18, 2025-11-25) of /mcp: `initialize` creates a session bound
@@ -84,9 +86,12 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     return true
   }
 
-  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean) {
+  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, seen: Observation | null) {
     const prepared = rpc.prepare(message, 'legacy')
-    if (!('def' in prepared)) return reply.type('application/json').send(prepared)
+    if (!('def' in prepared)) {
+      seen?.answered(prepared)
+      return reply.type('application/json').send(prepared)
+    }
     let session: Session | undefined
     const response = await rpc.run(prepared, {
       exchange: HANDSHAKE_EXCHANGE,
@@ -98,7 +103,15 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
     const failure = response?.error ? failureOf(response) : undefined
     if (failure?.code === 'SERVICE_UNAVAILABLE') throw failure
-    if (!session || !response) return reply.type('application/json').send(response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
+    if (!session || !response) {
+      const answer = response ?? errorResponse(message.id, fail('INTERNAL_ERROR'))
+      seen?.answered(answer)
+      return reply.type('application/json').send(answer)
+    }
+    if (seen) {
+      seen.protocolVersion = session.protocolVersion
+      seen.answered(response)
+    }
     request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
     if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
     const sse = openStream(request, reply, session, 'call')
@@ -107,8 +120,111 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     return reply
   }
 
+  /** The messages of one POST, classified: initialize, or the requests, notifications and answers of a session. */
+  async function answerMessages(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    principal: Principal,
+    batch: boolean,
+    classified: Classified[],
+    accept: Acceptance,
+    seen: Map<JsonRpcRequest, Observation> | null,
+  ): Promise<FastifyReply> {
+    // initialize: creates the session, never inside a batch, never with a session id.
+    const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
+    if (init && init.kind === 'request') {
+      if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
+      if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
+      const header = request.headers['mcp-protocol-version']
+      if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
+      return handleInitialize(request, reply, principal, init.message, accept.json, seen?.get(init.message) ?? null)
+    }
+
+    const session = resolveSession(request, principal)
+    if (seen) for (const s of seen.values()) s.protocolVersion = session.protocolVersion
+    if (batch && session.protocolVersion !== '2025-03-26') {
+      throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
+    }
+    const exchange = new LegacyExchange(session)
+
+    // Answers and notifications are handled in order; requests are prepared (method, params) and prechecked.
+    const answers: Array<JsonRpcResponse | PreparedRequest> = []
+    const refusals: ServiceError[] = []
+    for (const c of classified) {
+      if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
+      else if (c.kind === 'notification') rpc.notify(c.message, { session, principal, log: request.log })
+      else if (c.kind === 'response') {
+        const refused = rpc.acceptResponse(c.message, session, principal)
+        if (refused) refusals.push(refused)
+      } else {
+        const prepared = rpc.prepare(c.message, 'legacy')
+        if (!('def' in prepared)) answers.push(prepared)
+        else if (prepared.def.sessionless) answers.push(errorResponse(c.message.id, fail('INVALID_REQUEST', { message: `${c.message.method} is not allowed in an existing session` })))
+        else answers.push(prepared)
+        const refused = answers.at(-1)!
+        if (seen && !('def' in refused)) seen.get(c.message)!.answered(refused)
+      }
+    }
+    if (answers.length === 0) {
+      if (refusals.length > 0) throw refusals[0]!
+      return reply.code(202).send()
+    }
+    const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
+    const precheck = (call: PreparedRequest) => ({ exchange, session, principal, requestId: call.message.id })
+    for (const call of calls) call.def.precheck?.(call.params, precheck(call))
+    // SSE at once when the client takes nothing else or a call prefers it (a confirmation, progress); JSON when the
+    // client takes nothing else; otherwise JSON unless a call sends something while it runs (a log line, a question
+    // to the client), which turns the answer into an SSE stream carrying everything from then on.
+    const upfront = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
+    const answer = new LegacyAnswer(() => openStream(request, reply, session, 'call'), accept.sse)
+    answers.forEach((a, position) => {
+      if (!('def' in a)) answer.add(position, a)
+    })
+    if (upfront) answer.open()
+    await Promise.all(answers.map(async (a, position) => {
+      if (!('def' in a)) return
+      // A call the shutdown stops is answered at once, before the session's streams end (stopping.ts).
+      const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(a.message.method, a.params.name))))
+      const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
+      seen?.get(a.message)!.answered(response)
+      answer.add(position, response)
+    }))
+    if (answer.stream) {
+      answer.stream.end()
+      return reply
+    }
+    const sent = answer.collected
+    reply.header('mcp-session-id', session.id)
+    if (sent.length === 0) return reply.code(202).send()
+    return reply.type('application/json').send(batch ? sent : sent[0])
+  }
+
+  /** answerMessages, each request of the POST observed: answered one by one, or all refused by what ends the exchange. */
+  async function answerObserved(
+    observer: RpcObserver,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    principal: Principal,
+    batch: boolean,
+    classified: Classified[],
+    accept: Acceptance,
+  ): Promise<FastifyReply> {
+    const seen = new Map<JsonRpcRequest, Observation>()
+    for (const c of classified) if (c.kind === 'request') seen.set(c.message, new Observation(observer, request, 'legacy', c.message))
+    try {
+      return await answerMessages(request, reply, principal, batch, classified, accept, seen)
+    } catch (err) {
+      for (const s of seen.values()) s.refused(err)
+      throw err
+    } finally {
+      for (const s of seen.values()) s.end()
+    }
+  }
+
   return {
-    async post(request, reply, body, accept) {
+    // Not async: what it throws reaches the entry's async handler all the same, and without an observer the answer's
+    // own promise is returned as it is.
+    post(request, reply, body, accept) {
       const principal = request.principal!
       const batch = Array.isArray(body)
       const items: unknown[] = batch ? (body as unknown[]) : [body]
@@ -124,66 +240,9 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
         const c = classified[0] as { details: unknown }
         throw fail('INVALID_REQUEST', { details: c.details })
       }
-
-      // initialize: creates the session, never inside a batch, never with a session id.
-      const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
-      if (init && init.kind === 'request') {
-        if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
-        if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
-        const header = request.headers['mcp-protocol-version']
-        if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
-        return handleInitialize(request, reply, principal, init.message, accept.json)
-      }
-
-      const session = resolveSession(request, principal)
-      if (batch && session.protocolVersion !== '2025-03-26') {
-        throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
-      }
-      const exchange = new LegacyExchange(session)
-
-      // Answers and notifications are handled in order; requests are prepared (method, params) and prechecked.
-      const answers: Array<JsonRpcResponse | PreparedRequest> = []
-      const refusals: ServiceError[] = []
-      for (const c of classified) {
-        if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
-        else if (c.kind === 'notification') rpc.notify(c.message, { session, principal, log: request.log })
-        else if (c.kind === 'response') {
-          const refused = rpc.acceptResponse(c.message, session, principal)
-          if (refused) refusals.push(refused)
-        } else {
-          const prepared = rpc.prepare(c.message, 'legacy')
-          if (!('def' in prepared)) answers.push(prepared)
-          else if (prepared.def.sessionless) answers.push(errorResponse(c.message.id, fail('INVALID_REQUEST', { message: `${c.message.method} is not allowed in an existing session` })))
-          else answers.push(prepared)
-        }
-      }
-      if (answers.length === 0) {
-        if (refusals.length > 0) throw refusals[0]!
-        return reply.code(202).send()
-      }
-      const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
-      const precheck = (call: PreparedRequest) => ({ exchange, session, principal, requestId: call.message.id })
-      for (const call of calls) call.def.precheck?.(call.params, precheck(call))
-      // SSE at once when the client takes nothing else or a call prefers it (a confirmation, progress); JSON when the
-      // client takes nothing else; otherwise JSON unless a call sends something while it runs (a log line, a question
-      // to the client), which turns the answer into an SSE stream carrying everything from then on.
-      const upfront = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
-      const answer = new LegacyAnswer(() => openStream(request, reply, session, 'call'), accept.sse)
-      answers.forEach((a, position) => {
-        if (!('def' in a)) answer.add(position, a)
-      })
-      if (upfront) answer.open()
-      await Promise.all(answers.map(async (a, position) => {
-        if ('def' in a) answer.add(position, await rpc.run(a, { exchange, principal, sink: answer, log: request.log }))
-      }))
-      if (answer.stream) {
-        answer.stream.end()
-        return reply
-      }
-      const sent = answer.collected
-      reply.header('mcp-session-id', session.id)
-      if (sent.length === 0) return reply.code(202).send()
-      return reply.type('application/json').send(batch ? sent : sent[0])
+      const observer = rpc.observer
+      if (observer === null) return answerMessages(request, reply, principal, batch, classified, accept, null)
+      return answerObserved(observer, request, reply, principal, batch, classified, accept)
     },
 
     get(request, reply) {
@@ -240,6 +299,15 @@ class LegacyAnswer implements MessageSink {
   send(message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse): boolean {
     if (!this.streaming) return false
     return this.open().send(message) !== null
+  }
+
+  /**
+   * The answer of a call the shutdown stopped: on the stream at once (opened now if the client takes one), since the
+   * call's handler may take a while to notice, and the stream ends right after.
+   */
+  stopped(position: number, response: JsonRpcResponse): void {
+    if (!this.#stream && this.streaming) this.open()
+    this.add(position, response)
   }
 
   /** The response to the request at `position` (null: cancelled, nothing to send). */

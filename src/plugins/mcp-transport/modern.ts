@@ -3,9 +3,10 @@ import { catalog, type ErrorSpec } from '../../errors/catalog.js'
 import { toRpcError } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
-import { CallAbort, ClientDisconnected } from '../../rpc/call-abort.js'
-import { failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
+import { ClientDisconnected, ServerStopping } from '../../rpc/call-abort.js'
+import { errorResponse, failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
+import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import {
   isModernProtocolVersion,
   MODERN_PROTOCOL_VERSIONS,
@@ -20,6 +21,7 @@ import { SERVER_INFO_META_KEY, serverInfoFor } from '../../mcp/server-info.js'
 import { CLIENT_CAPABILITIES_META_KEY, metaOf, PROTOCOL_VERSION_META_KEY, type Route } from './classify.js'
 import type { Acceptance } from './headers.js'
 import { headerValue, paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
+import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
 /**
  * The stateless era (revision 2026-07-28) of /mcp: every POST carries its revision, capabilities and client info in
@@ -40,7 +42,7 @@ import { headerValue, paramHeadersProblem, standardHeadersProblem } from './requ
 export type ModernRoute = Extract<Route, { era: 'modern' }>
 
 export interface ModernFrontEnd {
-  post(request: FastifyRequest, reply: FastifyReply, route: ModernRoute, accept: Acceptance): Promise<FastifyReply>
+  post(request: FastifyRequest, reply: FastifyReply, route: ModernRoute, accept: Acceptance): FastifyReply | Promise<FastifyReply>
 }
 
 const LOG_LEVEL_META_KEY = 'io.modelcontextprotocol/logLevel'
@@ -108,6 +110,12 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   const validateMeta = validatorFor('mcp/request-meta')
   // The brief identity on every result; a method may put the full one in its result's `_meta` (server/discover does).
   const serverInfo = serverInfoFor(MODERN_PROTOCOL_VERSIONS[0], true)
+  /** Requests running now: those the shutdown's drain did not end are stopped in its finish phase, and answered. */
+  const running = new Set<StoppableCall>()
+  fastify.shutdown.onFinish(() => {
+    const reason = new ServerStopping('the server is shutting down')
+    for (const call of [...running]) call.abort(reason)
+  })
 
   /** Step: `params._meta` holds the revision, the capabilities of this request, and optional client info and log level. */
   function envelope(meta: Record<string, unknown>): Refusal | null {
@@ -169,9 +177,11 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     return { jsonrpc: '2.0', id, error: toRpcError(err, 'modern') }
   }
 
-  function refuse(reply: FastifyReply, id: RequestId, refusal: Refusal): FastifyReply {
+  function refuse(reply: FastifyReply, id: RequestId, refusal: Refusal, seen: Observation | null): FastifyReply {
     reply.request.log.debug({ errorCode: refusal.error.code }, 'request refused')
-    return reply.code(refusal.status).type('application/json').send(rpcError(id, refusal.error))
+    const answer = rpcError(id, refusal.error)
+    seen?.answered(answer)
+    return reply.code(refusal.status).type('application/json').send(answer)
   }
 
   /**
@@ -179,10 +189,10 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
    * HTTP-level refusals (403 scope, 429, 409) thrown to the entry's error handler, which renders the service body with
    * its headers, as for sessions.
    */
-  function failBeforeAnswer(reply: FastifyReply, id: RequestId, err: unknown): FastifyReply {
+  function failBeforeAnswer(reply: FastifyReply, id: RequestId, err: unknown, seen: Observation | null): FastifyReply {
     if (isServiceError(err)) {
       const rpcCode = (catalog[err.code] as ErrorSpec).rpc
-      if (rpcCode !== undefined && err.status < 500) return refuse(reply, id, new Refusal(SPEC_ERROR_STATUS[rpcCode] ?? 200, err))
+      if (rpcCode !== undefined && err.status < 500) return refuse(reply, id, new Refusal(SPEC_ERROR_STATUS[rpcCode] ?? 200, err), seen)
     }
     throw err
   }
@@ -240,8 +250,8 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
    * Runs the call. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28): the call's
    * signal fires with ClientDisconnected and nothing more is sent. Null when the call was cancelled.
    */
-  async function run(request: FastifyRequest, reply: FastifyReply, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink): Promise<JsonRpcResponse | null> {
-    const controller = new CallAbort()
+  async function run(request: FastifyRequest, reply: FastifyReply, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink, onStop: () => void): Promise<JsonRpcResponse | null> {
+    const controller = new StoppableCall(onStop)
     let answered = false
     reply.raw.once('close', () => {
       if (answered) return
@@ -250,13 +260,17 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     })
     const authorization = request.headers.authorization
     const authenticateAgain = () => fastify.auth.authenticate(authorization)
-    const response = await rpc.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller)
-    answered = true
-    return response
+    running.add(controller)
+    try {
+      return await rpc.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller)
+    } finally {
+      answered = true
+      running.delete(controller)
+    }
   }
 
   /** The answer: JSON when nothing was streamed (and the client takes JSON), else the last event of the SSE stream. */
-  function respond(reply: FastifyReply, def: RequestMethod, id: RequestId, response: JsonRpcResponse, sink: LazyStreamSink, accept: Acceptance): FastifyReply {
+  function respond(reply: FastifyReply, def: RequestMethod, id: RequestId, response: JsonRpcResponse, sink: LazyStreamSink, accept: Acceptance, seen: Observation | null): FastifyReply {
     let answer: JsonRpcResponse
     let status = 200
     if (response.error) {
@@ -269,6 +283,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     } else {
       answer = { jsonrpc: '2.0', id, result: encode(response.result ?? {}, def.cache) }
     }
+    seen?.answered(answer)
     if (sink.stream === null && accept.json) return reply.code(status).type('application/json').send(answer)
     const stream = sink.ensureOpen()
     stream.send(answer)
@@ -276,29 +291,53 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     return reply
   }
 
+  /** One request from its checks to its answer; `seen` records what happened when an observer is set. */
+  async function answer(request: FastifyRequest, reply: FastifyReply, message: JsonRpcRequest, accept: Acceptance, seen: Observation | null): Promise<FastifyReply> {
+    const checked = check(request, message)
+    if (checked instanceof Refusal) return refuse(reply, message.id, checked, seen)
+    const { prepared, def, exchange } = checked
+    if (seen) seen.protocolVersion = exchange.protocolVersion
+    try {
+      def.precheck?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id })
+    } catch (err) {
+      return failBeforeAnswer(reply, message.id, err, seen)
+    }
+    const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
+    // Stopped by the shutdown: answered at once, whether or not the handler heeds its signal (stopping.ts).
+    const stopped = () => respond(reply, def, message.id, errorResponse(message.id, stoppedByShutdown(message.method, prepared.params.name)), sink, accept, seen)
+    const response = await run(request, reply, prepared, exchange, sink, stopped)
+    if (response === null) {
+      // Cancelled: the client is gone, and nothing may be sent for the request any more.
+      seen?.answered(null)
+      sink.stream?.end()
+      if (!reply.sent && !reply.raw.destroyed) reply.raw.destroy()
+      return reply
+    }
+    return respond(reply, def, message.id, response, sink, accept, seen)
+  }
+
+  /** answer, observed: the observer hears of the answer, or of the HTTP-level refusal (403 scope, 409, 429) instead. */
+  async function answerObserved(observer: RpcObserver, request: FastifyRequest, reply: FastifyReply, message: JsonRpcRequest, accept: Acceptance): Promise<FastifyReply> {
+    const seen = new Observation(observer, request, 'modern', message)
+    try {
+      return await answer(request, reply, message, accept, seen)
+    } catch (err) {
+      seen.refused(err)
+      throw err
+    } finally {
+      seen.end()
+    }
+  }
+
   return {
-    async post(request, reply, route, accept) {
+    // Not async: without an observer the answer's own promise is returned as it is.
+    post(request, reply, route, accept) {
       // 2026-07-28 defines no client notifications over Streamable HTTP (a closed stream is the cancellation): a
       // notification is accepted and has no effect.
       if (route.kind === 'notification') return reply.code(202).send()
-      const { message } = route
-      const checked = check(request, message)
-      if (checked instanceof Refusal) return refuse(reply, message.id, checked)
-      const { prepared, def, exchange } = checked
-      try {
-        def.precheck?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id })
-      } catch (err) {
-        return failBeforeAnswer(reply, message.id, err)
-      }
-      const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
-      const response = await run(request, reply, prepared, exchange, sink)
-      if (response === null) {
-        // Cancelled: the client is gone, and nothing may be sent for the request any more.
-        sink.stream?.end()
-        if (!reply.sent && !reply.raw.destroyed) reply.raw.destroy()
-        return reply
-      }
-      return respond(reply, def, message.id, response, sink, accept)
+      const observer = rpc.observer
+      if (observer === null) return answer(request, reply, route.message, accept, null)
+      return answerObserved(observer, request, reply, route.message, accept)
     },
   }
 }

@@ -1,0 +1,195 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type * as PromClient from 'prom-client'
+import type { MessageDone, RpcObserver } from '../rpc/observer.js'
+import { SERVICE_MCP_VERSION } from '../version.js'
+import { endedOf, KnownNames } from './outcome.js'
+
+/**
+ * The server's Prometheus metrics, on a registry of its own (never prom-client's global one: several servers may live
+ * in one process, in tests or embedded). Labels are bounded by construction: methods, tools and error codes the
+ * server knows (anything else is `other`), route patterns, status classes. No argument value, id, email, token or
+ * session id is ever a label.
+ *
+ * Counts and latencies are recorded as requests end (`onMessageDone`, `onResponse`, `onRateLimited`); the gauges are
+ * asked of their owners when Prometheus scrapes (the sessions store, the SSE heartbeat registry, the pipeline runner),
+ * so nothing keeps a copy of their state.
+ */
+
+/**
+ * Seconds. The MCP semantic conventions' buckets for operation durations (10 ms to 5 min: deployments take minutes),
+ * with 1 ms and 5 ms in front: most answers of this server take less than 10 ms.
+ */
+const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300]
+
+/** Who refused, from the `details.scope` every RATE_LIMITED error carries (rate-limits.ts, subscriptions, OAuth pages). */
+const LIMITERS: Readonly<Record<string, string>> = {
+  'this member (OAuth)': 'mcp_member_oauth',
+  'this member (API key)': 'mcp_member_api_key',
+  'this organization': 'mcp_organization',
+  'open subscriptions/listen streams of this member': 'listen_streams',
+  'registrations per IP': 'oauth_register',
+  'authorization requests per address': 'oauth_authorize',
+  'pending authorizations per address': 'pending_authorizations',
+  'failed sign-ins per account': 'sign_in_account',
+  'failed sign-ins per address': 'sign_in_address',
+}
+
+export function limiterOf(details: unknown): string {
+  const scope = (details as { scope?: unknown } | null)?.scope
+  if (typeof scope !== 'string') return 'other'
+  if (scope.startsWith('tool ')) return 'tool'
+  return LIMITERS[scope] ?? 'other'
+}
+
+/** Server-to-client requests a session may await (elicitation/create is how confirmations ask). */
+const CLIENT_REQUEST_METHODS = ['elicitation/create', 'sampling/createMessage', 'roots/list']
+
+export class McpMetrics implements RpcObserver {
+  readonly registry: PromClient.Registry
+  readonly #names: KnownNames
+  readonly #requests: PromClient.Counter<'method' | 'era' | 'outcome' | 'code'>
+  readonly #requestSeconds: PromClient.Histogram<'method' | 'era'>
+  readonly #toolCalls: PromClient.Counter<'tool' | 'outcome' | 'code'>
+  readonly #toolSeconds: PromClient.Histogram<'tool'>
+  readonly #httpSeconds: PromClient.Histogram<'method' | 'route' | 'status_class'>
+  readonly #rateLimited: PromClient.Counter<'limiter'>
+
+  constructor(prom: typeof PromClient, fastify: FastifyInstance) {
+    const registry = new prom.Registry()
+    this.registry = registry
+    this.#names = new KnownNames(fastify)
+    const registers = [registry]
+
+    this.#requests = new prom.Counter({
+      name: 'mcp_requests_total',
+      help: 'JSON-RPC requests answered, by method (unknown ones: other), era, outcome (ok, error, tool_error, input_required, cancelled) and error code',
+      labelNames: ['method', 'era', 'outcome', 'code'],
+      registers,
+    })
+    this.#requestSeconds = new prom.Histogram({
+      name: 'mcp_request_duration_seconds',
+      help: 'Time from taking a JSON-RPC request to knowing its answer, by method and era',
+      labelNames: ['method', 'era'],
+      buckets: DURATION_BUCKETS,
+      registers,
+    })
+    this.#toolCalls = new prom.Counter({
+      name: 'mcp_tool_calls_total',
+      help: 'tools/call requests, by registered tool (unknown ones: other), outcome and error code',
+      labelNames: ['tool', 'outcome', 'code'],
+      registers,
+    })
+    this.#toolSeconds = new prom.Histogram({
+      name: 'mcp_tool_call_duration_seconds',
+      help: 'Duration of tools/call requests, by registered tool',
+      labelNames: ['tool'],
+      buckets: DURATION_BUCKETS,
+      registers,
+    })
+    this.#httpSeconds = new prom.Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP requests, from arrival to the end of the response (an SSE answer: its whole stream), by method, route pattern and status class',
+      labelNames: ['method', 'route', 'status_class'],
+      buckets: DURATION_BUCKETS,
+      registers,
+    })
+    this.#rateLimited = new prom.Counter({
+      name: 'mcp_rate_limit_refusals_total',
+      help: 'Requests refused with 429 RATE_LIMITED, by limiter',
+      labelNames: ['limiter'],
+      registers,
+    })
+
+    new prom.Gauge({
+      name: 'mcp_sessions_open',
+      help: 'Sessions (2025 revisions) held in memory: created and neither closed nor expired',
+      registers,
+      collect() {
+        this.set(fastify.sessions.size)
+      },
+    })
+    new prom.Gauge({
+      name: 'mcp_sse_streams_open',
+      help: 'SSE response streams not ended: session call streams (a resumable one counts while its client may come back), session GET streams, and 2026-07-28 request streams',
+      labelNames: ['era', 'kind'],
+      registers,
+      collect() {
+        let standalone = 0
+        let calls = 0
+        for (const session of fastify.sessions.liveSessions()) {
+          const runtime = session.runtime
+          if (runtime === null) continue
+          for (const stream of runtime.streams) {
+            if (stream === runtime.standalone) standalone++
+            else calls++
+          }
+        }
+        // Every open stream, of either era, gets heartbeats: the ones no session holds are the stateless requests'.
+        this.set({ era: 'legacy', kind: 'call' }, calls)
+        this.set({ era: 'legacy', kind: 'standalone' }, standalone)
+        this.set({ era: 'modern', kind: 'call' }, Math.max(0, fastify.heartbeats.size - calls - standalone))
+      },
+    })
+    new prom.Gauge({
+      name: 'mcp_client_requests_pending',
+      help: 'Requests sent to clients in sessions and awaiting their answer, by method (a confirmation waiting for its user is an elicitation/create); 2026-07-28 requests keep none: they ask with input_required',
+      labelNames: ['method'],
+      registers,
+      collect() {
+        const counts = new Map<string, number>(CLIENT_REQUEST_METHODS.map((m) => [m, 0]))
+        let other = 0
+        for (const session of fastify.sessions.liveSessions()) {
+          for (const pending of session.runtime?.pending.values() ?? []) {
+            const n = counts.get(pending.method)
+            if (n === undefined) other++
+            else counts.set(pending.method, n + 1)
+          }
+        }
+        for (const [method, n] of counts) this.set({ method }, n)
+        this.set({ method: 'other' }, other)
+      },
+    })
+    new prom.Gauge({
+      name: 'mcp_deployments_running',
+      help: 'Pipeline runs (deployments and rollbacks) in progress in this process',
+      registers,
+      collect() {
+        this.set(fastify.pipelines.running)
+      },
+    })
+    new prom.Gauge({
+      name: 'service_mcp_build_info',
+      help: 'Always 1; the version of the server',
+      labelNames: ['version'],
+      registers,
+    }).set({ version: SERVICE_MCP_VERSION }, 1)
+
+    // Node's own: CPU, memory, event-loop lag, GC, handles; standard names, so stock dashboards read them.
+    prom.collectDefaultMetrics({ register: registry })
+  }
+
+  onMessageDone(done: MessageDone): void {
+    const { outcome, code } = endedOf(done)
+    const method = this.#names.method(done.message.method) ?? 'other'
+    const seconds = (done.endedAt - done.startedAt) / 1000
+    this.#requests.inc({ method, era: done.era, outcome, code })
+    this.#requestSeconds.observe({ method, era: done.era }, seconds)
+    if (done.message.method === 'tools/call') {
+      const tool = this.#names.tool(done) ?? 'other'
+      this.#toolCalls.inc({ tool, outcome, code })
+      this.#toolSeconds.observe({ tool }, seconds)
+    }
+  }
+
+  onResponse(request: FastifyRequest, reply: FastifyReply): void {
+    const status = reply.statusCode
+    this.#httpSeconds.observe(
+      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status_class: `${Math.floor(status / 100)}xx` },
+      reply.elapsedTime / 1000,
+    )
+  }
+
+  onRateLimited(details: unknown): void {
+    this.#rateLimited.inc({ limiter: limiterOf(details) })
+  }
+}

@@ -1,0 +1,116 @@
+import t from 'tap'
+import { Client, request } from 'undici'
+import { ELICITING, LOG_LEVEL_KEY, modernLive } from '../helpers/modern.js'
+import { answered, ask, ENV_KEY, PIPELINES, seedApp } from '../helpers/modern-runs.js'
+import { startServer } from '../helpers/server.js'
+import { until } from '../helpers/stream.js'
+
+/**
+ * GET /healthz and GET /readyz over real sockets: while running, while the database does not answer, and while the
+ * server stops (its drain phase kept busy by a deployment whose pipeline ignores SIGTERM until the grace period ends).
+ */
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+async function getJson(client: Client | string, path: string, headers: Record<string, string> = {}) {
+  const res = typeof client === 'string'
+    ? await request(`${client}${path}`, { headers })
+    : await client.request({ method: 'GET', path, headers })
+  const text = await res.body.text()
+  return { status: res.statusCode, headers: res.headers, json: text ? JSON.parse(text) : undefined }
+}
+
+t.test('running: /healthz and /readyz answer 200 without credentials, with the usual headers, and are never rate-limited', async (t) => {
+  // The tightest limits the settings allow: any limiter on these routes would refuse the second request.
+  const server = await startServer(t, { config: { rateLimitApiKeyMember: 1, rateLimitOAuthMember: 1, rateLimitOrganization: 1, authorizeRateLimit: 1 } })
+  const live = await getJson(server.url, '/healthz')
+  t.equal(live.status, 200)
+  t.strictSame(live.json, { status: 'ok' })
+  t.match(live.headers['x-service-mcp-version'], DATE)
+  t.match(live.headers['x-request-id'], UUID)
+  t.equal(live.headers['cache-control'], 'no-store')
+  t.match(live.headers['content-type'], /^application\/json/)
+
+  const ready = await getJson(server.url, '/readyz')
+  t.equal(ready.status, 200)
+  t.strictSame(ready.json, { status: 'ok', checks: { database: 'ok', shutdown: 'ok' } })
+  t.match(ready.headers['x-service-mcp-version'], DATE)
+  t.match(ready.headers['x-request-id'], UUID)
+
+  const statuses = await Promise.all(Array.from({ length: 40 }, (_, i) => getJson(server.url, i % 2 ? '/readyz' : '/healthz').then((r) => r.status)))
+  t.strictSame([...new Set(statuses)], [200], '40 checks in a row, all answered 200')
+  // A credential is neither needed nor looked at: even a bad one changes nothing.
+  t.equal((await getJson(server.url, '/readyz', { authorization: 'Bearer nonsense' })).status, 200)
+})
+
+t.test('the database does not answer: /readyz 503 naming the check, /healthz still 200', async (t) => {
+  const server = await startServer(t)
+  t.equal((await getJson(server.url, '/readyz')).status, 200, 'ready before')
+  // The server's own connection, closed under it: every query through it now fails, the readiness ping included.
+  server.app.database.sqlite.close()
+  const ready = await getJson(server.url, '/readyz')
+  t.equal(ready.status, 503)
+  t.strictSame(ready.json, { status: 'unavailable', checks: { database: 'fail', shutdown: 'ok' } })
+  t.match(ready.headers['x-request-id'], UUID)
+  t.match(ready.headers['x-service-mcp-version'], DATE)
+  const live = await getJson(server.url, '/healthz')
+  t.equal(live.status, 200, 'the process still serves: liveness is not readiness')
+  t.strictSame(live.json, { status: 'ok' })
+})
+
+t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other routes 503, then connections refused', async (t) => {
+  const GRACE_MS = 1500
+  // A pipeline that ignores SIGTERM: the drain phase waits the whole grace period before it is killed.
+  const stubborn = { argv: [process.execPath, '-e', "process.on('SIGTERM', () => {}); console.log('started'); setInterval(() => {}, 1000)"] }
+  const server = await startServer(t, { config: { envKey: ENV_KEY, pipelines: { ...PIPELINES, stubborn }, pipelineGraceMs: GRACE_MS, heartbeatMs: 60_000 } })
+  const app = seedApp(server, 'web', {}, { pipeline: 'stubborn' })
+  const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', { app_id: app.id })
+  const deploying = await modernLive(server.mcpUrl, server.apiKey, 'tools/call', { name: 'service_deployments_create', arguments: { app_id: app.id }, ...answered(requestState) }, { capabilities: ELICITING, id: 'deploy', meta: { [LOG_LEVEL_KEY]: 'info' } })
+  t.teardown(() => deploying.close())
+  // Its answer streams the pipeline's lines (logLevel info), so the call is open while the pipeline runs.
+  await until(() => server.app.pipelines.running === 1, 5000, 'the deployment to run')
+
+  // A keep-alive connection opened before the stop.
+  const client = new Client(server.url, { pipelining: 1 })
+  t.teardown(() => client.destroy())
+  let connections = 0
+  client.on('connect', () => connections++)
+  t.equal((await getJson(client, '/readyz')).status, 200, 'ready before the stop')
+  t.equal(connections, 1)
+
+  const stopped = server.close()
+  let refused: Awaited<ReturnType<typeof getJson>> | undefined
+  const deadline = Date.now() + 1000
+  while (!refused && Date.now() < deadline) {
+    const r = await getJson(client, '/readyz')
+    if (r.status === 503) refused = r
+  }
+  t.ok(refused, '/readyz answers 503 once the stop began')
+  t.equal(connections, 1, 'on the connection opened before the stop')
+  t.strictSame(refused?.json, { status: 'unavailable', checks: { database: 'ok', shutdown: 'fail' } })
+  t.match(refused?.headers['x-request-id'], UUID)
+  t.match(refused?.headers['x-service-mcp-version'], DATE)
+  t.equal(refused?.headers.connection, 'close', 'and the client is told to close the connection')
+  t.equal(server.app.pipelines.running, 1, 'during the drain: the deployment is still being stopped')
+
+  // A new connection is still accepted while the drain lasts: liveness 200, readiness 503, anything else 503.
+  const live = await getJson(client, '/healthz')
+  t.equal(live.status, 200)
+  t.strictSame(live.json, { status: 'ok' })
+  t.equal(connections, 2, 'on a new connection')
+  const mcp = await client.request({ method: 'POST', path: '/mcp', headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' })
+  const body = JSON.parse(await mcp.body.text())
+  t.equal(mcp.statusCode, 503, '/mcp is refused')
+  t.equal(body.error.code, 'SERVICE_UNAVAILABLE')
+  t.equal(body.error.message, 'The server is shutting down')
+  t.equal(mcp.headers['retry-after'], String(Math.ceil(GRACE_MS / 1000)))
+  t.match(mcp.headers['x-request-id'], UUID)
+  t.match(mcp.headers['x-service-mcp-version'], DATE)
+  const other = await getJson(client, '/.well-known/oauth-protected-resource/mcp')
+  t.equal(other.status, 503, 'and so is every other route')
+  t.equal(server.app.pipelines.running, 1, 'all of this during the drain')
+
+  await stopped
+  await t.rejects(getJson(server.url, '/healthz'), { code: 'ECONNREFUSED' }, 'once stopped, nothing listens')
+})
