@@ -5,7 +5,9 @@
  *
  * 1. drain: stop the work in flight so that every call still open gets its final answer (pipelines are interrupted,
  *    deployment calls answer "was interrupted", tasks record how they ended); its steps run together;
- * 2. finish: end what stays open (subscriptions get their listen result, sessions end their streams).
+ * 2. finish: end what stays open. Calls still running (one waiting for a confirmation, an embedder's tool) are stopped
+ *    with ServerStopping and answered SERVICE_UNAVAILABLE by their transport (mcp-transport/stopping.ts) before their
+ *    streams end; subscriptions get their listen result; sessions end their streams.
  *
  * Each feature registers its own step in the phase it belongs to; the http plugin's one preClose hook runs them, after
  * which Fastify closes the connections and runs the onClose hooks (the database closes last).

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { HeartbeatRegistry } from '../lib/sse.js'
-import { CancelledByClient } from '../rpc/call-abort.js'
+import { CancelledByClient, ServerStopping } from '../rpc/call-abort.js'
 import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
 import { SessionStore } from '../sessions/session-store.js'
 import { notifySession } from '../sessions/session.js'
@@ -16,6 +16,9 @@ declare module 'fastify' {
     heartbeats: HeartbeatRegistry
   }
 }
+
+/** Event-loop turns a stopped call's handler gets to return, so that a JSON answer can still be sent (see below). */
+const STOPPED_CALL_TURNS = 20
 
 interface InitializeParams {
   protocolVersion: string
@@ -82,13 +85,30 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   })
 
   fastify.addHook('onReady', async () => store.start())
-  // Sessions end (and their streams close) once the calls in flight have answered.
-  fastify.shutdown.onFinish(() => {
+  // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end
+  // end and answer (deployments); what still runs now is stopped, and answered by the transport, before its stream ends.
+  fastify.shutdown.onFinish(async () => {
     unsubscribe()
     clearInterval(revocationWatch)
     heartbeats.stop()
+    await stopCallsInFlight()
     store.stop()
   })
+
+  /**
+   * Every call still in flight in a session is aborted with ServerStopping; its front-end answers it at once on its
+   * stream. A JSON answer (a client that takes no stream) goes out when the handler returns: handlers that heed their
+   * signal do within a few event-loop turns, and those are waited for; a handler that ignores it is not.
+   */
+  async function stopCallsInFlight(): Promise<void> {
+    const busy = [...store.liveSessions()].filter((s) => (s.runtime?.inflight.size ?? 0) > 0)
+    if (busy.length === 0) return
+    const reason = new ServerStopping('the server is shutting down')
+    for (const session of busy) for (const call of [...session.runtime?.inflight.values() ?? []]) call.abort(reason)
+    for (let turn = 0; turn < STOPPED_CALL_TURNS && busy.some((s) => (s.runtime?.inflight.size ?? 0) > 0); turn++) {
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
 
   rpc.registerRequest<InitializeParams>({
     method: 'initialize',

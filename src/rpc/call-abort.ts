@@ -46,6 +46,15 @@ export class ClientDisconnected extends Error {
   override name = 'ClientDisconnected'
 }
 
+/**
+ * The abort reason when the server stops while the call is still running (after the shutdown's drain phase: the work
+ * that can end on its own, deployments, has ended and answered by then). The transport answers such a call at once with
+ * SERVICE_UNAVAILABLE, before its stream ends; whatever the handler produces afterwards is not sent.
+ */
+export class ServerStopping extends Error {
+  override name = 'ServerStopping'
+}
+
 /** The abort reason when the client cancelled a task with tasks/cancel (tasks extension): a client cancellation too. */
 export class TaskCancelled extends CancelledByClient {
   override name = 'TaskCancelled'

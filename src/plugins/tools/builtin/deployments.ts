@@ -136,9 +136,17 @@ async function runAndStream(
     case 'cancelled':
       ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind } })
       throw fail('OPERATION_CANCELLED', { message: `Deployment ${id} of app ${app.name} was cancelled: ${why}`, details: { deployment_id: id } })
+    case 'interrupted':
+      // Only this server's shutdown interrupts a run it is streaming: the client is told how to find the outcome.
+      throw fail('OPERATION_FAILED', {
+        message: `Deployment ${id} of app ${app.name} was interrupted: ${why} (a server shutdown, not a failure of the pipeline). ` +
+          `It is recorded as interrupted: once the server is back, service_deployments_get with deployment_id ${id} shows it and service_deployments_logs its output. ` +
+          `${input.kind === 'rollback' ? 'Roll back' : 'Deploy'} again if it is still needed`,
+        details: { deployment_id: id, status: final.status },
+      })
     default:
       throw fail('OPERATION_FAILED', {
-        message: `Deployment ${id} of app ${app.name} ${final.status === 'interrupted' ? 'was interrupted' : 'failed'}: ${why}. Its output: service_deployments_logs with deployment_id ${id}`,
+        message: `Deployment ${id} of app ${app.name} failed: ${why}. Its output: service_deployments_logs with deployment_id ${id}`,
         details: { deployment_id: id },
       })
   }
@@ -215,7 +223,7 @@ export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: numbe
 export const deploymentsCreate = defineTool<{ app_id: string }, { deployment: DeploymentView }>({
   name: 'service_deployments_create',
   title: 'Deploy an app',
-  description: 'Deploys an app of your organization by running its pipeline, after the user confirms. Long-running: each output line is sent as a notifications/message (logger "deployment") and, when the call has a progressToken, as notifications/progress. Returns the deployment when it succeeded; a failed run is a tool error (OPERATION_FAILED) naming the deployment, whose output service_deployments_logs returns. Refused (CONFLICT) while another deployment of the app is queued or running. Cancelling the call (notifications/cancelled) stops the run; disconnecting does not.',
+  description: 'Deploys an app of your organization by running its pipeline, after the user confirms. Long-running: each output line is sent as a notifications/message (logger "deployment") and, when the call has a progressToken, as notifications/progress. Returns the deployment when it succeeded; a failed run is a tool error (OPERATION_FAILED) naming the deployment, whose output service_deployments_logs returns; so is a run interrupted by a server shutdown (status interrupted, which service_deployments_get shows once the server is back). Refused (CONFLICT) while another deployment of the app is queued or running. Cancelling the call (notifications/cancelled) stops the run; disconnecting does not.',
   inputSchema: 'tools/service_deployments_create.input',
   outputSchema: 'tools/service_deployments_create.output',
   scope: 'mcp:write',
