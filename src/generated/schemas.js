@@ -1534,7 +1534,7 @@ export const schemas = {
                 },
                 "credential_kind": {
                   "type": "string",
-                  "description": "api_key or oauth"
+                  "description": "api_key or oauth (a tool call), account_page (the /account page) or cli (the command line)"
                 },
                 "credential_id": {
                   "type": [

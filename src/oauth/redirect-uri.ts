@@ -92,7 +92,9 @@ export function checkRedirectUri(raw: unknown, options: { privateSchemes: readon
   } else if (scheme === 'http') {
     if (!isLoopbackRedirect(raw)) return 'http is only allowed on localhost, 127.0.0.1 or [::1]; use https'
   } else if (!options.privateSchemes.includes(scheme)) {
-    return `the ${scheme}: scheme is not allowed on this server`
+    // Private-use schemes (cursor:, vscode:) are off until the operator names them; the client's developer cannot
+    // change that, so the refusal says who can, and how.
+    return `the ${scheme}: scheme is not allowed on this server; the operator can allow it by adding ${scheme} to SERVICE_REDIRECT_SCHEMES`
   } else if (raw.length === scheme.length + 1) {
     return 'must have something after the scheme'
   }

@@ -67,14 +67,16 @@ fieldset{margin:1rem 0;padding:.5rem .75rem;border:1px solid var(--border);borde
 legend{font-weight:600;padding:0 .25rem}
 label.choice{display:flex;gap:.5rem;align-items:flex-start;font-weight:400;margin:.5rem 0}
 label.choice input{margin-top:.3rem}
-button{display:inline-block;padding:.625rem 1rem;font:inherit;font-weight:600;border:1px solid var(--primary);border-radius:.375rem;background:var(--primary);color:var(--primary-text);cursor:pointer}
-button.secondary{background:transparent;color:var(--text);border-color:var(--border)}
-button.danger{background:transparent;color:var(--danger);border-color:var(--danger)}
-button.small{padding:.25rem .625rem;font-size:.875rem}
+button,a.button{display:inline-block;padding:.625rem 1rem;font:inherit;font-weight:600;line-height:1.5;text-align:center;text-decoration:none;border:1px solid var(--primary);border-radius:.375rem;background:var(--primary);color:var(--primary-text);cursor:pointer}
+button.secondary,a.button.secondary{background:transparent;color:var(--text);border-color:var(--border)}
+button.danger,a.button.danger{background:transparent;color:var(--danger);border-color:var(--danger)}
+button.destructive{background:#b91c1c;border-color:#b91c1c;color:#fff}
+button.small,a.button.small{padding:.25rem .625rem;font-size:.875rem}
 button.block{display:block;width:100%;margin-top:1.25rem}
 :focus-visible{outline:3px solid var(--focus);outline-offset:2px}
 .actions{display:flex;gap:.75rem;margin-top:1.25rem}
-.actions button{flex:1}
+.actions button,.actions a.button{flex:1}
+.visually-hidden{position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap;border:0}
 form.inline{display:inline}
 .notice,.error{margin:1rem 0;padding:.75rem 1rem;border:1px solid var(--notice-border);border-radius:.375rem;background:var(--notice-bg);overflow-wrap:anywhere}
 .error{border-color:var(--error-border);background:var(--error-bg)}
@@ -86,6 +88,19 @@ tr:last-child td{border-bottom:0}
 td.wrap{white-space:normal;min-width:7rem}
 th{font-weight:600;color:var(--muted)}
 td form.inline+form.inline{margin-left:.375rem}
+table.stack td{white-space:normal;overflow-wrap:anywhere}
+table.stack td:first-child{min-width:9rem}
+table.stack td.row-actions{white-space:nowrap}
+@media (max-width:64rem){
+.table-wrap{overflow:visible;border:0}
+table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
+table.stack thead{position:absolute;width:1px;height:1px;margin:-1px;overflow:hidden;clip:rect(0 0 0 0)}
+table.stack tr{margin:0 0 .75rem;padding:.375rem 0;border:1px solid var(--border);border-radius:.375rem}
+table.stack td,table.stack td:first-child{position:relative;min-width:0;padding:.25rem .75rem .25rem 7.75rem;border:0}
+table.stack td::before{content:attr(data-label);position:absolute;left:.75rem;width:6.5rem;white-space:nowrap;overflow-wrap:normal;font:600 .875rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,"Noto Sans",sans-serif;color:var(--muted)}
+table.stack td.row-actions{display:flex;flex-wrap:wrap;gap:.5rem;padding:.5rem .75rem .25rem}
+table.stack td:empty{display:none}
+}
 .status-active{color:inherit}
 .status-revoked,.status-expired{color:var(--danger);font-weight:600}
 .header{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:baseline;justify-content:space-between}

@@ -32,13 +32,36 @@ export interface ConsentPageData {
   redirectHost: string
   scopes: ConsentScope[]
   organizations: ConsentOrganization[]
+  /**
+   * The membership chosen when the page opens (the plugin's rule: the organization last chosen for this client, else
+   * the member's own). Ignored when it cannot grant anything; then the first organization that can is chosen.
+   */
+  preselected?: string
   userEmail: string
 }
 
 export interface ErrorPageData {
   title: string
+  /** What happened, in the reader's terms. */
   message: string
+  /** What to do next, when the message does not already say it. */
+  next?: string
+  /** Technical detail for whoever develops the application (small print, monospace). */
   detail?: string
+  /** A way on, such as back to the account page. */
+  link?: { href: string; label: string }
+}
+
+/** A question before a change that cannot be undone: the change is a POST of this page's form, Cancel a link. */
+export interface ConfirmPageData {
+  /** The question, naming exactly what changes: "Revoke key “ci” (service_mcp_ab12…)?" */
+  question: string
+  /** What follows from it, said before it happens. */
+  consequence: string
+  action: string
+  csrf: string
+  confirmLabel: string
+  cancelHref: string
 }
 
 export interface AccountMembership {
@@ -123,6 +146,7 @@ function organizationChoice(o: ConsentOrganization, checked: boolean): SafeHtml 
 export function consentPage(p: ConsentPageData): string {
   const [first, ...others] = p.organizations
   const firstGrantable = p.organizations.find(grantable)
+  const chosen = p.organizations.find((o) => o.membershipId === p.preselected && grantable(o)) ?? firstGrantable
   let orgChooser: SafeHtml
   if (first === undefined) {
     orgChooser = html`<div class="error" role="alert">You are not a member of any organization, so this application cannot be authorized.</div>`
@@ -133,7 +157,7 @@ ${first.notice !== undefined && html`<div class="${grantable(first) ? 'notice' :
   } else {
     orgChooser = html`<fieldset>
 <legend>Organization</legend>
-${p.organizations.map((o) => organizationChoice(o, o === firstGrantable))}</fieldset>`
+${p.organizations.map((o) => organizationChoice(o, o === chosen))}</fieldset>`
   }
   // Deny comes first in the form so an implicit submission (Enter) is the harmless choice.
   const body = html`<h1>Authorize ${p.clientName}</h1>
@@ -159,8 +183,25 @@ ${firstGrantable !== undefined && html`<button type="submit" name="decision" val
 export function errorPage(p: ErrorPageData): string {
   const body = html`<h1>${p.title}</h1>
 <div class="error" role="alert">${p.message}</div>
+${p.next !== undefined && html`<p>${p.next}</p>`}
+${p.link !== undefined && html`<p><a href="${p.link.href}">${p.link.label}</a></p>`}
 ${p.detail !== undefined && html`<p class="small muted mono">${p.detail}</p>`}`
   return layout({ title: p.title, body })
+}
+
+export function confirmPage(p: ConfirmPageData): string {
+  // `confirm` marks the second step: a post without it (a stale page's one-click form) only asks the question again.
+  const body = html`<h1>${p.question}</h1>
+<p>${p.consequence}</p>
+<form method="post" action="${p.action}">
+${csrfField(p.csrf)}
+<input type="hidden" name="confirm" value="yes">
+<div class="actions">
+<a class="button secondary" href="${p.cancelHref}">Cancel</a>
+<button type="submit" class="destructive">${p.confirmLabel}</button>
+</div>
+</form>`
+  return layout({ title: p.question, body })
 }
 
 function keyStatus(k: AccountKey, now: number): 'active' | 'revoked' | 'expired' {
@@ -169,34 +210,38 @@ function keyStatus(k: AccountKey, now: number): 'active' | 'revoked' | 'expired'
   return 'active'
 }
 
-function keyRow(k: AccountKey, csrf: string, now: number): SafeHtml {
+/**
+ * Rotate and Revoke lead to a confirmation page (a GET: showing the question changes nothing); the change itself is
+ * that page's form. Cells carry `data-label`, which the narrow layout shows beside each value (STYLESHEET).
+ */
+function keyRow(k: AccountKey, now: number): SafeHtml {
   const status = keyStatus(k, now)
   const id = encodeURIComponent(k.id)
   const actions =
     status === 'active'
-      ? html`<form method="post" action="/account/keys/${id}/rotate" class="inline">${csrfField(csrf)}<button type="submit" class="secondary small">Rotate</button></form><form method="post" action="/account/keys/${id}/revoke" class="inline">${csrfField(csrf)}<button type="submit" class="danger small">Revoke</button></form>`
+      ? html`<a class="button secondary small" href="/account/keys/${id}/rotate">Rotate</a> <a class="button danger small" href="/account/keys/${id}/revoke">Revoke</a>`
       : ''
   const expiry = status === 'active' && k.expiresAt !== null ? html`<br><span class="muted">expires ${formatDate(k.expiresAt)}</span>` : ''
   return html`<tr data-key-id="${k.id}">
-<td>${k.name}<br><span class="mono muted">${k.displayPrefix}…</span></td>
-<td>${k.organizationName}</td>
-<td class="mono wrap">${k.scopes}</td>
-<td>${formatDate(k.createdAt)}</td>
-<td>${formatDate(k.lastUsedAt)}</td>
-<td class="wrap"><span class="status-${status}">${status}</span>${expiry}</td>
-<td>${actions}</td>
+<td data-label="Name">${k.name}<br><span class="mono muted">${k.displayPrefix}…</span></td>
+<td data-label="Organization">${k.organizationName}</td>
+<td data-label="Scopes" class="mono wrap">${k.scopes}</td>
+<td data-label="Created">${formatDate(k.createdAt)}</td>
+<td data-label="Last used">${formatDate(k.lastUsedAt)}</td>
+<td data-label="Status" class="wrap"><span class="status-${status}">${status}</span>${expiry}</td>
+<td class="row-actions">${actions}</td>
 </tr>
 `
 }
 
-function clientRow(c: AccountClient, csrf: string): SafeHtml {
+function clientRow(c: AccountClient): SafeHtml {
   return html`<tr data-client-id="${c.clientId}">
-<td>${c.clientName}<br><span class="mono muted">${c.clientId}</span></td>
-<td>${c.organizationName}</td>
-<td class="mono wrap">${c.scopes}</td>
-<td>${formatDate(c.authorizedAt)}</td>
-<td>${formatDate(c.lastUsedAt)}</td>
-<td><form method="post" action="/account/clients/${encodeURIComponent(c.clientId)}/revoke" class="inline">${csrfField(csrf)}<button type="submit" class="danger small">Revoke access</button></form></td>
+<td data-label="Application">${c.clientName}<br><span class="mono muted">${c.clientId}</span></td>
+<td data-label="Organization">${c.organizationName}</td>
+<td data-label="Scopes" class="mono wrap">${c.scopes}</td>
+<td data-label="Authorized">${formatDate(c.authorizedAt)}</td>
+<td data-label="Last used">${formatDate(c.lastUsedAt)}</td>
+<td class="row-actions"><a class="button danger small" href="/account/clients/${encodeURIComponent(c.clientId)}/revoke">Revoke access</a></td>
 </tr>
 `
 }
@@ -256,10 +301,10 @@ ${
 ${
   p.keys.length === 0
     ? html`<p class="muted">You have no API keys.</p>`
-    : html`<div class="table-wrap"><table>
-<thead><tr><th>Name and prefix</th><th>Organization</th><th>Scopes</th><th>Created</th><th>Last used</th><th>Status</th><th></th></tr></thead>
+    : html`<div class="table-wrap"><table class="stack" id="keys">
+<thead><tr><th>Name and prefix</th><th>Organization</th><th>Scopes</th><th>Created</th><th>Last used</th><th>Status</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
 <tbody>
-${p.keys.map((k) => keyRow(k, p.csrf, now))}</tbody>
+${p.keys.map((k) => keyRow(k, now))}</tbody>
 </table></div>`
 }
 <h2>Create a key</h2>
@@ -268,10 +313,10 @@ ${createKeyForm(p)}
 ${
   p.clients.length === 0
     ? html`<p class="muted">No applications are authorized to use your account.</p>`
-    : html`<div class="table-wrap"><table>
-<thead><tr><th>Application</th><th>Organization</th><th>Scopes</th><th>Authorized</th><th>Last used</th><th></th></tr></thead>
+    : html`<div class="table-wrap"><table class="stack" id="clients">
+<thead><tr><th>Application</th><th>Organization</th><th>Scopes</th><th>Authorized</th><th>Last used</th><th><span class="visually-hidden">Actions</span></th></tr></thead>
 <tbody>
-${p.clients.map((c) => clientRow(c, p.csrf))}</tbody>
+${p.clients.map((c) => clientRow(c))}</tbody>
 </table></div>`
 }`
   return layout({ title: 'Your account', body, wide: true })

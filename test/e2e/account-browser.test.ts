@@ -11,7 +11,9 @@ import { OWNER_EMAIL, OWNER_PASSWORD, startServer, type TestServer } from '../he
 import { openLive, type LiveStream } from '../helpers/stream.js'
 
 // The /account pages in headless Chromium: sign-in, API keys (created and shown once, used on /mcp, revoked, rotated),
-// authorized applications (revoked), sign-out, and form posts from another origin refused.
+// authorized applications (revoked), sign-out, and form posts from another origin refused. Every change is a POST
+// answered 303 to /account; revoking and rotating go through a confirmation page (test/e2e/account-pages.test.ts
+// covers reloads, the notices, the narrow layout and the audit log).
 
 const KEY_PATTERN = /^service_mcp_[A-Za-z0-9_-]{20,}$/
 
@@ -75,6 +77,12 @@ async function submit(page: Page, click: () => Promise<void>, path: RegExp) {
   return response
 }
 
+/** Asks for `label` on a row (a link to the confirmation page), then confirms; returns the confirming POST's response. */
+async function confirmAction(page: Page, row: ReturnType<Page['locator']>, label: string, path: RegExp) {
+  await Promise.all([page.waitForURL((u) => path.test(u.pathname)), row.getByRole('link', { name: label, exact: true }).click()])
+  return submit(page, () => page.getByRole('button', { name: label, exact: true }).click(), path)
+}
+
 /** Creates a key through the form; returns the key shown once and the POST status. */
 async function createKey(page: Page, name: string, scopes: { write: boolean }) {
   await page.fill('#key-name', name)
@@ -124,7 +132,8 @@ t.test('API keys: create (shown once), use, revoke, rotate', async (t) => {
   // Create "ci key" with both scopes.
   t.ok(await page.locator('input[name=scope][value="mcp:read"]').isChecked(), 'mcp:read is checked by default')
   const created = await createKey(page, 'ci key', { write: true })
-  t.equal(created.status, 201, 'creation answers 201')
+  t.equal(created.status, 303, 'creation answers 303 to /account')
+  t.equal(page.url(), `${server.url}/account`, 'the key is shown on /account')
   t.match(created.key, KEY_PATTERN, 'the new key is shown in #new-key')
   t.match(await page.locator('main').textContent(), /Copy your new key now/, 'with the shown-once warning')
   await screenshot(page, 'account-new-key')
@@ -152,11 +161,11 @@ t.test('API keys: create (shown once), use, revoke, rotate', async (t) => {
   // Revoke with a session and an open stream.
   const s2 = await openSession(server.mcpUrl, key)
   const live = await openStream(t, server, s2.headers)
-  const revokeResponse = await submit(page, () => keyRow(page, keyId).getByRole('button', { name: 'Revoke', exact: true }).click(), /\/revoke$/)
+  const revokeResponse = await confirmAction(page, keyRow(page, keyId), 'Revoke', /\/revoke$/)
   t.equal(revokeResponse.status(), 303, 'revoke answers 303')
   t.equal(page.url(), `${server.url}/account`, 'back on /account')
   t.equal(await keyRow(page, keyId).locator('.status-revoked').textContent(), 'revoked', 'the row shows revoked')
-  t.equal(await keyRow(page, keyId).getByRole('button').count(), 0, 'no more actions on the revoked row')
+  t.equal(await keyRow(page, keyId).getByRole('link').count(), 0, 'no more actions on the revoked row')
   await live.ended(3000)
   t.ok(live.endedByServer, 'the stream was ended by the server')
   t.equal(server.app.sessions.get(s2.sessionId), undefined, 'the streaming session ended')
@@ -166,7 +175,7 @@ t.test('API keys: create (shown once), use, revoke, rotate', async (t) => {
 
   // Create another key and rotate it.
   const other = await createKey(page, 'rotate me', { write: false })
-  t.equal(other.status, 201)
+  t.equal(other.status, 303)
   t.match(other.key, KEY_PATTERN)
   const otherId = await keyIdByName(page, 'rotate me')
   t.match(await keyRow(page, otherId).textContent(), /mcp:read/, 'read-only key')
@@ -174,12 +183,12 @@ t.test('API keys: create (shown once), use, revoke, rotate', async (t) => {
   const s3 = await openSession(server.mcpUrl, other.key)
   t.equal((await whoami(server, s3.headers)).credential.id, otherId)
 
-  const rotateResponse = await submit(page, () => keyRow(page, otherId).getByRole('button', { name: 'Rotate', exact: true }).click(), /\/rotate$/)
-  t.equal(rotateResponse.status(), 200, 'rotate answers 200 with the new key')
+  const rotateResponse = await confirmAction(page, keyRow(page, otherId), 'Rotate', /\/rotate$/)
+  t.equal(rotateResponse.status(), 303, 'rotate answers 303 to /account, where the new key is shown')
   const rotated = (await page.locator('#new-key').textContent()) ?? ''
   t.match(rotated, KEY_PATTERN, 'a new key is shown')
   t.not(rotated, other.key, 'a different key')
-  t.match(await page.locator('main').textContent(), `The previous key ${other.key.slice(0, 'service_mcp_'.length + 4)}… is revoked.`, 'the notice names the old key')
+  t.match(await page.locator('main').textContent(), `the previous key ${other.key.slice(0, 'service_mcp_'.length + 4)}… is revoked;`, 'the notice names the old key')
   t.equal(await keyRow(page, otherId).locator('.status-revoked').textContent(), 'revoked', 'the old row shows revoked')
   const rows = page.locator('tr[data-key-id]').filter({ hasText: 'rotate me' })
   t.equal(await rows.count(), 2, 'the rotated key keeps the name, in a new row')
@@ -216,7 +225,7 @@ t.test('authorized applications: listed, revoked; then sign out', async (t) => {
   t.match(await row.textContent(), /mcp:read mcp:write/, 'and the scopes')
   await screenshot(page, 'account-authorized-apps')
 
-  const response = await submit(page, () => row.getByRole('button', { name: 'Revoke access' }).click(), /^\/account\/clients\/.+\/revoke$/)
+  const response = await confirmAction(page, row, 'Revoke access', /^\/account\/clients\/.+\/revoke$/)
   t.equal(response.status(), 303, 'revoke access answers 303')
   t.equal(page.url(), `${server.url}/account`)
   t.equal(await row.count(), 0, 'the client is no longer listed')
@@ -324,7 +333,8 @@ t.test('CSRF: forms from another origin, or without the token, are refused with 
 
   // Control: the same request with the right token and Origin is accepted, so the refusals above mean something.
   const control = await form({ ...fields, csrf }, server.url)
-  t.equal(control.statusCode, 201, 'control: right cookies, token and Origin: 201')
-  t.match(await control.body.text(), /id="new-key"/)
+  t.equal(control.statusCode, 303, 'control: right cookies, token and Origin: 303')
+  t.equal(control.headers.location, '/account', 'to /account')
+  await control.body.text()
   t.equal(keyCount(), before + 1, 'control: one key created')
 })

@@ -11,7 +11,7 @@ import t from 'tap'
 import { request } from 'undici'
 import { sha256Hex } from '../../src/lib/crypto.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
-import { authorizeUrl, browserAuthorize, FormBrowser, formValue, pkce, registerClient, revokeRequest, tokenRequest } from '../helpers/oauth.js'
+import { authorizeUrl, browserAuthorize, FormBrowser, formAction, formValue, pkce, registerClient, revokeRequest, tokenRequest } from '../helpers/oauth.js'
 import { createKey, ownerMembership } from '../helpers/seed.js'
 import { OWNER_EMAIL, OWNER_KEY, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
 
@@ -98,15 +98,19 @@ t.test('secrets never reach the database file or the logs in the clear', async (
   const page = await account.get('/account')
   t.equal(page.status, 200)
   const csrf = secret('account CSRF token', formValue(page.text, 'csrf'))
-  const created = await account.post('/account/keys', { csrf, name: 'laptop', membership: formValue(page.text, 'membership') ?? '', scope: 'mcp:read' })
-  t.equal(created.status, 201, 'key created on the account page')
+  const posted = await account.post('/account/keys', { csrf, name: 'laptop', membership: formValue(page.text, 'membership') ?? '', scope: 'mcp:read' })
+  t.equal(posted.status, 303, 'key created on the account page')
+  const created = await account.get(posted.location!)
   const pageKey = secret('account-page API key', /id="new-key">([^<]+)</.exec(created.text)?.[1])
   t.match(pageKey, /^service_mcp_/)
   t.equal(await whoamiKind(server, pageKey), 'api_key', 'the new key works')
-  const rotateAction = /action="(\/account\/keys\/[^"]+\/rotate)"/.exec(created.text)?.[1]
-  t.ok(rotateAction, 'the page offers to rotate the key')
-  const rotated = await account.post(rotateAction!, { csrf })
-  t.equal(rotated.status, 200)
+  const rotateLink = /href="(\/account\/keys\/[^"]+\/rotate)"/.exec(created.text)?.[1]
+  t.ok(rotateLink, 'the page offers to rotate the key')
+  const question = await account.get(rotateLink!)
+  t.equal(question.status, 200, 'rotating asks first')
+  const rotatedPost = await account.post(formAction(question.text), { csrf: formValue(question.text, 'csrf') ?? '', confirm: 'yes' })
+  t.equal(rotatedPost.status, 303)
+  const rotated = await account.get(rotatedPost.location!)
   const rotatedKey = secret('rotated API key', /id="new-key">([^<]+)</.exec(rotated.text)?.[1])
   t.not(rotatedKey, pageKey)
   t.equal(await whoamiKind(server, rotatedKey), 'api_key')

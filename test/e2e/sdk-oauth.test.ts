@@ -337,7 +337,7 @@ t.test('SDK client: a provider without state() is refused at /oauth/authorize (s
   const { url, redirect } = provider.authorizations[0]!
   t.notOk(url.searchParams.has('state'), 'the SDK sends no state without state()')
   t.equal(redirect.searchParams.get('error'), 'invalid_request', 'interface.md makes state required')
-  t.match(redirect.searchParams.get('error_description'), /state/)
+  t.match(redirect.searchParams.get('error_description'), /^state is required: send a random, unguessable value of at least 22 characters .*\(RFC 6749 section 10\.12\)$/, 'and the description says what to send')
   t.equal(redirect.searchParams.get('iss'), server.url)
   t.notOk(provider.code, 'no code was issued')
 })

@@ -4,6 +4,7 @@ import { pageHeaders } from '../../src/web/headers.js'
 import { escapeHtml, html, raw, SafeHtml, STYLESHEET, STYLESHEET_HASH } from '../../src/web/html.js'
 import {
   accountPage,
+  confirmPage,
   consentPage,
   errorPage,
   signInPage,
@@ -104,7 +105,8 @@ function allPages(): Record<string, string> {
       ]),
     ),
     consentNone: consentPage(consentData([])),
-    error: errorPage({ title: EVIL, message: EVIL, detail: EVIL }),
+    error: errorPage({ title: EVIL, message: EVIL, next: EVIL, detail: EVIL, link: { href: EVIL, label: EVIL } }),
+    confirm: confirmPage({ question: EVIL, consequence: EVIL, action: '/account/keys/k/revoke', csrf: 'c', confirmLabel: EVIL, cancelHref: '/account' }),
     account: accountPage(accountData({ newKey: { name: EVIL, key: 'service_mcp_' + 'K'.repeat(43) }, notice: EVIL })),
     accountEmpty: accountPage(accountData({ keys: [], clients: [], memberships: [] })),
   }
@@ -216,6 +218,17 @@ t.test('consent page', async (t) => {
   t.match(many, '<input type="radio" name="membership" value="m1" checked>')
   t.match(many, '<input type="radio" name="membership" value="m2">')
   t.equal(many.split(' checked').length - 1, 1, 'only the first is checked')
+  const chosen = consentPage({ ...consentData([
+    { membershipId: 'm1', name: 'Acme', slug: 'acme', role: 'owner' },
+    { membershipId: 'm2', name: 'Zeta', slug: 'zeta', role: 'viewer' },
+  ]), preselected: 'm2' })
+  t.match(chosen, '<input type="radio" name="membership" value="m2" checked>', 'the preselected membership is checked')
+  t.equal(chosen.split(' checked').length - 1, 1, 'and only it')
+  const ungrantable = consentPage({ ...consentData([
+    { membershipId: 'm1', name: 'Acme', slug: 'acme', role: 'owner' },
+    { membershipId: 'm2', name: 'Zeta', slug: 'zeta', role: 'viewer', grantable: false },
+  ]), preselected: 'm2' })
+  t.match(ungrantable, '<input type="radio" name="membership" value="m1" checked>', 'a preselection that cannot grant falls back to the first that can')
   t.notMatch(many, 'type="hidden" name="membership"')
   t.notMatch(many, EVIL)
 
@@ -225,13 +238,38 @@ t.test('consent page', async (t) => {
 })
 
 t.test('error page', async (t) => {
-  const page = errorPage({ title: 'Invalid redirect URI', message: EVIL, detail: 'redirect_uri mismatch' })
+  const page = errorPage({ title: 'Invalid redirect URI', message: EVIL, next: 'Go back.', detail: 'redirect_uri mismatch', link: { href: '/account', label: 'Back to your account' } })
   t.match(page, '<title>Invalid redirect URI</title>')
   t.match(page, '<h1>Invalid redirect URI</h1>')
   t.match(page, EVIL_ESCAPED)
   t.notMatch(page, EVIL)
-  t.match(page, 'redirect_uri mismatch')
-  t.notMatch(errorPage({ title: 'x', message: 'y' }), 'mono">')
+  t.match(page, '<p>Go back.</p>')
+  t.match(page, '<p><a href="/account">Back to your account</a></p>')
+  t.match(page, '<p class="small muted mono">redirect_uri mismatch</p>')
+  const bare = errorPage({ title: 'x', message: 'y' })
+  t.notMatch(bare, 'mono">')
+  t.notMatch(bare, '<a ')
+})
+
+t.test('confirmation page', async (t) => {
+  const page = confirmPage({
+    question: `Revoke key “${EVIL}” (service_mcp_abcd…)?`,
+    consequence: 'Clients using it are refused from their next request.',
+    action: '/account/keys/a%2Fb/revoke',
+    csrf: 'tok"en',
+    confirmLabel: 'Revoke',
+    cancelHref: '/account',
+  })
+  t.match(page, `<title>Revoke key “${EVIL_ESCAPED}” (service_mcp_abcd…)?</title>`)
+  t.match(page, `<h1>Revoke key “${EVIL_ESCAPED}” (service_mcp_abcd…)?</h1>`)
+  t.notMatch(page, EVIL)
+  t.match(page, '<p>Clients using it are refused from their next request.</p>')
+  t.match(page, '<form method="post" action="/account/keys/a%2Fb/revoke">')
+  t.match(page, '<input type="hidden" name="csrf" value="tok&quot;en">')
+  t.match(page, '<input type="hidden" name="confirm" value="yes">', 'the second step is marked')
+  t.match(page, '<a class="button secondary" href="/account">Cancel</a>')
+  t.match(page, '<button type="submit" class="destructive">Revoke</button>')
+  t.equal(page.split('<form').length, 2, 'one form')
 })
 
 t.test('account page', async (t) => {
@@ -247,27 +285,31 @@ t.test('account page', async (t) => {
   t.notMatch(accountPage(accountData()), 'id="new-key"', 'no key box without a new key')
 
   t.match(page, '<tr data-key-id="key_active">')
-  t.match(page, '<td>2026-01-02 03:04 UTC</td>')
+  t.match(page, '<td data-label="Created">2026-01-02 03:04 UTC</td>')
   t.match(page, '<span class="status-active">active</span>')
-  t.match(page, 'action="/account/keys/key_active/rotate"')
-  t.match(page, 'action="/account/keys/key_active/revoke"')
-  t.match(page, /Rotate<\/button>/)
-  t.match(page, /<button type="submit" class="danger small">Revoke<\/button>/)
+  // Rotate and Revoke lead to confirmation pages (GET); the rows hold no form that changes anything.
+  t.match(page, '<a class="button secondary small" href="/account/keys/key_active/rotate">Rotate</a>')
+  t.match(page, '<a class="button danger small" href="/account/keys/key_active/revoke">Revoke</a>')
+  t.notMatch(page, /action="\/account\/(keys|clients)\/[^"]+\/(rotate|revoke)"/, 'no one-click revoke or rotate form')
 
   const row = (id: string) => page.split('<tr ').find((r) => r.startsWith(`data-key-id="${id}"`))?.split('</tr>')[0] ?? ''
   t.match(row('key_revoked'), '<span class="status-revoked">revoked</span>')
-  t.notMatch(row('key_revoked'), '<form', 'no actions on a revoked key')
+  t.match(row('key_revoked'), '<td class="row-actions"></td>', 'no actions on a revoked key')
   t.match(row('key_expired'), '<span class="status-expired">expired</span>')
-  t.notMatch(row('key_expired'), '<form', 'no actions on an expired key')
+  t.match(row('key_expired'), '<td class="row-actions"></td>', 'no actions on an expired key')
   t.match(row('a/b&quot;c'), 'expires 2026-11-22 12:00 UTC')
+  // Every cell but the actions names its column for the narrow (stacked) layout.
+  t.match(row('key_active'), '<td data-label="Name">laptop<br>')
+  t.match(row('key_active'), '<td data-label="Status" class="wrap"><span class="status-active">active</span>')
 
   // Ids are URI-encoded in paths, then HTML-escaped like everything else.
   t.match(page, '<tr data-key-id="a/b&quot;c">')
-  t.match(page, 'action="/account/keys/a%2Fb%22c/rotate"')
-  t.match(page, 'action="/account/keys/a%2Fb%22c/revoke"')
+  t.match(page, 'href="/account/keys/a%2Fb%22c/rotate"')
+  t.match(page, 'href="/account/keys/a%2Fb%22c/revoke"')
   t.match(page, '<tr data-client-id="mcp_x/y&quot;z">')
-  t.match(page, 'action="/account/clients/mcp_x%2Fy%22z/revoke"')
-  t.match(page, 'Revoke access</button>')
+  t.match(page, '<a class="button danger small" href="/account/clients/mcp_x%2Fy%22z/revoke">Revoke access</a>')
+  t.match(page, '<table class="stack" id="keys">')
+  t.match(page, '<table class="stack" id="clients">')
   t.notMatch(page, EVIL)
   t.match(page, EVIL_ESCAPED)
 

@@ -2,9 +2,50 @@ import { and, desc, eq, lt, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
 import { auditLog } from '../schema.js'
+import type { AuditEntry } from '../types.js'
 
-export type AuditEntry = typeof auditLog.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { AuditEntry }
+
 export type AuditOutcome = AuditEntry['outcome']
+
+/**
+ * Who changed a credential outside a tool call, for the audit log: a signed-in member on the account page (their
+ * user, and the request that did it), or the operator with the CLI (no user: whoever can open the database).
+ * Becomes the entry's `credential_kind` (`account_page`, `cli`).
+ */
+export type CredentialActor = { via: 'account_page'; userId: string; requestId: string } | { via: 'cli' }
+
+/** The audit actions of credential changes, as `service_audit_list` filters them. */
+export const CREDENTIAL_AUDIT_ACTIONS = {
+  keyCreated: 'api_key.create',
+  keyRevoked: 'api_key.revoke',
+  grantRevoked: 'oauth_grant.revoke',
+} as const
+
+/**
+ * One audit entry of a credential change, shaped like a tool's: the actor's user and membership (the membership the
+ * change was made through, on the account page), the target, `succeeded`, and details that never hold a secret.
+ */
+export function credentialAuditEntry(
+  by: CredentialActor,
+  entry: { organizationId: string; membershipId: string | null; action: string; targetType: string; targetId: string; details: Record<string, unknown> },
+): Omit<AuditEntry, 'id' | 'at'> {
+  const page = by.via === 'account_page'
+  return {
+    organizationId: entry.organizationId,
+    userId: page ? by.userId : null,
+    membershipId: page ? entry.membershipId : null,
+    credentialKind: by.via,
+    credentialId: null,
+    clientId: null,
+    action: entry.action,
+    targetType: entry.targetType,
+    targetId: entry.targetId,
+    outcome: 'succeeded',
+    details: page ? { request_id: by.requestId, ...entry.details } : entry.details,
+  }
+}
 
 export function auditRepo(db: Db) {
   return {

@@ -1,10 +1,12 @@
 import { and, desc, eq, gt, isNull, lte, or, sql } from 'drizzle-orm'
 import type { Db } from '../client.js'
-import { accessTokens, memberships, oauthClients, oauthGrants, organizations, refreshTokens, users, type Role } from '../schema.js'
+import { accessTokens, memberships, oauthClients, oauthGrants, organizations, refreshTokens, users } from '../schema.js'
+import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
+import type { OAuthGrant, RefreshToken, Role } from '../types.js'
 
-export type OAuthGrant = typeof oauthGrants.$inferSelect
-export type RefreshToken = typeof refreshTokens.$inferSelect
+// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
+export type { OAuthGrant, RefreshToken }
 
 /** What /mcp needs to know about an access token once its signature checked out. */
 export interface AccessTokenState {
@@ -34,6 +36,7 @@ export interface AuthorizedClient {
  * `jti`s it revoked, so the caller can end the sessions bound to them, and tells the credential cache.
  */
 export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
+  const audit = auditRepo(db)
   // Cache-miss path of every OAuth-authenticated request: prepared once.
   const tokenState = db.select({
     jti: accessTokens.jti,
@@ -112,16 +115,39 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
       changes.bump()
       return jtis
     },
-    /** The member withdraws a client: every live grant of theirs for it is revoked. Returns the revoked jtis. */
-    revokeClientForUser(userId: string, clientId: string, at: number): { grants: number; jtis: string[] } {
+    /**
+     * The member withdraws a client: every live grant of theirs for it is revoked. Returns the revoked jtis. With `by`,
+     * each grant's revocation is audited in its own organization, in the same transaction.
+     */
+    revokeClientForUser(userId: string, clientId: string, at: number, by?: CredentialActor): { grants: number; jtis: string[] } {
       const result = db.transaction(() => {
-        const ids = db.update(oauthGrants).set({ revokedAt: at, revokedReason: 'revoked by the user' })
+        const revoked = db.update(oauthGrants).set({ revokedAt: at, revokedReason: 'revoked by the user' })
           .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId), isNull(oauthGrants.revokedAt)))
-          .returning({ id: oauthGrants.id }).all().map((r) => r.id)
-        return { grants: ids.length, jtis: ids.flatMap((id) => revokeGrantTokens(id, at)) }
+          .returning({ id: oauthGrants.id, organizationId: oauthGrants.organizationId, membershipId: oauthGrants.membershipId, scope: oauthGrants.scope }).all()
+        const jtis: string[] = []
+        for (const grant of revoked) {
+          const tokens = revokeGrantTokens(grant.id, at)
+          jtis.push(...tokens)
+          if (!by) continue
+          audit.add(credentialAuditEntry(by, {
+            organizationId: grant.organizationId,
+            membershipId: grant.membershipId,
+            action: CREDENTIAL_AUDIT_ACTIONS.grantRevoked,
+            targetType: 'oauth_grant',
+            targetId: grant.id,
+            details: { client_id: clientId, scope: grant.scope, membership_id: grant.membershipId, access_tokens_revoked: tokens.length },
+          }))
+        }
+        return { grants: revoked.length, jtis }
       })
       changes.bump()
       return result
+    },
+    /** The membership this user last authorized this client for (newest grant, even if since revoked), if any. */
+    lastChosenMembership(userId: string, clientId: string): string | undefined {
+      return db.select({ membershipId: oauthGrants.membershipId }).from(oauthGrants)
+        .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId)))
+        .orderBy(desc(oauthGrants.createdAt), desc(oauthGrants.id)).limit(1).get()?.membershipId
     },
     /** Live grants of a user, one line per client and organization, for the account page. */
     authorizedClients(userId: string, now: number): AuthorizedClient[] {

@@ -1,26 +1,51 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
 import { fail } from '../../errors/service-error.js'
-import { accountPage, signInPage } from '../../web/pages.js'
+import type { CredentialActor } from '../../db/repos/audit.js'
+import { accountPage, confirmPage, signInPage, type ConfirmPageData } from '../../web/pages.js'
 import type { BrowserState } from './browser.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
+import { ShownOnceStore, type ShownOnce } from './shown-once.js'
 
 const ACCOUNT_CSRF = 'account'
+
+interface SignedIn {
+  user: { id: string; email: string }
+  /** The browser's sign-in: what the account page shows once is kept under it. */
+  signInId: string
+}
 
 /**
  * /account: the signed-in member's own API keys (create, shown once; rotate; revoke) and the OAuth clients they
  * authorized (revoke). This is the contract's "authenticated API-key flow". Every change that ends a credential also
  * ends the sessions bound to it.
+ *
+ * Every change is a form post answered 303 to /account (POST-redirect-GET): what the answer shows (a new key, a
+ * notice) waits in ShownOnceStore for the next GET, so reloading shows it no more and changes nothing. Rotating and
+ * revoking ask first, on a confirmation page whose form makes the change. Changes are audited by the repositories,
+ * with this page as the actor.
  */
 export async function accountPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
-  const { repos, auth } = fastify
+  const { repos, auth, config } = fastify
   const { browser } = opts
-  answerErrorsWithPages(fastify)
+  const shownOnce = new ShownOnceStore(config.accountNoticeTtlMs)
+  answerErrorsWithPages(fastify, { link: { href: '/account', label: 'Back to your account' } })
 
-  function signedIn(request: FastifyRequest): { id: string; email: string } {
+  function current(request: FastifyRequest): SignedIn | undefined {
     const user = browser.user(request)
-    if (!user) throw fail('SIGN_IN_REQUIRED')
-    return user
+    const signInId = browser.signInId(request)
+    return user && signInId ? { user, signInId } : undefined
+  }
+
+  function signedIn(request: FastifyRequest): SignedIn {
+    const who = current(request)
+    if (!who) throw fail('SIGN_IN_REQUIRED')
+    return who
+  }
+
+  /** The audit log's actor for a change made on this page. */
+  function actor(request: FastifyRequest, who: SignedIn): CredentialActor {
+    return { via: 'account_page', userId: who.user.id, requestId: String(request.id) }
   }
 
   /** Memberships of the user, and the keys of each, for the page and for ownership checks. */
@@ -30,7 +55,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     return { memberships, keys }
   }
 
-  function render(request: FastifyRequest, reply: FastifyReply, user: { id: string; email: string }, extra: { newKey?: { name: string; key: string }; notice?: string } = {}, status = 200) {
+  function render(request: FastifyRequest, reply: FastifyReply, user: { id: string; email: string }, extra: ShownOnce = {}, status = 200) {
     const browserId = browser.browserId(request, reply)
     const { memberships, keys } = ownKeys(user.id)
     return sendPage(reply, status, accountPage({
@@ -43,15 +68,26 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     }))
   }
 
+  /** The answer to every change: what to show once is stored for the next GET, which the 303 leads to. */
+  function done(reply: FastifyReply, who: SignedIn, shown: ShownOnce): FastifyReply {
+    shownOnce.put(who.signInId, shown)
+    return seeOther(reply, '/account')
+  }
+
+  function confirm(request: FastifyRequest, reply: FastifyReply, page: Omit<ConfirmPageData, 'csrf' | 'cancelHref'>) {
+    const browserId = browser.browserId(request, reply)
+    return sendPage(reply, 200, confirmPage({ ...page, csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), cancelHref: '/account' }))
+  }
+
   function signInForm(request: FastifyRequest, reply: FastifyReply, extra: { email?: string; error?: string } = {}, status = 200) {
     const browserId = browser.browserId(request, reply)
     return sendPage(reply, status, signInPage({ action: '/account/signin', csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), ...extra }))
   }
 
   fastify.get('/account', async (request, reply) => {
-    const user = browser.user(request)
-    if (!user) return seeOther(reply, '/account/signin')
-    return render(request, reply, user)
+    const who = current(request)
+    if (!who) return seeOther(reply, '/account/signin')
+    return render(request, reply, who.user, shownOnce.take(who.signInId))
   })
 
   fastify.get('/account/signin', async (request, reply) => {
@@ -74,6 +110,8 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
 
   fastify.post('/account/signout', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
+    const signInId = browser.signInId(request)
+    if (signInId) shownOnce.drop(signInId)
     browser.signOut(request, reply)
     return seeOther(reply, '/account/signin')
   })
@@ -81,7 +119,9 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   fastify.post('/account/keys', async (request, reply) => {
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, ACCOUNT_CSRF, body.csrf)
-    const user = signedIn(request)
+    const who = signedIn(request)
+    const { user } = who
+    // A refused form is answered in place (400): posting it again changes nothing either.
     const name = typeof body.name === 'string' ? body.name.trim() : ''
     if (name === '' || name.length > 100) return render(request, reply, user, { notice: 'Give the key a name of 1 to 100 characters.' }, 400)
     const membership = typeof body.membership === 'string' ? repos.memberships.byId(body.membership) : undefined
@@ -91,51 +131,129 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     if (scopes.length === 0 || requested.some((s) => !(SCOPES as readonly unknown[]).includes(s))) {
       return render(request, reply, user, { notice: 'Choose at least one scope.' }, 400)
     }
-    const { key } = repos.apiKeys.create({ membershipId: membership.id, name, scopes })
+    const { key } = repos.apiKeys.create({ membershipId: membership.id, name, scopes, by: actor(request, who) })
     request.log.info({ membership: membership.id }, 'API key created on the account page')
-    return render(request, reply, user, { newKey: { name, key } }, 201)
+    return done(reply, who, { newKey: { name, key } })
   })
 
-  /** A key of the signed-in user that is still active, or a 404 page (another member's id is indistinguishable). */
-  function activeOwnKey(userId: string, id: string) {
+  /**
+   * A key of the signed-in user, or a 404 page (another member's id is indistinguishable). `revoked` keys are
+   * returned (a second post of a confirmation form finds its key revoked already); expired ones are not.
+   */
+  function ownKey(userId: string, id: string) {
     const key = ownKeys(userId).keys.find((k) => k.id === id)
-    if (!key || key.revokedAt !== null || (key.expiresAt !== null && key.expiresAt <= Date.now())) {
+    if (!key || (key.revokedAt === null && key.expiresAt !== null && key.expiresAt <= Date.now())) {
       throw fail('NOT_FOUND', { message: 'No such active API key in your account' })
     }
     return key
   }
 
+  function activeOwnKey(userId: string, id: string) {
+    const key = ownKey(userId, id)
+    if (key.revokedAt !== null) throw fail('NOT_FOUND', { message: 'No such active API key in your account' })
+    return key
+  }
+
+  const keyLabel = (k: { name: string; displayPrefix: string }) => `key “${k.name}” (${k.displayPrefix}…)`
+  const keyId = (request: FastifyRequest) => (request.params as { id: string }).id
+  const confirmed = (request: FastifyRequest) => (request.body as Record<string, unknown> | undefined)?.confirm === 'yes'
+
+  function rotateQuestion(request: FastifyRequest, reply: FastifyReply, key: { id: string; name: string; displayPrefix: string }) {
+    return confirm(request, reply, {
+      question: `Rotate ${keyLabel(key)}?`,
+      consequence: 'A new key with the same name, organization and scopes replaces it, shown once. This key is revoked: clients using it are refused from their next request until they are given the new one.',
+      action: `/account/keys/${encodeURIComponent(key.id)}/rotate`,
+      confirmLabel: 'Rotate',
+    })
+  }
+
+  function revokeQuestion(request: FastifyRequest, reply: FastifyReply, key: { id: string; name: string; displayPrefix: string }) {
+    return confirm(request, reply, {
+      question: `Revoke ${keyLabel(key)}?`,
+      consequence: 'Clients using it are refused from their next request, and its open sessions end. This cannot be undone.',
+      action: `/account/keys/${encodeURIComponent(key.id)}/revoke`,
+      confirmLabel: 'Revoke',
+    })
+  }
+
+  fastify.get('/account/keys/:id/rotate', async (request, reply) => {
+    const who = current(request)
+    if (!who) return seeOther(reply, '/account/signin')
+    return rotateQuestion(request, reply, activeOwnKey(who.user.id, keyId(request)))
+  })
+
   fastify.post('/account/keys/:id/rotate', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
-    const user = signedIn(request)
-    const old = activeOwnKey(user.id, (request.params as { id: string }).id)
-    const created = repos.transaction(() => {
-      const next = repos.apiKeys.create({ membershipId: old.membershipId, name: old.name, scopes: old.scopes.split(' '), expiresAt: old.expiresAt })
-      repos.apiKeys.revoke(old.id)
-      return next
+    const who = signedIn(request)
+    const key = ownKey(who.user.id, keyId(request))
+    // Already rotated (a second click): the first answer's new key still waits for the GET; do not replace it.
+    if (key.revokedAt !== null) return seeOther(reply, '/account')
+    if (!confirmed(request)) return rotateQuestion(request, reply, key)
+    const rotated = repos.apiKeys.rotate(key.id, actor(request, who))
+    if (!rotated) return seeOther(reply, '/account')
+    auth.revoked(`key:${key.id}`)
+    request.log.info({ key: key.id }, 'API key rotated on the account page')
+    return done(reply, who, {
+      newKey: { name: key.name, key: rotated.key },
+      notice: `Key “${key.name}” rotated: the previous key ${key.displayPrefix}… is revoked; clients using it are refused from their next request.`,
     })
-    auth.revoked(`key:${old.id}`)
-    request.log.info({ key: old.id }, 'API key rotated on the account page')
-    return render(request, reply, user, { newKey: { name: old.name, key: created.key }, notice: `The previous key ${old.displayPrefix}… is revoked.` })
+  })
+
+  fastify.get('/account/keys/:id/revoke', async (request, reply) => {
+    const who = current(request)
+    if (!who) return seeOther(reply, '/account/signin')
+    return revokeQuestion(request, reply, activeOwnKey(who.user.id, keyId(request)))
   })
 
   fastify.post('/account/keys/:id/revoke', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
-    const user = signedIn(request)
-    const key = activeOwnKey(user.id, (request.params as { id: string }).id)
-    repos.apiKeys.revoke(key.id)
-    auth.revoked(`key:${key.id}`)
-    request.log.info({ key: key.id }, 'API key revoked on the account page')
-    return seeOther(reply, '/account')
+    const who = signedIn(request)
+    const key = ownKey(who.user.id, keyId(request))
+    if (key.revokedAt !== null) return seeOther(reply, '/account')
+    if (!confirmed(request)) return revokeQuestion(request, reply, key)
+    if (repos.apiKeys.revoke(key.id, actor(request, who))) {
+      auth.revoked(`key:${key.id}`)
+      request.log.info({ key: key.id }, 'API key revoked on the account page')
+    }
+    return done(reply, who, { notice: `Key “${key.name}” (${key.displayPrefix}…) revoked; clients using it are refused from their next request.` })
+  })
+
+  /** The user's live authorizations of a client (one per organization), or a 404 page. */
+  function authorizedClient(userId: string, clientId: string) {
+    const rows = repos.oauthGrants.authorizedClients(userId, Date.now()).filter((c) => c.clientId === clientId)
+    const first = rows[0]
+    if (!first) throw fail('NOT_FOUND', { message: 'No such authorized application in your account' })
+    return { clientId, clientName: first.clientName, organizations: rows.map((r) => r.organizationName) }
+  }
+
+  function clientQuestion(request: FastifyRequest, reply: FastifyReply, client: ReturnType<typeof authorizedClient>) {
+    return confirm(request, reply, {
+      question: `Revoke access of “${client.clientName}”?`,
+      consequence: `It can no longer act for you in ${client.organizations.join(', ')}: its tokens are refused from its next request, and it must be authorized again to connect.`,
+      action: `/account/clients/${encodeURIComponent(client.clientId)}/revoke`,
+      confirmLabel: 'Revoke access',
+    })
+  }
+
+  const clientIdOf = (request: FastifyRequest) => (request.params as { clientId: string }).clientId
+
+  fastify.get('/account/clients/:clientId/revoke', async (request, reply) => {
+    const who = current(request)
+    if (!who) return seeOther(reply, '/account/signin')
+    return clientQuestion(request, reply, authorizedClient(who.user.id, clientIdOf(request)))
   })
 
   fastify.post('/account/clients/:clientId/revoke', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
-    const user = signedIn(request)
-    const { clientId } = request.params as { clientId: string }
-    const { jtis } = repos.oauthGrants.revokeClientForUser(user.id, clientId, Date.now())
+    const who = signedIn(request)
+    const clientId = clientIdOf(request)
+    if (!confirmed(request)) return clientQuestion(request, reply, authorizedClient(who.user.id, clientId))
+    const name = repos.oauthClients.byId(clientId)?.name ?? clientId
+    const { grants, jtis } = repos.oauthGrants.revokeClientForUser(who.user.id, clientId, Date.now(), actor(request, who))
     for (const jti of jtis) auth.revoked(`jwt:${jti}`)
+    // Nothing left to revoke: a second post of the form; the first one's notice still waits for the GET.
+    if (grants === 0) return seeOther(reply, '/account')
     request.log.info({ client: clientId }, 'client access revoked on the account page')
-    return seeOther(reply, '/account')
+    return done(reply, who, { notice: `Access of “${name}” revoked; it is refused from its next request and must be authorized again to connect.` })
   })
 }

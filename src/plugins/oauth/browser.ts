@@ -76,8 +76,14 @@ export class BrowserState {
 
   /** The signed-in user, or undefined. */
   user(request: FastifyRequest): { id: string; email: string; name: string } | undefined {
+    const id = this.signInId(request)
+    return id ? this.#repos.browserSessions.user(id, Date.now()) : undefined
+  }
+
+  /** The id of this browser's sign-in (the SHA-256 of its cookie, the browser_sessions row), whether live or not. */
+  signInId(request: FastifyRequest): string | undefined {
     const cookie = this.#get(request, 'mcp_signin')
-    return cookie ? this.#repos.browserSessions.user(sha256Hex(cookie), Date.now()) : undefined
+    return cookie ? sha256Hex(cookie) : undefined
   }
 
   /**

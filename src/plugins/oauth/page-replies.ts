@@ -24,20 +24,34 @@ export function refusalHeaders(reply: FastifyReply, err: ServiceError): void {
   if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter))
 }
 
-const TITLES: Partial<Record<ErrorCode, string>> = {
-  CSRF_FAILED: 'Form expired',
-  RATE_LIMITED: 'Please wait',
-  METHOD_NOT_ALLOWED: 'Not available',
+/**
+ * What a person reads when a page route refuses: a title, and what to do next when the message does not say it. The
+ * catalog's `action` is not shown: it speaks to API clients ("Fix the parameter named in error_description").
+ */
+const PAGE_WORDING: Partial<Record<ErrorCode, { title: string; next?: string }>> = {
+  CSRF_FAILED: { title: 'Form expired', next: 'Reload the page and submit the form again.' },
+  RATE_LIMITED: { title: 'Please wait' },
+  METHOD_NOT_ALLOWED: { title: 'Not available' },
+  SIGN_IN_REQUIRED: { title: 'Sign in again', next: 'Your sign-in has ended. Sign in again, then repeat what you were doing.' },
+  NOT_FOUND: { title: 'Not found' },
 }
+const FALLBACK_WORDING = { title: 'Something went wrong', next: 'Go back and try again.' }
 
-/** Anything that goes wrong on a page route is answered with the error page, never JSON. */
-export function answerErrorsWithPages(fastify: FastifyInstance): void {
+/**
+ * Anything that goes wrong on a page route is answered with the error page, never JSON. `link` is the way on that the
+ * pages of this context offer (the account page offers itself; the OAuth pages cannot know the application's address).
+ */
+export function answerErrorsWithPages(fastify: FastifyInstance, options: { link?: { href: string; label: string } } = {}): void {
   fastify.setErrorHandler((err, request, reply) => {
     const e = toServiceError(fromFastifyError(err as Error))
     logFailure(request, err, e)
     refusalHeaders(reply, e)
-    // A page's refusal of too many attempts says in its message what to wait for; the catalog's action speaks to API clients.
-    const detail = e.code === 'RATE_LIMITED' ? {} : { detail: e.action }
-    return sendPage(reply, e.status, errorPage({ title: TITLES[e.code] ?? 'Something went wrong', message: e.message, ...detail }))
+    const wording = PAGE_WORDING[e.code] ?? FALLBACK_WORDING
+    return sendPage(reply, e.status, errorPage({
+      title: wording.title,
+      message: e.message,
+      ...(wording.next !== undefined ? { next: wording.next } : {}),
+      ...(options.link !== undefined ? { link: options.link } : {}),
+    }))
   })
 }

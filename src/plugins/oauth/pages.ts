@@ -9,6 +9,7 @@ import { toOAuthBody } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { checkChallenge } from '../../oauth/pkce.js'
+import { preferredMembership } from '../../oauth/preferred-organization.js'
 import { redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
 import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
@@ -18,6 +19,27 @@ import { inWords, type BrowserState } from './browser.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 
 const MAX_STATE = 1024
+/**
+ * The contract requires `state`; some clients (the official SDK's simple provider among them) send none. The refusal
+ * says what to send and why, in ASCII (it travels in error_description). Like every error after the client and
+ * redirect checks, it goes back to the client's redirect URI (decisions.md §5), where its developer will look.
+ */
+const STATE_REQUIRED =
+  'state is required: send a random, unguessable value of at least 22 characters (128 bits, e.g. 16 random bytes base64url-encoded) and check that the redirect brings it back unchanged (RFC 6749 section 10.12)'
+
+/** A parked authorization request, opened by the browser that started it. */
+interface Pending {
+  id: string
+  row: AuthorizationRequest
+  client: OAuthClient
+  browserId: string
+}
+
+/** Why a sign-in link (an interaction URL) can no longer be used; the application is named only to its own browser. */
+interface Unusable {
+  unusable: 'expired' | 'used' | 'elsewhere'
+  clientName?: string
+}
 
 /** What a checked /oauth/authorize request asks for, ready to be parked. */
 interface AuthorizeParams {
@@ -92,7 +114,13 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       ({ client, redirectUri } = checkClient(query))
     } catch (err) {
       if (!isServiceError(err)) throw err
-      return sendPage(reply, 400, errorPage({ title: 'This sign-in link is not valid', message: err.message, detail: 'Return to the application and start again. If this keeps happening, the application is misconfigured.' }))
+      // The reader is the person at the browser; the reason itself is for the application's developer.
+      return sendPage(reply, 400, errorPage({
+        title: 'This sign-in link is not valid',
+        message: 'This sign-in link is not valid. Go back to the application and connect again.',
+        next: 'If this happens again, the application is misconfigured: tell its developer what is written below.',
+        detail: err.message,
+      }))
     }
     const stateValue = query.state
     const state = typeof stateValue === 'string' && stateValue !== '' && stateValue.length <= MAX_STATE ? stateValue : undefined
@@ -148,7 +176,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const responseType = single(query, 'response_type')
     if (responseType === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'response_type is required' })
     if (responseType !== 'code') throw fail('OAUTH_UNSUPPORTED_RESPONSE_TYPE')
-    if (typeof stateValue !== 'string' || stateValue === '') throw fail('OAUTH_INVALID_REQUEST', { message: 'state is required' })
+    if (typeof stateValue !== 'string' || stateValue === '') throw fail('OAUTH_INVALID_REQUEST', { message: STATE_REQUIRED })
     if (stateValue.length > MAX_STATE) throw fail('OAUTH_INVALID_REQUEST', { message: `state must be at most ${MAX_STATE} characters` })
     const scopeParam = single(query, 'scope')
     if (scopeParam === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'scope is required (mcp:read, mcp:write)' })
@@ -187,21 +215,46 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     })
   }
 
-  /** The pending request named in the URL, usable only by the browser that started it. */
-  function pending(request: FastifyRequest): { id: string; row: AuthorizationRequest; client: OAuthClient; browserId: string } {
+  /**
+   * The pending request named in the URL, usable only by the browser that started it; else why not. A request past
+   * SERVICE_AUTH_REQUEST_TTL_MS is soon purged, so an unknown id is most likely an expired one, and is called that.
+   */
+  function pending(request: FastifyRequest): Pending | Unusable {
     const { id } = request.params as { id: string }
     const row = /^[A-Za-z0-9_-]{43}$/.test(id) ? repos.authorizations.request(sha256Hex(id)) : undefined
+    if (!row) return { unusable: 'expired' }
     const browserId = browser.existingBrowserId(request)
-    if (!row || row.consumedAt !== null || row.expiresAt <= Date.now() || !browserId || sha256Hex(browserId) !== row.browserBinding) {
-      throw fail('OAUTH_INVALID_REQUEST', { message: 'This authorization request has expired, was already answered, or was started in another browser. Return to the application and start again.' })
-    }
+    // Another browser learns nothing of the request, not even the application's name.
+    if (!browserId || sha256Hex(browserId) !== row.browserBinding) return { unusable: 'elsewhere' }
     const client = repos.oauthClients.byId(row.clientId)
-    if (!client) throw fail('OAUTH_INVALID_CLIENT')
+    if (!client) return { unusable: 'expired' }
+    if (row.consumedAt !== null) return { unusable: 'used', clientName: client.name }
+    if (row.expiresAt <= Date.now()) return { unusable: 'expired', clientName: client.name }
     return { id, row, client, browserId }
   }
 
-  function showConsent(reply: FastifyReply, p: ReturnType<typeof pending>, user: { id: string; email: string }, status = 200): FastifyReply {
+  /** The page of a sign-in link that can no longer be used: what happened and what to do, in the reader's terms. */
+  function unusablePage(request: FastifyRequest, reply: FastifyReply, u: Unusable): FastifyReply {
+    request.log.info({ reason: u.unusable }, 'authorization link no longer usable')
+    const app = u.clientName ?? 'the application'
+    const pages: Record<Unusable['unusable'], { title: string; message: string }> = {
+      expired: { title: 'This sign-in link has expired', message: `This sign-in link has expired. Go back to ${app} and connect again.` },
+      used: { title: 'This sign-in link was already used', message: `This sign-in link was already used. If ${app} is not connected, go back to it and connect again.` },
+      elsewhere: {
+        title: 'This sign-in link belongs to another browser',
+        message: 'This sign-in link was started in another browser. Go back to the application and connect again, then finish in the browser that opens.',
+      },
+    }
+    return sendPage(reply, 400, errorPage(pages[u.unusable]))
+  }
+
+  function showConsent(reply: FastifyReply, p: Pending, user: { id: string; email: string }, status = 200): FastifyReply {
     const memberships = repos.memberships.forUser(user.id)
+    const organizations = memberships.map((m) => consentOrganization(m, p.row.scope))
+    const preselected = preferredMembership(
+      memberships.map((m, i) => ({ id: m.id, createdAt: m.createdAt, grantable: organizations[i]!.grantable })),
+      repos.oauthGrants.lastChosenMembership(user.id, p.client.id),
+    )
     return sendPage(reply, status, consentPage({
       action: `/oauth/interaction/${p.id}/consent`,
       csrf: browser.csrfToken(p.browserId, p.id),
@@ -209,23 +262,26 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       clientId: p.client.id,
       redirectHost: redirectHost(p.row.redirectUri),
       scopes: p.row.scope.split(' ').map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name as keyof typeof SCOPE_DESCRIPTIONS] ?? name })),
-      organizations: memberships.map((m) => consentOrganization(m, p.row.scope)),
+      organizations,
+      ...(preselected !== undefined ? { preselected } : {}),
       userEmail: user.email,
     }))
   }
 
-  function showSignIn(reply: FastifyReply, p: ReturnType<typeof pending>, extra: { email?: string; error?: string } = {}, status = 200): FastifyReply {
+  function showSignIn(reply: FastifyReply, p: Pending, extra: { email?: string; error?: string } = {}, status = 200): FastifyReply {
     return sendPage(reply, status, signInPage({ action: `/oauth/interaction/${p.id}/signin`, csrf: browser.csrfToken(p.browserId, p.id), clientName: p.client.name, ...extra }))
   }
 
   fastify.get('/oauth/interaction/:id', async (request, reply) => {
     const p = pending(request)
+    if ('unusable' in p) return unusablePage(request, reply, p)
     const user = browser.user(request)
     return user ? showConsent(reply, p, user) : showSignIn(reply, p)
   })
 
   fastify.post('/oauth/interaction/:id/signin', async (request, reply) => {
     const p = pending(request)
+    if ('unusable' in p) return unusablePage(request, reply, p)
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, p.id, body.csrf)
     const result = await browser.signInAttempt(request, body.email, body.password, { form: 'oauth', client: p.client.id })
@@ -239,7 +295,9 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   })
 
   fastify.post('/oauth/interaction/:id/consent', async (request, reply) => {
+    // A consent form left open past its request's lifetime lands here too, and gets the same page.
     const p = pending(request)
+    if ('unusable' in p) return unusablePage(request, reply, p)
     const fields = formFields(request.body, ['csrf', 'decision', 'membership'])
     browser.checkForm(request, p.id, fields.csrf)
     const user = browser.user(request)
@@ -257,7 +315,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       }
     }
     // Single use: a second submission (double click, back button) cannot mint a second code.
-    if (!repos.authorizations.consumeRequest(p.row.id, Date.now())) throw fail('OAUTH_INVALID_REQUEST', { message: 'This authorization request was already answered' })
+    if (!repos.authorizations.consumeRequest(p.row.id, Date.now())) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
     if (decision === 'deny' || !membership) {
       request.log.info({ client: p.client.id }, 'authorization denied')
       return redirectError(reply, p.row.redirectUri, p.row.state, fail('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
