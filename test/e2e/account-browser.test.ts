@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import type { BrowserContext, Page, Response } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { launchBrowser, screenshot } from '../helpers/browser.js'
+import { launchBrowser, openPage, screenshot } from '../helpers/browser.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { oauthTokens, tokenRequest } from '../helpers/oauth.js'
 import { ownerMembership } from '../helpers/seed.js'
@@ -25,16 +25,7 @@ function browser() {
 }
 
 async function newContext(t: Test): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
-  const context = await (await browser()).newContext()
-  context.setDefaultTimeout(5000)
-  t.teardown(() => context.close())
-  const page = await context.newPage()
-  const problems: string[] = []
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused to/i.test(m.text())) problems.push(m.text())
-  })
-  page.on('pageerror', (e) => problems.push(String(e)))
-  return { context, page, problems }
+  return openPage(t, await browser())
 }
 
 /** goto /account → redirected to the sign-in page → sign in → /account. */

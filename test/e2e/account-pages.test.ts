@@ -1,7 +1,7 @@
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { launchBrowser, screenshot } from '../helpers/browser.js'
+import { launchBrowser, openPage, screenshot } from '../helpers/browser.js'
 import { callTool, initializeMessage, openSession, post } from '../helpers/mcp.js'
 import { FormBrowser, formAction, formValue, oauthTokens } from '../helpers/oauth.js'
 import { defaultOrganization, ownerMembership } from '../helpers/seed.js'
@@ -29,16 +29,7 @@ function browser(): Promise<Browser> {
 }
 
 async function newPage(t: Test, viewport = DESKTOP): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
-  const context = await (await browser()).newContext({ viewport })
-  context.setDefaultTimeout(5000)
-  t.teardown(() => context.close())
-  const page = await context.newPage()
-  const problems: string[] = []
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused to/i.test(m.text())) problems.push(m.text())
-  })
-  page.on('pageerror', (e) => problems.push(String(e)))
-  return { context, page, problems }
+  return openPage(t, await browser(), viewport)
 }
 
 async function signIn(page: Page, server: TestServer): Promise<void> {

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { builtinTools, defineTool } from '../../src/index.js'
+import { builtinTools } from '../../src/index.js'
 import { elicitingSession, elicitationOn, answerRequest, decision, openLiveCall } from '../helpers/confirm.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { modernCall, modernLive } from '../helpers/modern.js'
@@ -8,26 +8,16 @@ import { ENV_KEY, seedApp } from '../helpers/modern-runs.js'
 import { createKey, ownerMembership } from '../helpers/seed.js'
 import { OWNER_EMAIL, startServer, type TestServer } from '../helpers/server.js'
 import { until } from '../helpers/stream.js'
+import { DISTINCTIVE, echoNoteTool } from '../helpers/echo-note.js'
 
 /**
  * SERVICE_METRICS: GET /metrics after real calls over real sockets (a legacy session, stateless requests, tool calls,
  * a refused call, a rate-limit refusal), the gauges asked of their owners, the token, and nothing at all when off.
  */
 
-/** A value a client sends that must never show up in the metrics. */
-const DISTINCTIVE = 'zebra-quartz-7731'
 /** A well-formed app id that names no app. */
 const DISTINCTIVE_ID = 'app_zebraquartz773100000000000'
-const ECHO = defineTool({
-  name: 'echo_note',
-  title: 'Echo',
-  description: 'Answers with the length of a note',
-  inputSchema: { type: 'object', properties: { note: { type: 'string' } }, required: ['note'], additionalProperties: false },
-  scope: 'mcp:read',
-  role: 'viewer',
-  rateLimitPerMinute: 2,
-  handler: (args: { note: string }) => ({ length: args.note.length }),
-})
+const ECHO = echoNoteTool({ rateLimitPerMinute: 2 })
 /** A pipeline that runs until it is stopped. */
 const ENDLESS = { argv: [process.execPath, '-e', "console.log('started'); setInterval(() => {}, 1000)"] }
 

@@ -2,7 +2,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Page } from 'playwright-core'
 import t, { type Test } from 'tap'
-import { launchBrowser, screenshot } from '../helpers/browser.js'
+import { launchBrowser, screenshot, watchConsole } from '../helpers/browser.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { authorizeUrl, pkce, registerClient, revokeRequest, tokenRequest, type Pkce, type RegisteredClient } from '../helpers/oauth.js'
 import { OWNER_EMAIL, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
@@ -37,15 +37,6 @@ async function startCallbackServer(t: Test): Promise<Callback> {
   return { port, base: `http://127.0.0.1:${port}/callback`, hits }
 }
 
-/** Console errors and page errors of a page: CSP violations would show up here. */
-function watchConsole(page: Page): string[] {
-  const problems: string[] = []
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused to/i.test(m.text())) problems.push(m.text())
-  })
-  page.on('pageerror', (e) => problems.push(String(e)))
-  return problems
-}
 
 function revoked(t: Test, reply: RpcReply, label: string): void {
   t.equal(reply.status, 401, `${label}: 401`)

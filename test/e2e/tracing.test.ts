@@ -1,12 +1,13 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import t, { type Test } from 'tap'
-import { builtinTools, defineTool } from '../../src/index.js'
+import { builtinTools } from '../../src/index.js'
 import { callTool, initializeMessage, post } from '../helpers/mcp.js'
 import { modernCall, modernPost } from '../helpers/modern.js'
 import { createKey, ownerMembership } from '../helpers/seed.js'
 import { OWNER_EMAIL, startServer } from '../helpers/server.js'
 import { until } from '../helpers/stream.js'
+import { DISTINCTIVE, echoNoteTool } from '../helpers/echo-note.js'
 
 /**
  * OpenTelemetry spans of /mcp, exported to memory, after real calls over real sockets: the HTTP span continues the
@@ -14,16 +15,7 @@ import { until } from '../helpers/stream.js'
  * HTTP span; else the HTTP span), MCP attribute names, errors, and no argument value anywhere.
  */
 
-const DISTINCTIVE = 'zebra-quartz-7731'
-const ECHO = defineTool({
-  name: 'echo_note',
-  title: 'Echo',
-  description: 'Answers with the length of a note',
-  inputSchema: { type: 'object', properties: { note: { type: 'string' } }, required: ['note'], additionalProperties: false },
-  scope: 'mcp:read',
-  role: 'viewer',
-  handler: (args: { note: string }) => ({ length: args.note.length }),
-})
+const ECHO = echoNoteTool()
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const PARENT = '00f067aa0ba902b7'

@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 
 /** Repository root, so artifacts land in the same place whatever the working directory. */
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -38,4 +38,27 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   const path = join(SCREENSHOT_DIR, `${name}.png`)
   await page.screenshot({ path, fullPage: true })
   return path
+}
+
+/** Console errors and page errors of a page: a CSP violation or a failing script shows up here. */
+export function watchConsole(page: Page): string[] {
+  const problems: string[] = []
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) problems.push(m.text())
+  })
+  page.on('pageerror', (e) => problems.push(String(e)))
+  return problems
+}
+
+/** A fresh context (5 s default timeout, closed at the test's end) and its page, watched by watchConsole. */
+export async function openPage(
+  t: { teardown(fn: () => unknown): void },
+  browser: Browser,
+  viewport?: { width: number; height: number },
+): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  const context = await browser.newContext(viewport ? { viewport } : {})
+  context.setDefaultTimeout(5000)
+  t.teardown(() => context.close())
+  const page = await context.newPage()
+  return { context, page, problems: watchConsole(page) }
 }

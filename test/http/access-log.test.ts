@@ -1,12 +1,12 @@
 import t, { type Test } from 'tap'
-import { buildApp } from '../../src/app.js'
-import { loadConfig, type Config } from '../../src/config.js'
+import type { Config } from '../../src/config.js'
+import { LOGGED_APP_KEY, loggedApp } from '../helpers/logged-app.js'
 
 /**
  * SERVICE_ACCESS_LOG: one info line per finished response, read here from the pino stream the `logger` option takes.
  */
 
-const KEY = 'service_mcp_' + 'T'.repeat(43)
+const KEY = LOGGED_APP_KEY
 const ACCEPT = 'application/json, text/event-stream'
 const MODERN_META = {
   'io.modelcontextprotocol/protocolVersion': '2026-07-28',
@@ -15,13 +15,7 @@ const MODERN_META = {
 }
 
 async function app(t: Test, overrides: Partial<Config> = {}) {
-  const log: string[] = []
-  const config = loadConfig({
-    env: {},
-    overrides: { database: ':memory:', logLevel: 'info', bootstrapApiKey: KEY, bootstrapPassword: 'correct horse battery', ...overrides },
-  })
-  const a = await buildApp({ config, logger: { stream: { write: (line: string) => log.push(line) } } })
-  t.teardown(() => a.close())
+  const { app: a, log } = await loggedApp(t, overrides)
   const lines = () => log.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request completed')
   return { app: a, log, lines }
 }

@@ -1,25 +1,16 @@
 import t, { type Test } from 'tap'
-import { buildApp } from '../../src/app.js'
-import { loadConfig, type Config } from '../../src/config.js'
+import type { Config } from '../../src/config.js'
+import { LOGGED_APP_KEY, loggedApp } from '../helpers/logged-app.js'
 
 /**
  * X-Request-Id: a well-formed one from the client (or its proxy) is kept, answered and logged; anything else is
  * replaced by a fresh UUID and appears nowhere, neither in the response nor in the log.
  */
 
-const KEY = 'service_mcp_' + 'T'.repeat(43)
+const KEY = LOGGED_APP_KEY
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
-async function app(t: Test, overrides: Partial<Config> = {}) {
-  const log: string[] = []
-  const config = loadConfig({
-    env: {},
-    overrides: { database: ':memory:', logLevel: 'info', bootstrapApiKey: KEY, bootstrapPassword: 'correct horse battery', ...overrides },
-  })
-  const a = await buildApp({ config, logger: { stream: { write: (line: string) => log.push(line) } } })
-  t.teardown(() => a.close())
-  return { app: a, log }
-}
+const app = loggedApp
 
 t.test('a well-formed X-Request-Id is kept: in the response header and in every log line of the request', async (t) => {
   const { app: a, log } = await app(t, { accessLog: true })
