@@ -11,7 +11,23 @@ export interface FailOptions {
   headers?: Record<string, string>
   /** Seconds until a retry may succeed (rate limits). */
   retryAfter?: number
+  /** Which limiter refused (RATE_LIMITED), for the metrics; never sent. */
+  limiter?: LimiterName
 }
+
+/** Every limiter that answers RATE_LIMITED: the `limiter` label of mcp_rate_limit_refusals_total. */
+export type LimiterName =
+  | 'mcp_member_oauth'
+  | 'mcp_member_api_key'
+  | 'mcp_organization'
+  | 'tool'
+  | 'listen_streams'
+  | 'oauth_register'
+  | 'oauth_authorize'
+  | 'pending_authorizations'
+  | 'sign_in_account'
+  | 'sign_in_address'
+
 
 /** The only error type the server throws on purpose. Everything else is masked as INTERNAL_ERROR. */
 export class ServiceError extends Error {
@@ -21,6 +37,7 @@ export class ServiceError extends Error {
   readonly action: string
   readonly headers: Record<string, string> | undefined
   readonly retryAfter: number | undefined
+  readonly limiter: LimiterName | undefined
 
   constructor(code: ErrorCode, options: FailOptions = {}) {
     const spec = catalog[code]
@@ -32,6 +49,7 @@ export class ServiceError extends Error {
     this.action = spec.action
     this.headers = options.headers
     this.retryAfter = options.retryAfter
+    this.limiter = options.limiter
   }
 }
 

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type * as PromClient from 'prom-client'
 import type { MessageDone, RpcObserver } from '../rpc/observer.js'
+import type { LimiterName } from '../errors/service-error.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 import { endedOf, KnownNames } from './outcome.js'
 
@@ -20,26 +21,6 @@ import { endedOf, KnownNames } from './outcome.js'
  * with 1 ms and 5 ms in front: most answers of this server take less than 10 ms.
  */
 const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300]
-
-/** Who refused, from the `details.scope` every RATE_LIMITED error carries (rate-limits.ts, subscriptions, OAuth pages). */
-const LIMITERS: Readonly<Record<string, string>> = {
-  'this member (OAuth)': 'mcp_member_oauth',
-  'this member (API key)': 'mcp_member_api_key',
-  'this organization': 'mcp_organization',
-  'open subscriptions/listen streams of this member': 'listen_streams',
-  'registrations per IP': 'oauth_register',
-  'authorization requests per address': 'oauth_authorize',
-  'pending authorizations per address': 'pending_authorizations',
-  'failed sign-ins per account': 'sign_in_account',
-  'failed sign-ins per address': 'sign_in_address',
-}
-
-export function limiterOf(details: unknown): string {
-  const scope = (details as { scope?: unknown } | null)?.scope
-  if (typeof scope !== 'string') return 'other'
-  if (scope.startsWith('tool ')) return 'tool'
-  return LIMITERS[scope] ?? 'other'
-}
 
 /** Server-to-client requests a session may await (elicitation/create is how confirmations ask). */
 const CLIENT_REQUEST_METHODS = ['elicitation/create', 'sampling/createMessage', 'roots/list']
@@ -189,7 +170,8 @@ export class McpMetrics implements RpcObserver {
     )
   }
 
-  onRateLimited(details: unknown): void {
-    this.#rateLimited.inc({ limiter: limiterOf(details) })
+  /** A RATE_LIMITED refusal, labelled by the limiter that raised it (`other` for one that did not say). */
+  onRateLimited(limiter: LimiterName | undefined): void {
+    this.#rateLimited.inc({ limiter: limiter ?? 'other' })
   }
 }

@@ -1,17 +1,14 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { fail, isServiceError } from '../errors/service-error.js'
+import { constantTimeEqual } from '../lib/crypto.js'
 import { McpMetrics } from '../observability/metrics.js'
 import { PLUGIN } from './names.js'
 
-const digest = (value: string) => createHash('sha256').update(value).digest()
-
-/** `Authorization: Bearer <token>` compared in constant time (over digests, so the token's length does not leak). */
-function bearerMatches(request: FastifyRequest, expected: Buffer): boolean {
+/** `Authorization: Bearer <token>`, compared in constant time. */
+function bearerMatches(request: FastifyRequest, expected: string): boolean {
   const header = request.headers.authorization
-  if (typeof header !== 'string' || !/^Bearer /i.test(header)) return false
-  return timingSafeEqual(digest(header.slice(7).trim()), expected)
+  return typeof header === 'string' && /^Bearer /i.test(header) && constantTimeEqual(header.slice(7).trim(), expected)
 }
 
 /**
@@ -27,7 +24,7 @@ const metricsPlugin: FastifyPluginAsync = async (fastify) => {
   if (!config.metrics) return
   const prom = await import('prom-client')
   const metrics = new McpMetrics(prom, fastify)
-  const token = config.metricsToken === '' ? null : digest(config.metricsToken)
+  const token = config.metricsToken === '' ? null : config.metricsToken
 
   fastify.rpc.addObserver(metrics)
   // Callback hooks: cheaper than async ones, and these run on every response.
@@ -39,7 +36,7 @@ const metricsPlugin: FastifyPluginAsync = async (fastify) => {
     }
   })
   fastify.addHook('onError', async (_request, _reply, error) => {
-    if (isServiceError(error) && error.code === 'RATE_LIMITED') metrics.onRateLimited(error.details)
+    if (isServiceError(error) && error.code === 'RATE_LIMITED') metrics.onRateLimited(error.limiter)
   })
 
   fastify.get('/metrics', async (request, reply) => {

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Principal } from '../auth/principal.js'
-import { fail } from '../errors/service-error.js'
+import { fail, type LimiterName } from '../errors/service-error.js'
 import { RateLimiter, type RateDecision } from '../lib/rate-limiter.js'
 import { PLUGIN } from './names.js'
 
@@ -21,8 +21,9 @@ declare module 'fastify' {
   }
 }
 
-function refuse(decision: RateDecision, what: string): never {
+function refuse(decision: RateDecision, what: string, limiter: LimiterName): never {
   throw fail('RATE_LIMITED', {
+    limiter,
     message: `Too many requests: ${what} allows ${decision.limit} per window`,
     retryAfter: decision.retryAfter,
     details: { limit: decision.limit, retry_after: decision.retryAfter, scope: what },
@@ -40,13 +41,16 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     mcpRequest(principal, cost = 1) {
       const perMember = principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember
       const member = limiter.hit(`m:${principal.kind}:${principal.membershipId}`, perMember, window, Date.now(), cost)
-      if (!member.allowed) refuse(member, principal.kind === 'oauth' ? 'this member (OAuth)' : 'this member (API key)')
+      if (!member.allowed) {
+        if (principal.kind === 'oauth') refuse(member, 'this member (OAuth)', 'mcp_member_oauth')
+        refuse(member, 'this member (API key)', 'mcp_member_api_key')
+      }
       const org = limiter.hit(`o:${principal.organizationId}`, config.rateLimitOrganization, window, Date.now(), cost)
-      if (!org.allowed) refuse(org, 'this organization')
+      if (!org.allowed) refuse(org, 'this organization', 'mcp_organization')
     },
     toolCall(principal, tool, perWindow) {
       const decision = limiter.hit(`t:${tool}:${principal.membershipId}`, perWindow * config.rateLimitToolFactor, window)
-      if (!decision.allowed) refuse(decision, `tool ${tool}`)
+      if (!decision.allowed) refuse(decision, `tool ${tool}`, 'tool')
     },
   }
   fastify.decorate('rateLimits', limits)

@@ -159,6 +159,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       for (const sub of open) if (sub.principal.membershipId === ctx.principal.membershipId) mine++
       if (mine >= config.listenMaxPerMember) {
         throw fail('RATE_LIMITED', {
+          limiter: 'listen_streams',
           message: `A member may keep ${config.listenMaxPerMember} subscriptions/listen streams open; close one first`,
           retryAfter: 60,
           details: { limit: config.listenMaxPerMember, scope: 'open subscriptions/listen streams of this member' },

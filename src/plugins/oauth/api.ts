@@ -66,6 +66,7 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     addHeadersOnExceeding: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false },
     addHeaders: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false, 'retry-after': true },
     errorResponseBuilder: (_request, context) => fail('RATE_LIMITED', {
+      limiter: 'oauth_register',
       message: `Too many registrations from this address: ${context.max} per window`,
       retryAfter: Math.max(1, Math.ceil(context.ttl / 1000)),
       details: { limit: context.max, retry_after: Math.max(1, Math.ceil(context.ttl / 1000)), scope: 'registrations per IP' },

@@ -161,6 +161,7 @@ export class BrowserState {
 function throttleRefusal(by: 'account' | 'address', retryAfter: number): ServiceError {
   const whose = by === 'account' ? 'for this account' : 'from your network'
   return fail('RATE_LIMITED', {
+    limiter: by === 'account' ? 'sign_in_account' : 'sign_in_address',
     message: `Too many failed sign-ins ${whose}; try again in ${inWords(retryAfter)}.`,
     retryAfter,
     details: { retry_after: retryAfter, scope: by === 'account' ? 'failed sign-ins per account' : 'failed sign-ins per address' },

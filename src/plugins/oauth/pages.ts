@@ -78,6 +78,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     errorResponseBuilder: (_request, context) => {
       const retryAfter = Math.max(1, Math.ceil(context.ttl / 1000))
       return fail('RATE_LIMITED', {
+        limiter: 'oauth_authorize',
         message: `Too many sign-in requests from your network; try again in ${inWords(retryAfter)}.`,
         retryAfter,
         details: { limit: context.max, retry_after: retryAfter, scope: 'authorization requests per address' },
@@ -209,6 +210,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const retryAfter = Math.max(1, Math.ceil(((pending.oldestExpiresAt ?? now + config.authRequestTtlMs) - now) / 1000))
     request.log.warn({ address: request.ip, pending: pending.count }, 'authorization refused: too many pending authorizations from this address')
     throw fail('RATE_LIMITED', {
+      limiter: 'pending_authorizations',
       message: `Too many sign-ins are in progress from your network. Finish or cancel one of them, or try again in ${inWords(retryAfter)}.`,
       retryAfter,
       details: { limit: config.pendingAuthorizationsPerAddress, retry_after: retryAfter, scope: 'pending authorizations per address' },
