@@ -1,8 +1,9 @@
-import { createHash, randomBytes, randomUUID, scrypt, timingSafeEqual } from 'node:crypto'
+import { hash, randomBytes, randomUUID, scrypt, timingSafeEqual } from 'node:crypto'
 
 /** SHA-256 as lowercase hex. Used for high-entropy secrets (API keys, codes, refresh tokens): no key derivation needed. */
 export function sha256Hex(value: string): string {
-  return createHash('sha256').update(value).digest('hex')
+  // The one-shot form (Node >= 20.12) skips the Hash object: a third of the cost for a bearer token hashed per request.
+  return hash('sha256', value, 'hex')
 }
 
 /** Constant-time comparison of two strings (hashes or encodings), safe for differing lengths. */
