@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import { randomBytes } from 'node:crypto'
+import { messageJson } from '../rpc/message-json.js'
+import type { JsonRpcMessage } from '../rpc/types.js'
 
 /**
  * Server-Sent Events writer over a raw Node response. The dispatcher writes frames itself: `event: message`, an
@@ -103,11 +105,11 @@ export class SseStream {
   }
 
   /** Writes one JSON-RPC message; returns its event id, or null when the stream is closed. */
-  send(message: unknown): string | null {
+  send(message: JsonRpcMessage): string | null {
     if (this.closed) return null
     const seq = ++this.seq
     const eventId = `${this.id}:${seq}`
-    const frame = formatEvent(this.eventIds ? eventId : null, JSON.stringify(message))
+    const frame = formatEvent(this.eventIds ? eventId : null, messageJson(message))
     if (this.replay > 0) {
       this.buffer.push({ seq, frame })
       if (this.buffer.length > this.replay) this.buffer.shift()

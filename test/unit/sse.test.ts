@@ -89,7 +89,7 @@ t.test('onClose fires when the client goes away', async (t) => {
       stream = new SseStream(res)
       stream.onClose(() => closed++)
       stream.open({})
-      stream.send({ hello: true })
+      stream.send({ jsonrpc: '2.0', method: 'notifications/message', params: { hello: true } })
       resolve()
     }).then(({ url }) => {
       const ac = new AbortController()
@@ -105,7 +105,7 @@ t.test('onClose fires when the client goes away', async (t) => {
   for (let i = 0; i < 100 && closed === 0; i++) await sleep(10)
   t.equal(closed, 1, 'close listener fired on disconnect')
   t.equal(stream?.closed, true)
-  t.equal(stream?.send({ after: 'disconnect' }), null)
+  t.equal(stream?.send({ jsonrpc: '2.0', method: 'notifications/message', params: { after: 'disconnect' } }), null)
   // Stream ids without an explicit id are generated and distinct per stream.
   t.match(stream?.id, /^[A-Za-z0-9_-]{8}$/)
 })

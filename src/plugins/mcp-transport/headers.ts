@@ -1,6 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import { fail } from '../../errors/service-error.js'
+import { messageJson } from '../../rpc/message-json.js'
+import type { JsonRpcMessage } from '../../rpc/types.js'
 
 export interface Acceptance {
   readonly json: boolean
@@ -86,4 +88,12 @@ export function sessionIdHeader(request: FastifyRequest): string | undefined {
   const value = request.headers['mcp-session-id']
   if (typeof value !== 'string' || !SESSION_ID.test(value)) return undefined
   return value
+}
+
+/** The media type of every JSON answer of /mcp (what Fastify itself gives serialized objects). */
+const JSON_ANSWER_TYPE = 'application/json; charset=utf-8'
+
+/** A JSON answer carrying JSON-RPC messages, serialized by the one serializer of messages (rpc/message-json.ts). */
+export function sendJsonRpc(reply: FastifyReply, message: JsonRpcMessage | readonly JsonRpcMessage[], status = 200): FastifyReply {
+  return reply.code(status).type(JSON_ANSWER_TYPE).send(messageJson(message))
 }

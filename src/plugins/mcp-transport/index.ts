@@ -7,7 +7,7 @@ import { errorResponse } from '../../rpc/dispatcher.js'
 import { fromFastifyError, logFailure, sendServiceError } from '../http.js'
 import { PLUGIN } from '../names.js'
 import { classify } from './classify.js'
-import { checkOrigin, isJsonContentType, parseAccept, preflightHeaders } from './headers.js'
+import { checkOrigin, isJsonContentType, parseAccept, preflightHeaders, sendJsonRpc } from './headers.js'
 import { legacyFrontEnd } from './legacy.js'
 import { modernFrontEnd } from './modern.js'
 
@@ -61,7 +61,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     const rendered = toServiceError(e)
     if (JSON_RPC_CODES.has(rendered.code)) {
       logFailure(request, err, rendered)
-      return reply.code(rendered.status).send(errorResponse(null, rendered))
+      return sendJsonRpc(reply, errorResponse(null, rendered), rendered.status)
     }
     if (rendered.status === 401) {
       const sent = request.headers.authorization !== undefined
@@ -97,7 +97,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
           return modern.post(request, reply, route, accept)
         case 'reject':
           request.log.debug({ errorCode: route.error.code }, 'request refused')
-          return reply.code(400).type('application/json').send(errorResponse(route.id, route.error))
+          return sendJsonRpc(reply, errorResponse(route.id, route.error), 400)
       }
     },
   })

@@ -7,7 +7,7 @@ import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
-import { parseAccept, sessionIdHeader, type Acceptance } from './headers.js'
+import { parseAccept, sendJsonRpc, sessionIdHeader, type Acceptance } from './headers.js'
 import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
 /**
@@ -90,7 +90,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     const prepared = rpc.prepare(message, 'legacy')
     if (!('def' in prepared)) {
       seen?.answered(prepared)
-      return reply.type('application/json').send(prepared)
+      return sendJsonRpc(reply, prepared)
     }
     let session: Session | undefined
     const response = await rpc.run(prepared, {
@@ -106,14 +106,14 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     if (!session || !response) {
       const answer = response ?? errorResponse(message.id, fail('INTERNAL_ERROR'))
       seen?.answered(answer)
-      return reply.type('application/json').send(answer)
+      return sendJsonRpc(reply, answer)
     }
     if (seen) {
       seen.protocolVersion = session.protocolVersion
       seen.answered(response)
     }
     request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
-    if (acceptsJson) return reply.header('mcp-session-id', session.id).type('application/json').send(response)
+    if (acceptsJson) return sendJsonRpc(reply.header('mcp-session-id', session.id), response)
     const sse = openStream(request, reply, session, 'call')
     sse.send(response)
     sse.end()
@@ -196,7 +196,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     const sent = answer.collected
     reply.header('mcp-session-id', session.id)
     if (sent.length === 0) return reply.code(202).send()
-    return reply.type('application/json').send(batch ? sent : sent[0])
+    return sendJsonRpc(reply, batch ? sent : sent[0]!)
   }
 
   /** answerMessages, each request of the POST observed: answered one by one, or all refused by what ends the exchange. */

@@ -19,7 +19,7 @@ import {
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
 import { SERVER_INFO_META_KEY, serverInfoFor } from '../../mcp/server-info.js'
 import { CLIENT_CAPABILITIES_META_KEY, metaOf, PROTOCOL_VERSION_META_KEY, type Route } from './classify.js'
-import type { Acceptance } from './headers.js'
+import { sendJsonRpc, type Acceptance } from './headers.js'
 import { headerValue, paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
 import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
@@ -181,7 +181,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     reply.request.log.debug({ errorCode: refusal.error.code }, 'request refused')
     const answer = rpcError(id, refusal.error)
     seen?.answered(answer)
-    return reply.code(refusal.status).type('application/json').send(answer)
+    return sendJsonRpc(reply, answer, refusal.status)
   }
 
   /**
@@ -284,7 +284,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
       answer = { jsonrpc: '2.0', id, result: encode(response.result ?? {}, def.cache) }
     }
     seen?.answered(answer)
-    if (sink.stream === null && accept.json) return reply.code(status).type('application/json').send(answer)
+    if (sink.stream === null && accept.json) return sendJsonRpc(reply, answer, status)
     const stream = sink.ensureOpen()
     stream.send(answer)
     stream.end()

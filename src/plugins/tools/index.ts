@@ -9,6 +9,7 @@ import { loadEnvKey } from '../../db/env-key.js'
 import { SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
 import { CallAbort } from '../../rpc/call-abort.js'
+import { rememberJson } from '../../rpc/message-json.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
 import { declaresExtension } from '../../rpc/exchange.js'
@@ -188,8 +189,13 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       throw broken('tool output does not match its outputSchema', validationDetails(tool.validateOutput.errors))
     }
     if (!(output instanceof ToolResult)) {
-      const result: Record<string, unknown> = { content: [{ type: 'text', text: JSON.stringify(output) }], isError: false }
-      if (atLeast(version, '2025-06-18') && tool.validateOutput) result.structuredContent = output
+      const text = JSON.stringify(output)
+      const result: Record<string, unknown> = { content: [{ type: 'text', text }], isError: false }
+      if (atLeast(version, '2025-06-18') && tool.validateOutput) {
+        result.structuredContent = output
+        // Sent as the text already made, not serialized again (rpc/message-json.ts).
+        if (typeof output === 'object' && output !== null) rememberJson(output, text)
+      }
       return result
     }
     const content = output.content.map((block, i) => {

@@ -1,0 +1,39 @@
+import t from 'tap'
+import { messageJson, rememberJson } from '../../src/rpc/message-json.js'
+import type { JsonRpcMessage } from '../../src/rpc/types.js'
+
+// Every answer and SSE frame is serialized by messageJson, which splices a tool's already serialized output in as its
+// structuredContent. It must give JSON.stringify's text byte for byte.
+
+const output = () => ({ items: [{ id: 'a', name: 'Ä "quoted" \\ \u2028', n: 1.5, ok: true, none: null }], total: 1, nested: { deep: [1, [2, { x: 'y' }]] } })
+
+function toolAnswer(structured: object, extra: Record<string, unknown> = {}): JsonRpcMessage {
+  return { jsonrpc: '2.0', id: 7, result: { content: [{ type: 'text', text: JSON.stringify(structured) }], isError: false, structuredContent: structured, ...extra } } as JsonRpcMessage
+}
+
+t.test('the same text as JSON.stringify, spliced or not', async (t) => {
+  const messages: JsonRpcMessage[] = [
+    { jsonrpc: '2.0', id: 1, result: {} },
+    { jsonrpc: '2.0', id: 'x', error: { code: -32601, message: 'Unknown method', data: { code: 'METHOD_NOT_FOUND' } } },
+    { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 0.5 } },
+    { jsonrpc: '2.0', id: 3, method: 'elicitation/create', params: { message: 'Sure?' } },
+    toolAnswer(output()),
+    toolAnswer(output(), { resultType: 'complete', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 's' } }, skipped: undefined, fn: () => 1 }),
+    { jsonrpc: '2.0', id: null, result: { structuredContent: null } } as unknown as JsonRpcMessage,
+  ]
+  for (const m of messages) {
+    const structured = (m as { result?: { structuredContent?: unknown } }).result?.structuredContent
+    if (typeof structured === 'object' && structured !== null) rememberJson(structured, JSON.stringify(structured))
+    t.equal(messageJson(m), JSON.stringify(m), JSON.stringify(m).slice(0, 60))
+  }
+  t.equal(messageJson(messages), JSON.stringify(messages), 'a batch')
+  t.equal(messageJson([]), '[]')
+})
+
+t.test('the known text is what is sent for the structured content', async (t) => {
+  const structured = output()
+  rememberJson(structured, '{"spliced":true}')
+  t.equal(JSON.parse(messageJson(toolAnswer(structured))).result.structuredContent.spliced, true, 'spliced, not serialized again')
+  rememberJson(structured, JSON.stringify(structured))
+  t.same(JSON.parse(messageJson(toolAnswer(structured))).result.structuredContent, structured, 'recorded again, the new text is used')
+})
