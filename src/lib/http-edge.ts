@@ -93,6 +93,12 @@ export function clientErrorHandler(this: { log: { debug(obj: unknown, msg: strin
     socket.destroy()
     return
   }
+  // The request was already answered before its body was read (refused by a check on its headers): a second answer
+  // would answer no request. Node's own handler makes the same check; the connection just closes.
+  if ((socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage?.headersSent === true) {
+    socket.destroy()
+    return
+  }
   const code = codeOf(err)
   const message = code === 'BAD_REQUEST' ? DESCRIPTIONS[err.code ?? ''] ?? 'The request is malformed' : undefined
   const failure = fail(code, message === undefined ? {} : { message, details: { reason: err.code ?? 'parse error' } })

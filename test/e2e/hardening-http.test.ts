@@ -207,8 +207,10 @@ t.test('one address cannot hold every connection', async (t) => {
 t.test('requests Node\'s parser refuses get the contract\'s body and both headers', async (t) => {
   const server = await startServer(t)
   const port = portOf(server)
+  // A credential and a JSON type, so that the request waits for its body (one refused on its headers is answered before: see below).
+  const auth = `Authorization: Bearer ${server.apiKey}\r\nContent-Type: application/json\r\n`
   const cases: Array<[string, string, number, string]> = [
-    ['a bad chunk size', 'POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['a bad chunk size', `POST /mcp HTTP/1.1\r\nHost: x\r\n${auth}Transfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n`, 400, 'BAD_REQUEST'],
     ['Transfer-Encoding and Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n', 400, 'BAD_REQUEST'],
     ['two Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello', 400, 'BAD_REQUEST'],
     ['a negative Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n', 400, 'BAD_REQUEST'],
@@ -228,6 +230,16 @@ t.test('requests Node\'s parser refuses get the contract\'s body and both header
   serviceBody(t, te, 401, 'INVALID_TOKEN', 'TE: gzip, chunked')
   const after = await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${server.apiKey}` })
   t.equal(after.status, 200, 'the server serves on')
+})
+
+// Regression: a request refused on its headers (no credential) is answered at once; its malformed body, parsed after
+// that answer, used to get a second answer on the same connection (a response to no request).
+t.test('a request answered before its malformed body is read gets exactly one answer', async (t) => {
+  const server = await startServer(t)
+  const r = await rawExchange(portOf(server), 'POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n', { ms: 2000 })
+  t.equal(r.text.match(/^HTTP\/1\.1 /gm)?.length, 1, 'one status line')
+  serviceBody(t, parseRaw(r.text), 401, 'INVALID_TOKEN', 'no credential')
+  t.ok(r.closedByServer, 'and the connection closes (the parser cannot go on after a malformed body)')
 })
 
 t.test('Authorization: the scheme is case-insensitive; two headers are refused', async (t) => {
