@@ -12,8 +12,11 @@ import { PLUGIN } from './names.js'
 export interface Auth {
   /** Adds a verifier for another credential form (the OAuth plugin adds JWT access tokens). */
   addVerifier(verifier: CredentialVerifier): void
-  /** The Principal for an Authorization header value; throws INVALID_TOKEN, TOKEN_EXPIRED or TOKEN_REVOKED. */
-  authenticate(authorization: string | undefined): Principal
+  /**
+   * The Principal for an Authorization header value; throws INVALID_TOKEN, TOKEN_EXPIRED or TOKEN_REVOKED. With the
+   * request's `connection` (its socket), a connection that sends the same value again is not hashed again.
+   */
+  authenticate(authorization: string | undefined, connection?: object): Principal
   /** Called whenever a credential is found revoked, so sessions bound to it end. */
   onRevoked(listener: (credential: string) => void): void
   revoked(credential: string): void
@@ -33,6 +36,14 @@ declare module 'fastify' {
 
 /** RFC 6750 §2.1: the scheme name is case-insensitive (RFC 9110 §11.1), one or more spaces, then the token68. */
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
+
+/**
+ * The Authorization value each connection last sent, with the hash the credential cache knows it by. A client sends
+ * the same value on every request of a keep-alive connection, so this saves hashing it each time. It lives only as
+ * long as the connection (the long-lived cache holds hashes only), and a different value is hashed and verified as
+ * always: what the memo answers is just the hash, never whether the credential is still valid.
+ */
+const lastOnConnection = new WeakMap<object, { authorization: string; key: string }>()
 
 /** One verifier interface for every credential form; API keys are built in. */
 const authPlugin: FastifyPluginAsync = async (fastify) => {
@@ -71,14 +82,14 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       }
       absent = `Bearer ${token}`
     },
-    authenticate(authorization) {
+    authenticate(authorization, connection) {
       // Only a request without the header at all: an empty or malformed one is refused as always.
       if (authorization === undefined && absent !== null) authorization = absent
       if (!authorization) throw fail('INVALID_TOKEN', { message: 'The Authorization header is missing' })
       const m = BEARER.exec(authorization)
       if (!m) throw fail('INVALID_TOKEN', { message: 'The Authorization header must be "Bearer <token>"' })
       const token = m[1] as string
-      const key = sha256Hex(token)
+      const key = tokenKey(authorization, token, connection)
       const cached = cache.get(key)
       if (cached) {
         usage.record(cached)
@@ -94,6 +105,16 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
   }
   auth.addVerifier(apiKeyVerifier(fastify.repos, (credential) => auth.revoked(credential)))
   fastify.decorate('auth', auth)
+}
+
+/** The hash of `token` (from the `authorization` value), remembered for the connection that sent it. */
+function tokenKey(authorization: string, token: string, connection: object | undefined): string {
+  if (connection === undefined) return sha256Hex(token)
+  const last = lastOnConnection.get(connection)
+  if (last !== undefined && last.authorization === authorization) return last.key
+  const key = sha256Hex(token)
+  lastOnConnection.set(connection, { authorization, key })
+  return key
 }
 
 export default fp(authPlugin, { name: PLUGIN.auth, fastify: '5.x', dependencies: [PLUGIN.db] })
