@@ -45,15 +45,17 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.removeAllContentTypeParsers()
   fastify.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: config.maxBodyBytes }, (_req, body, done) => done(null, body))
 
-  fastify.addHook('onRequest', async (request, reply) => {
+  // `done` rather than a promise, as in http.ts: no microtask hop on every request.
+  fastify.addHook('onRequest', (request, reply, done) => {
     checkOrigin(config, request, reply)
     // Preflights carry no credentials, and an unsupported method is answered 405 whoever asks.
-    if (!AUTHENTICATED_METHODS.has(request.method)) return
+    if (!AUTHENTICATED_METHODS.has(request.method)) return done()
     // Node keeps the first of repeated Authorization headers and drops the rest: a request with two is ambiguous
     // (which credential acts?), so it is refused rather than served with one of them.
     if (countHeader(request.raw.rawHeaders, 'authorization') > 1) throw fail('BAD_REQUEST', { message: 'Send exactly one Authorization header' })
-    request.principal = auth.authenticate(request.headers.authorization)
+    request.principal = auth.authenticate(request.headers.authorization, request.raw.socket)
     rateLimits.mcpRequest(request.principal)
+    done()
   })
 
   fastify.setErrorHandler((err, request, reply) => {
