@@ -30,6 +30,7 @@ import resourcesPlugin from './plugins/resources/index.js'
 import type { ResourceDefinition } from './plugins/resources/define.js'
 import { builtinResourceEvents, builtinResources } from './plugins/resources/builtin/index.js'
 import { builtinPrompts } from './plugins/prompts/builtin/index.js'
+import { lazyChildLoggerFactory } from './lib/lazy-logger.js'
 
 export interface BuildOptions {
   config: Config
@@ -95,6 +96,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     requestIdHeader: false,
     // Per-request info lines cost throughput; failures are logged by the error handlers instead.
     logController: new LogController({ disableRequestLogging: true }),
+    // Request loggers are made when a request first logs at an enabled level, not for every request.
+    childLoggerFactory: lazyChildLoggerFactory,
     trustProxy: trustProxyOption(config.trustProxy),
     bodyLimit: config.maxBodyBytes,
     onProtoPoisoning: 'error',
