@@ -181,14 +181,16 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       if (!('def' in a)) answer.add(position, a)
     })
     if (upfront) answer.open()
-    await Promise.all(answers.map(async (a, position) => {
-      if (!('def' in a)) return
+    const runAt = async (a: PreparedRequest, position: number) => {
       // A call the shutdown stops is answered at once, before the session's streams end (stopping.ts).
       const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(a.message.method, a.params.name))))
       const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
       seen?.get(a.message)!.answered(response)
       answer.add(position, response)
-    }))
+    }
+    // The usual POST holds one request: run it without the batch's bookkeeping.
+    if (answers.length === 1 && calls.length === 1) await runAt(calls[0]!, 0)
+    else await Promise.all(answers.map((a, position) => ('def' in a ? runAt(a, position) : undefined)))
     if (answer.stream) {
       answer.stream.end()
       return reply
@@ -284,6 +286,7 @@ class LegacyAnswer implements MessageSink {
 
   /** The JSON answer's responses, in request order. */
   get collected(): JsonRpcResponse[] {
+    if (this.#collected.length === 1) return [this.#collected[0]!.response]
     return [...this.#collected].sort((a, b) => a.position - b.position).map((c) => c.response)
   }
 
