@@ -2,10 +2,10 @@ import type { JsonRpcMessage } from './types.js'
 
 /**
  * The JSON text of the messages the server sends (JSON answers and SSE frames alike): exactly what `JSON.stringify`
- * makes, except that a result's `structuredContent` whose text is already known is spliced in rather than serialized
- * a second time. A tool's output is serialized once for its text content (the spec's backwards-compatible copy), and
- * the same object is its structured content: without this the answer serialized it twice, the larger half of the cost
- * of a tool result.
+ * makes, except that members of a result whose text is already known (a tool's `structuredContent` and `content`) are
+ * spliced in rather than serialized again. A tool's output is serialized once for its text content (the spec's
+ * backwards-compatible copy), and the same object is its structured content: without this the answer serialized it
+ * twice, the larger half of the cost of a tool result.
  */
 
 /** Objects whose JSON text is known, set when the text is made. Weak: nothing here outlives the answer. */
@@ -19,15 +19,54 @@ export function rememberJson(value: object, json: string): void {
   knownJson.set(value, json)
 }
 
+/**
+ * The last text a tool answered with and the JSON of its content blocks. Escaping a text for JSON costs about as much
+ * as making it; a tool that answers the same text again (a list polled while nothing changes) reuses the JSON of its
+ * previous answer, after comparing the two texts character for character. One per tool.
+ */
+export interface TextMemo {
+  text?: string
+  json?: string
+}
+
+/** Texts longer than this are not kept (the memo would hold two copies of each). */
+const MEMO_MAX_TEXT = 64 * 1024
+
+/** `[{ type: 'text', text }]`, with its JSON text known (reused through `memo` when the text is the previous one). */
+export function textContent(text: string, memo: TextMemo): Array<{ type: 'text'; text: string }> {
+  const blocks = [{ type: 'text' as const, text }]
+  let json: string
+  if (memo.text === text && memo.json !== undefined) json = memo.json
+  else {
+    json = `[{"type":"text","text":${JSON.stringify(text)}}]`
+    if (text.length <= MEMO_MAX_TEXT) {
+      memo.text = text
+      memo.json = json
+    }
+  }
+  knownJson.set(blocks, json)
+  return blocks
+}
+
 /** The JSON text of one message or of a batch of them. */
 export function messageJson(message: JsonRpcMessage | readonly JsonRpcMessage[]): string {
   if (Array.isArray(message)) return `[${message.map((m) => messageJson(m)).join(',')}]`
   const result = (message as { result?: unknown }).result
-  if (typeof result !== 'object' || result === null) return JSON.stringify(message)
-  const structured = (result as { structuredContent?: unknown }).structuredContent
-  const known = typeof structured === 'object' && structured !== null ? knownJson.get(structured) : undefined
-  if (known === undefined) return JSON.stringify(message)
-  return objectJson(message as unknown as Record<string, unknown>, (key, value) => (key === 'result' ? objectJson(value as Record<string, unknown>, (k, v) => (k === 'structuredContent' ? known : undefined)) : undefined))
+  if (typeof result !== 'object' || result === null || !hasKnownMember(result as Record<string, unknown>)) return JSON.stringify(message)
+  return objectJson(message as unknown as Record<string, unknown>, (key, value) => (key === 'result' ? objectJson(value as Record<string, unknown>, knownText) : undefined))
+}
+
+/** The known JSON text of a member's value, if any. */
+function knownText(_key: string, value: unknown): string | undefined {
+  return typeof value === 'object' && value !== null ? knownJson.get(value) : undefined
+}
+
+function hasKnownMember(result: Record<string, unknown>): boolean {
+  for (const key in result) {
+    const value = result[key]
+    if (typeof value === 'object' && value !== null && knownJson.has(value)) return true
+  }
+  return false
 }
 
 /**

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { messageJson, rememberJson } from '../../src/rpc/message-json.js'
+import { messageJson, rememberJson, textContent } from '../../src/rpc/message-json.js'
 import type { JsonRpcMessage } from '../../src/rpc/types.js'
 
 // Every answer and SSE frame is serialized by messageJson, which splices a tool's already serialized output in as its
@@ -36,4 +36,15 @@ t.test('the known text is what is sent for the structured content', async (t) =>
   t.equal(JSON.parse(messageJson(toolAnswer(structured))).result.structuredContent.spliced, true, 'spliced, not serialized again')
   rememberJson(structured, JSON.stringify(structured))
   t.same(JSON.parse(messageJson(toolAnswer(structured))).result.structuredContent, structured, 'recorded again, the new text is used')
+})
+
+t.test('a text block reuses the JSON of the previous text only when the text is the same', async (t) => {
+  const memo = {}
+  const answer = (text: string) => ({ jsonrpc: '2.0', id: 1, result: { content: textContent(text, memo), isError: false } }) as JsonRpcMessage
+  for (const text of ['{"a":"x"}', '{"a":"x"}', '{"a":"y"}', '{"a":"x"}', 'quote " and \\ backslash', '']) {
+    const m = answer(text)
+    t.equal(messageJson(m), JSON.stringify(m), `text ${JSON.stringify(text)}`)
+  }
+  const big = 'x'.repeat(70 * 1024)
+  t.equal(messageJson(answer(big)), JSON.stringify(answer(big)), 'a text too long to keep is right too')
 })

@@ -9,7 +9,7 @@ import { loadEnvKey } from '../../db/env-key.js'
 import { SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
 import { CallAbort } from '../../rpc/call-abort.js'
-import { rememberJson } from '../../rpc/message-json.js'
+import { rememberJson, textContent, type TextMemo } from '../../rpc/message-json.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
 import { declaresExtension } from '../../rpc/exchange.js'
@@ -172,6 +172,14 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
   }
 
+  /** Each tool's previous answer text (rpc/message-json.ts); it goes with the tool when the tool is removed. */
+  const textMemos = new WeakMap<RegisteredTool, TextMemo>()
+  const textMemo = (tool: RegisteredTool): TextMemo => {
+    let memo = textMemos.get(tool)
+    if (memo === undefined) textMemos.set(tool, (memo = {}))
+    return memo
+  }
+
   /**
    * A tool's return as the call's result for the request's revision: an output object as JSON text (and as
    * `structuredContent` when the tool has an outputSchema), or a ToolResult's content blocks (and structured output).
@@ -190,7 +198,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
     if (!(output instanceof ToolResult)) {
       const text = JSON.stringify(output)
-      const result: Record<string, unknown> = { content: [{ type: 'text', text }], isError: false }
+      const result: Record<string, unknown> = { content: textContent(text, textMemo(tool)), isError: false }
       if (atLeast(version, '2025-06-18') && tool.validateOutput) {
         result.structuredContent = output
         // Sent as the text already made, not serialized again (rpc/message-json.ts).
