@@ -226,32 +226,38 @@ export class CallIdempotency {
     toolOf: (params: P) => { name: string; confirm?: boolean } | undefined,
     handle: (params: P, ctx: CallContext) => Promise<ToolResult>,
   ): (params: P, ctx: CallContext) => Promise<ToolResult> {
-    return async (params, ctx) => {
+    // Not async itself: a call that needs no guard goes straight to the handler (no extra promise to resolve).
+    return (params, ctx) => {
       const tool = toolOf(params)
       if (tool?.confirm !== true) return handle(params, ctx)
-      const key = this.keyOf(ctx)
-      // A stateless call without an accepted requestState runs only up to its question: nothing to record yet.
-      if (key === null) return handle(params, ctx)
-      const call = this.begin(key, tool.name)
-      if (call.replay) return call.replay
-      try {
-        this.markRunning(call.key)
-      } catch (err) {
-        this.release(call.key)
-        throw err
-      }
-      let result: ToolResult
-      try {
-        result = await handle(params, ctx)
-      } catch (err) {
-        this.release(call.key)
-        throw err
-      }
-      // Asked again (no answer yet, or a further confirmation): the operation has not run; a later round records it.
-      if (result.resultType === 'input_required') this.release(call.key)
-      else this.finish(ctx, call.key, result)
-      return result
+      return this.#guarded(tool as { name: string; confirm: true }, params, ctx, handle)
     }
+  }
+
+  /** A confirmed call: begin, markRunning, then finish (or release, when the handler throws or asks again). */
+  async #guarded<P>(tool: { name: string; confirm: true }, params: P, ctx: CallContext, handle: (params: P, ctx: CallContext) => Promise<ToolResult>): Promise<ToolResult> {
+    const key = this.keyOf(ctx)
+    // A stateless call without an accepted requestState runs only up to its question: nothing to record yet.
+    if (key === null) return handle(params, ctx)
+    const call = this.begin(key, tool.name)
+    if (call.replay) return call.replay
+    try {
+      this.markRunning(call.key)
+    } catch (err) {
+      this.release(call.key)
+      throw err
+    }
+    let result: ToolResult
+    try {
+      result = await handle(params, ctx)
+    } catch (err) {
+      this.release(call.key)
+      throw err
+    }
+    // Asked again (no answer yet, or a further confirmation): the operation has not run; a later round records it.
+    if (result.resultType === 'input_required') this.release(call.key)
+    else this.finish(ctx, call.key, result)
+    return result
   }
 
   /** The call ends: its final write, kept in memory when it fails. The key is no longer held either way. */
