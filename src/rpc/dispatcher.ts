@@ -251,7 +251,7 @@ export class Dispatcher {
     }
     const callCtx = new RunningCall(ctx, message.id, controller)
     try {
-      const result = await Promise.resolve().then(() => def.handle(params, callCtx))
+      const result = await def.handle(params, callCtx)
       if (controller.aborted) return null
       return { jsonrpc: '2.0', id: message.id, result }
     } catch (err) {
