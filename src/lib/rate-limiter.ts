@@ -13,17 +13,22 @@ export interface RateDecision {
 export class RateLimiter {
   readonly #windows = new Map<string, { count: number; resetAt: number }>()
 
-  /** Counts `cost` requests (a batch counts each of its messages); refused when they do not all fit the window. */
-  hit(key: string, limit: number, windowMs: number, now = Date.now(), cost = 1): RateDecision {
+  /**
+   * Counts `cost` requests (a batch counts each of its messages). Null when they all fit the window (nothing is
+   * allocated on that path, taken by every request); otherwise the refusal, and nothing is counted.
+   */
+  take(key: string, limit: number, windowMs: number, now = Date.now(), cost = 1): RateDecision | null {
     let w = this.#windows.get(key)
     if (w === undefined || w.resetAt <= now) {
       w = { count: 0, resetAt: now + windowMs }
       this.#windows.set(key, w)
     }
+    if (w.count + cost <= limit) {
+      w.count += cost
+      return null
+    }
     const retryAfter = Math.max(1, Math.ceil((w.resetAt - now) / 1000))
-    if (w.count + cost > limit) return { allowed: false, limit, remaining: Math.max(0, limit - w.count), retryAfter }
-    w.count += cost
-    return { allowed: true, limit, remaining: limit - w.count, retryAfter }
+    return { allowed: false, limit, remaining: Math.max(0, limit - w.count), retryAfter }
   }
 
   sweep(now = Date.now()): void {

@@ -31,6 +31,28 @@ function refuse(decision: RateDecision, what: string, limiter: LimiterName): nev
   })
 }
 
+interface LimiterKeys {
+  member: string
+  organization: string
+  /** Per tool name. */
+  tools: Map<string, string>
+}
+
+/**
+ * A principal's counter keys, made once per principal: the credential cache hands every request of a credential the
+ * same frozen principal, so the keys are neither built nor hashed again on each request.
+ */
+const principalKeys = new WeakMap<Principal, LimiterKeys>()
+
+function keysOf(principal: Principal): LimiterKeys {
+  let keys = principalKeys.get(principal)
+  if (keys === undefined) {
+    keys = { member: `m:${principal.kind}:${principal.membershipId}`, organization: `o:${principal.organizationId}`, tools: new Map() }
+    principalKeys.set(principal, keys)
+  }
+  return keys
+}
+
 /** The contract's Limits table for /mcp and tools, in memory, windows from configuration. */
 const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   const { config } = fastify
@@ -39,18 +61,23 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
 
   const limits: RateLimits = {
     mcpRequest(principal, cost = 1) {
+      const keys = keysOf(principal)
+      const now = Date.now()
       const perMember = principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember
-      const member = limiter.hit(`m:${principal.kind}:${principal.membershipId}`, perMember, window, Date.now(), cost)
-      if (!member.allowed) {
+      const member = limiter.take(keys.member, perMember, window, now, cost)
+      if (member !== null) {
         if (principal.kind === 'oauth') refuse(member, 'this member (OAuth)', 'mcp_member_oauth')
         refuse(member, 'this member (API key)', 'mcp_member_api_key')
       }
-      const org = limiter.hit(`o:${principal.organizationId}`, config.rateLimitOrganization, window, Date.now(), cost)
-      if (!org.allowed) refuse(org, 'this organization', 'mcp_organization')
+      const org = limiter.take(keys.organization, config.rateLimitOrganization, window, now, cost)
+      if (org !== null) refuse(org, 'this organization', 'mcp_organization')
     },
     toolCall(principal, tool, perWindow) {
-      const decision = limiter.hit(`t:${tool}:${principal.membershipId}`, perWindow * config.rateLimitToolFactor, window)
-      if (!decision.allowed) refuse(decision, `tool ${tool}`, 'tool')
+      const keys = keysOf(principal)
+      let key = keys.tools.get(tool)
+      if (key === undefined) keys.tools.set(tool, (key = `t:${tool}:${principal.membershipId}`))
+      const refused = limiter.take(key, perWindow * config.rateLimitToolFactor, window)
+      if (refused !== null) refuse(refused, `tool ${tool}`, 'tool')
     },
   }
   fastify.decorate('rateLimits', limits)
