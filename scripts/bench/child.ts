@@ -123,6 +123,11 @@ export interface ServerChildOptions {
   env?: Record<string, string>
   /** Start through `sh -c 'ulimit -n …'` so the server may open at least this many files (when the hard limit allows). */
   openFiles?: number
+  /**
+   * A command the server is started under, e.g. `['taskset', '-c', '0']`. It must exec its arguments, so that the
+   * child's pid (its /proc facts, its signals) stays the server's.
+   */
+  prefix?: readonly string[]
 }
 
 const children = new Set<ChildProcess>()
@@ -178,7 +183,8 @@ export async function startServerChild(options: ServerChildOptions): Promise<Ser
   const [command, args] = options.openFiles === undefined
     ? [process.execPath, argv]
     : ['/bin/sh', ['-c', script, 'sh', String(options.openFiles), process.execPath, ...argv]]
-  const child = spawn(command, args, {
+  const [file, argList] = options.prefix?.length ? [options.prefix[0]!, [...options.prefix.slice(1), command, ...args]] : [command, args]
+  const child = spawn(file, argList, {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe', options.probe ? 'ipc' : 'ignore'],
     env: {

@@ -23,6 +23,16 @@
  * Memory is read two ways: VmRSS of the child from /proc/<pid>/status, and process.memoryUsage() after a forced full
  * GC, taken inside the child by scripts/bench/probe.mjs (preloaded; the child runs with --expose-gc).
  * Only 127.0.0.1 is used. The script ends by itself: every phase is bounded and the child is always killed.
+ *
+ * Comparison mode (its own options; `npm run bench -- --compare --help` for all of them):
+ *
+ *   npm run bench -- --compare [--duration 5] [--warmup 1] [--rounds 3] [--concurrency 16] [--sessions 2000]
+ *                              [--scenarios call,apps,init,memory] [--pin auto|off] [--json <file>]
+ *
+ *   starts this project (the build, through the embedding API), the official SDK's stateful server and a bare Fastify
+ *   route, all answering the same 2.7 KB tools/call result, each pinned to one core (the load generator on another),
+ *   measures them interleaved over several rounds (tools/call, service_apps_list, initialize, idle-session memory) and
+ *   prints the medians and the ratios of issue 13 with their targets (scripts/bench/compare/).
  */
 import { existsSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
@@ -33,62 +43,72 @@ import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 import { oauthTokens } from '../../test/helpers/oauth.js'
 import type { TestServer } from '../../test/helpers/server.js'
+import { runCompare } from './compare/run.js'
 import { cpuSeconds, initHeaders, initializeBody, mb, MODERN_META, modernHeaders, numberOption, openSession, openSessions, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ServerChild } from './child.js'
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options
 
-const { values: flags } = parseArgs({
-  options: {
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    concurrency: { type: 'string' },
-    sessions: { type: 'string' },
-    apps: { type: 'string' },
-    scenarios: { type: 'string' },
-    'cpu-prof': { type: 'string' },
-    json: { type: 'string' },
-    'server-entry': { type: 'string' },
-    'no-probe': { type: 'boolean' },
-    'pre-sql': { type: 'string' },
-    auth: { type: 'string' },
-    'rate-limits': { type: 'string' },
-    help: { type: 'boolean' },
-  },
-  strict: true,
-})
+// `--compare` is a mode of its own, with its own options (scripts/bench/compare/run.ts).
+const COMPARE = process.argv.slice(2).includes('--compare')
 
-const option = optionReader(flags)
-const positive = (name: string, raw: string, integer = false) => numberOption(name, raw, 'non-negative', integer)
+/** The options of this (non-compare) mode, read once, before the run. */
+function readOptions() {
+  const { values: flags } = parseArgs({
+    options: {
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      concurrency: { type: 'string' },
+      sessions: { type: 'string' },
+      apps: { type: 'string' },
+      scenarios: { type: 'string' },
+      'cpu-prof': { type: 'string' },
+      json: { type: 'string' },
+      'server-entry': { type: 'string' },
+      'no-probe': { type: 'boolean' },
+      'pre-sql': { type: 'string' },
+      auth: { type: 'string' },
+      'rate-limits': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  })
 
-if (flags.help) printHelpAndExit(import.meta.url)
+  const option = optionReader(flags)
+  const positive = (name: string, raw: string, integer = false) => numberOption(name, raw, 'non-negative', integer)
 
-const OPTS = {
-  durationMs: positive('duration', option('duration', '5')) * 1000,
-  warmupMs: positive('warmup', option('warmup', '1')) * 1000,
-  concurrency: option('concurrency', '1,16,64').split(',').map((c) => positive('concurrency', c.trim(), true)).filter((c) => c > 0),
-  sessions: positive('sessions', option('sessions', '10000'), true),
-  apps: option('apps', '0,20').split(',').map((a) => positive('apps', a.trim(), true)),
-  scenarios: new Set(option('scenarios', 'call,init,memory').split(',').map((s) => s.trim())),
-  cpuProfDir: option('cpu-prof', ''),
-  json: option('json', ''),
-  /** The server's entry point: the build (what `npm start` runs) by default; src/cli.ts runs through tsx. */
-  serverEntry: resolve(ROOT, option('server-entry', 'dist/src/cli.js')),
-  /** SQL run on each server's database (second connection) before its load starts: try an index without editing src. */
-  preSql: option('pre-sql', ''),
-  /** `key`: the bootstrap API key; `oauth`: an access token from a full OAuth flow (register, sign in, consent, token). */
-  auth: option('auth', 'key'),
-  /** `raised`: every limit is checked on every request but set out of reach; `contract`: the defaults (429s expected). */
-  rateLimits: option('rate-limits', 'raised'),
-  /** Without the probe (and its IPC channel) the memory scenario reports VmRSS only. */
-  probe: !(flags['no-probe'] ?? ['1', 'true'].includes(process.env.BENCH_NO_PROBE ?? '')),
+  if (flags.help) printHelpAndExit(import.meta.url)
+
+  const opts = {
+    durationMs: positive('duration', option('duration', '5')) * 1000,
+    warmupMs: positive('warmup', option('warmup', '1')) * 1000,
+    concurrency: option('concurrency', '1,16,64').split(',').map((c) => positive('concurrency', c.trim(), true)).filter((c) => c > 0),
+    sessions: positive('sessions', option('sessions', '10000'), true),
+    apps: option('apps', '0,20').split(',').map((a) => positive('apps', a.trim(), true)),
+    scenarios: new Set(option('scenarios', 'call,init,memory').split(',').map((s) => s.trim())),
+    cpuProfDir: option('cpu-prof', ''),
+    json: option('json', ''),
+    /** The server's entry point: the build (what `npm start` runs) by default; src/cli.ts runs through tsx. */
+    serverEntry: resolve(ROOT, option('server-entry', 'dist/src/cli.js')),
+    /** SQL run on each server's database (second connection) before its load starts: try an index without editing src. */
+    preSql: option('pre-sql', ''),
+    /** `key`: the bootstrap API key; `oauth`: an access token from a full OAuth flow (register, sign in, consent, token). */
+    auth: option('auth', 'key'),
+    /** `raised`: every limit is checked on every request but set out of reach; `contract`: the defaults (429s expected). */
+    rateLimits: option('rate-limits', 'raised'),
+    /** Without the probe (and its IPC channel) the memory scenario reports VmRSS only. */
+    probe: !(flags['no-probe'] ?? ['1', 'true'].includes(process.env.BENCH_NO_PROBE ?? '')),
+  }
+  if (!['key', 'oauth'].includes(opts.auth)) throw new Error(`--auth must be key or oauth, got ${opts.auth}`)
+  if (!['raised', 'contract'].includes(opts.rateLimits)) throw new Error(`--rate-limits must be raised or contract, got ${opts.rateLimits}`)
+  for (const s of opts.scenarios) if (!['call', 'ping', 'init', 'memory'].includes(s)) throw new Error(`Unknown scenario ${s} (call, ping, init, memory)`)
+  if (!existsSync(opts.serverEntry)) {
+    throw new Error(`${opts.serverEntry} does not exist: run \`npm run build\` first (\`npm run bench\` does), or pass --server-entry src/cli.ts`)
+  }
+  return opts
 }
-if (!['key', 'oauth'].includes(OPTS.auth)) throw new Error(`--auth must be key or oauth, got ${OPTS.auth}`)
-if (!['raised', 'contract'].includes(OPTS.rateLimits)) throw new Error(`--rate-limits must be raised or contract, got ${OPTS.rateLimits}`)
-for (const s of OPTS.scenarios) if (!['call', 'ping', 'init', 'memory'].includes(s)) throw new Error(`Unknown scenario ${s} (call, ping, init, memory)`)
-if (!existsSync(OPTS.serverEntry)) {
-  throw new Error(`${OPTS.serverEntry} does not exist: run \`npm run build\` first (\`npm run bench\` does), or pass --server-entry src/cli.ts`)
-}
+// Assigned before the run starts (below); only the functions of the run read it.
+let OPTS!: ReturnType<typeof readOptions>
 
 // ---------------------------------------------------------------------------------------------------------------
 // The server child
@@ -479,4 +499,9 @@ async function main(): Promise<void> {
   if (OPTS.json) writeFileSync(OPTS.json, JSON.stringify({ options: { ...OPTS, scenarios: [...OPTS.scenarios] }, results, memory }, null, 2))
 }
 
-runMain(main)
+if (COMPARE) {
+  runCompare(process.argv.slice(2))
+} else {
+  OPTS = readOptions()
+  runMain(main)
+}
