@@ -1,3 +1,4 @@
+import { constantJson } from '../rpc/message-json.js'
 import { atLeast, type ProtocolVersion } from '../rpc/types.js'
 import { SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../version.js'
 import type { Icon } from './content.js'
@@ -28,9 +29,10 @@ export const SERVER_ICON: Icon = Object.freeze({
   sizes: ['any'],
 }) as Icon
 
-const compact: Implementation = Object.freeze({ name: SERVER_NAME, version: SERVER_VERSION })
-const titled: Implementation = Object.freeze({ name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION })
-const full: Implementation = Object.freeze({ ...titled, description: DESCRIPTION, icons: [SERVER_ICON] })
+// Constants of every initialize and server/discover answer, and of every 2026-07-28 result: serialized once.
+const compact: Implementation = constantJson({ name: SERVER_NAME, version: SERVER_VERSION })
+const titled: Implementation = constantJson({ name: SERVER_NAME, title: SERVER_TITLE, version: SERVER_VERSION })
+const full: Implementation = constantJson({ ...titled, description: DESCRIPTION, icons: [SERVER_ICON] })
 
 /**
  * The server's identity as `version` defines it: `title` from 2025-06-18, `description` and `icons` from 2025-11-25.

@@ -1,3 +1,4 @@
+import { constantJson } from './message-json.js'
 import type { Era } from './types.js'
 
 /**
@@ -29,13 +30,13 @@ export class ServerCapabilities {
     for (const era of eras) this.#extensions[era][id] = settings
   }
 
-  /** The capabilities object of `era`, built once and frozen (declarations are closed from then on). */
+  /** The capabilities object of `era`, built once, frozen and its JSON made (declarations are closed from then on). */
   of(era: Era): Readonly<Record<string, unknown>> {
     let caps = this.#published[era]
     if (caps === undefined) {
       const built: Record<string, unknown> = { ...this.#declared[era] }
       if (Object.keys(this.#extensions[era]).length > 0) built.extensions = { ...this.#extensions[era] }
-      caps = deepFreeze(built)
+      caps = constantJson(built)
       this.#published[era] = caps
     }
     return caps
@@ -45,12 +46,4 @@ export class ServerCapabilities {
   hasExtension(era: Era, id: string): boolean {
     return id in this.#extensions[era]
   }
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null) {
-    for (const v of Object.values(value)) deepFreeze(v)
-    Object.freeze(value)
-  }
-  return value
 }

@@ -20,6 +20,23 @@ export function rememberJson(value: object, json: string): void {
 }
 
 /**
+ * A constant part of answers (the capabilities, the server's identity): frozen through and through, so that its JSON
+ * text, recorded here once, stays true; answers splice it in rather than serialize it each time.
+ */
+export function constantJson<T extends object>(value: T): T {
+  deepFreeze(value)
+  knownJson.set(value, JSON.stringify(value))
+  return value
+}
+
+function deepFreeze(value: unknown): void {
+  if (typeof value !== 'object' || value === null) return
+  // Into frozen objects too: a shallow freeze leaves their members open.
+  for (const v of Object.values(value)) deepFreeze(v)
+  Object.freeze(value)
+}
+
+/**
  * The last text a tool answered with and the JSON of its content blocks. Escaping a text for JSON costs about as much
  * as making it; a tool that answers the same text again (a list polled while nothing changes) reuses the JSON of its
  * previous answer, after comparing the two texts character for character. One per tool.

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { messageJson, rememberJson, textContent } from '../../src/rpc/message-json.js'
+import { constantJson, messageJson, rememberJson, textContent } from '../../src/rpc/message-json.js'
 import type { JsonRpcMessage } from '../../src/rpc/types.js'
 
 // Every answer and SSE frame is serialized by messageJson, which splices a tool's already serialized output in as its
@@ -47,4 +47,14 @@ t.test('a text block reuses the JSON of the previous text only when the text is 
   }
   const big = 'x'.repeat(70 * 1024)
   t.equal(messageJson(answer(big)), JSON.stringify(answer(big)), 'a text too long to keep is right too')
+})
+
+t.test('constant parts are frozen through, and spliced as they serialize', async (t) => {
+  const icon = Object.freeze({ src: 'data:x', sizes: ['any'] })
+  const info = constantJson({ name: 's', icons: [icon], nested: { deep: [1, { x: 'y' }] } })
+  t.ok(Object.isFrozen(info.icons[0]!.sizes), 'the members of an already frozen object are frozen too')
+  t.ok(Object.isFrozen(info.nested.deep[1]))
+  t.throws(() => { (info.nested.deep as unknown[]).push(2) })
+  const answer = { jsonrpc: '2.0', id: 1, result: { protocolVersion: '2025-11-25', capabilities: constantJson({ tools: { listChanged: true } }), serverInfo: info, instructions: 'Use "quotes"' } } as JsonRpcMessage
+  t.equal(messageJson(answer), JSON.stringify(answer))
 })

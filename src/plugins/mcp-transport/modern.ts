@@ -5,6 +5,7 @@ import { fail, isServiceError, type ServiceError } from '../../errors/service-er
 import { SseStream } from '../../lib/sse.js'
 import { ClientDisconnected, ServerStopping } from '../../rpc/call-abort.js'
 import { errorResponse, failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
+import { constantJson } from '../../rpc/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import {
@@ -110,6 +111,8 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   const validateMeta = validatorFor('mcp/request-meta')
   // The brief identity on every result; a method may put the full one in its result's `_meta` (server/discover does).
   const serverInfo = serverInfoFor(MODERN_PROTOCOL_VERSIONS[0], true)
+  /** The `_meta` of results that bring none of their own: one constant, serialized once (rpc/message-json.ts). */
+  const serverInfoMeta = constantJson({ [SERVER_INFO_META_KEY]: serverInfo })
   /** Requests running now: those the shutdown's drain did not end are stopped in its finish phase, and answered. */
   const running = new Set<StoppableCall>()
   fastify.shutdown.onFinish(() => {
@@ -205,7 +208,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     if (result.resultType === undefined) result.resultType = 'complete'
     const meta = result._meta
     if (typeof meta === 'object' && meta !== null) (meta as Record<string, unknown>)[SERVER_INFO_META_KEY] ??= serverInfo
-    else result._meta = { [SERVER_INFO_META_KEY]: serverInfo }
+    else result._meta = serverInfoMeta
     if (cache !== undefined && result.resultType === 'complete') {
       result.ttlMs = cache.ttlMs()
       result.cacheScope = cache.scope
