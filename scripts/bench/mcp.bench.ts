@@ -39,12 +39,13 @@ import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
+import { load as closedLoop, type Check, type LoadStats, type Shot } from './load.js'
 import { openDatabase } from '../../src/db/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 import { oauthTokens } from '../../test/helpers/oauth.js'
 import type { TestServer } from '../../test/helpers/server.js'
 import { runCompare } from './compare/run.js'
-import { cpuSeconds, initHeaders, initializeBody, mb, MODERN_META, modernHeaders, numberOption, openSession, openSessions, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ServerChild } from './child.js'
+import { initHeaders, initializeBody, mb, MODERN_META, modernHeaders, numberOption, openSession, openSessions, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, sleep, startServerChild, vmRss, watchdog, type ServerChild } from './child.js'
 
 // ---------------------------------------------------------------------------------------------------------------
 // Options
@@ -132,107 +133,15 @@ async function startChild(label: string): Promise<ServerChild> {
 // ---------------------------------------------------------------------------------------------------------------
 // Load generation
 
-interface LoadResult {
+/** One measurement: the load's figures under the scenario's name. */
+interface LoadResult extends LoadStats {
   scenario: string
-  concurrency: number
-  requests: number
-  seconds: number
-  rps: number
-  p50: number
-  p99: number
-  max: number
-  errors: number
-  /** CPU used by the server child during the measured window, in cores (1.0 = one core busy). */
-  serverCpu: number
-  /** CPU used by this load generator during the measured window, in cores. */
-  clientCpu: number
-  firstError?: string
 }
 
-interface Shot {
-  headers: Record<string, string>
-  body: string
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
-}
-
-/**
- * `concurrency` closed-loop workers over a Pool of as many connections (pipelining 1). The first `warmupMs` are not
- * counted; requests that complete in the measured window are.
- */
-async function load(
-  scenario: string,
-  server: ServerChild,
-  concurrency: number,
-  next: () => Shot,
-  check: (status: number, headers: Record<string, string | string[] | undefined>, text: string) => string | null,
-): Promise<LoadResult> {
-  const pool = new Pool(server.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 })
-  let latencies = new Float64Array(1 << 16)
-  let count = 0
-  let errors = 0
-  let firstError: string | undefined
-  const t0 = performance.now()
-  const measureFrom = t0 + OPTS.warmupMs
-  const stopAt = measureFrom + OPTS.durationMs
-  let cpuStart = { server: 0, client: process.cpuUsage() }
-  let started = false
-
-  const worker = async () => {
-    for (;;) {
-      const begin = performance.now()
-      if (begin >= stopAt) return
-      if (!started && begin >= measureFrom) {
-        started = true
-        cpuStart = { server: cpuSeconds(server.pid), client: process.cpuUsage() }
-      }
-      const shot = next()
-      let problem: string | null
-      try {
-        const res = await pool.request({ path: '/mcp', method: 'POST', headers: shot.headers, body: shot.body })
-        const text = await res.body.text()
-        problem = check(res.statusCode, res.headers, text)
-      } catch (err) {
-        problem = (err as Error).message
-      }
-      const end = performance.now()
-      if (begin < measureFrom || end > stopAt) continue
-      if (problem !== null) {
-        errors++
-        firstError ??= problem
-      }
-      if (count === latencies.length) {
-        const bigger = new Float64Array(latencies.length * 2)
-        bigger.set(latencies)
-        latencies = bigger
-      }
-      latencies[count++] = end - begin
-    }
-  }
-  await Promise.all(Array.from({ length: concurrency }, worker))
-  const serverCpu = cpuSeconds(server.pid) - cpuStart.server
-  const client = process.cpuUsage(cpuStart.client)
-  await pool.close()
-
-  const seconds = OPTS.durationMs / 1000
-  const sorted = latencies.slice(0, count).sort()
-  return {
-    scenario,
-    concurrency,
-    requests: count,
-    seconds,
-    rps: count / seconds,
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
-    max: sorted.length ? sorted[sorted.length - 1]! : NaN,
-    errors,
-    serverCpu: serverCpu / seconds,
-    clientCpu: (client.user + client.system) / 1e6 / seconds,
-    ...(firstError ? { firstError } : {}),
-  }
+/** `concurrency` closed-loop workers (load.ts) against `server`, warm-up and timed window from the options. */
+async function load(scenario: string, server: ServerChild, concurrency: number, next: () => Shot, check: Check): Promise<LoadResult> {
+  const stats = await closedLoop({ origin: server.origin, pid: server.pid, concurrency, warmupMs: OPTS.warmupMs, durationMs: OPTS.durationMs, next, check })
+  return { scenario, ...stats }
 }
 
 let INIT_HEADERS = initHeaders()

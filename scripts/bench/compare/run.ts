@@ -59,7 +59,7 @@ import { performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
 import { mb, openSession, openSessions, printHelpAndExit, ROOT, runMain, sleep, watchdog, type ServerChild } from '../child.js'
 import { APPS_TOOL_NAME, FIXED_TOOL_NAME, SEEDED_APPS } from './fixed.js'
-import { load, type Check, type LoadStats, type Shot } from './load.js'
+import { load, type Check, type LoadStats, type Shot } from '../load.js'
 import { parseCompareOptions, type CompareOptions, type CompareScenario } from './options.js'
 import {
   callBody,

@@ -1,11 +1,11 @@
 /**
- * The load of one measurement of `npm run bench -- --compare`: closed-loop workers over an undici Pool (one connection
- * each, no pipelining), as mcp.bench.ts load() does, with the server's CPU read from /proc/<pid>/stat over the timed
- * window. The first `warmupMs` are not counted; requests that start and end inside the timed window are.
+ * The load of one measurement of `npm run bench` (both modes): closed-loop workers over an undici Pool (one connection
+ * each, no pipelining), with the server's CPU read from /proc/<pid>/stat over the timed window. The first `warmupMs`
+ * are not counted; requests that start and end inside the timed window are.
  */
 import { performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
-import { cpuSeconds } from '../child.js'
+import { cpuSeconds } from './child.js'
 
 export interface Shot {
   headers: Record<string, string>
