@@ -12,7 +12,7 @@ import { backupDatabase, restoreDatabase } from './db/backup.js'
 import { databaseFailure, openDatabase, type DatabaseError } from './db/client.js'
 import { checkEnvKey, resetEnvKey, valuesPhrase } from './db/env-key.js'
 import { createRepos, type Repos } from './db/repos/index.js'
-import { ROLES, type Role } from './db/schema.js'
+import { isRole, ROLES, type Role } from './auth/roles.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 import { createConformanceServer } from './conformance/profile.js'
 import { createServer } from './index.js'
@@ -301,7 +301,7 @@ async function admin(config: Config, words: string[], own: Record<string, string
         const u = user(repos, need(rest[0], '<email>'))
         const o = org(repos, need(rest[1], '<org-slug>'))
         const role = need(rest[2], '<role>')
-        if (!(ROLES as readonly string[]).includes(role)) throw new UsageError(`role must be one of ${ROLES.join(', ')}`)
+        if (!isRole(role)) throw new UsageError(`role must be one of ${ROLES.join(', ')}`)
         // Asked first for a clear refusal (exit 2); upsert enforces the same rule in its transaction.
         const conflict = repos.memberships.lastOwnerConflict(u.id, o.id, role as Role)
         if (conflict) throw new UsageError(`cannot make ${u.email} ${role} of ${o.slug}: ${conflict}`)

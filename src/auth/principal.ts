@@ -1,4 +1,4 @@
-import { ROLES, type Role } from '../db/types.js'
+import { isRole, roleAllows, ROLES, type Role } from './roles.js'
 
 export const SCOPES = ['mcp:read', 'mcp:write'] as const
 export type Scope = (typeof SCOPES)[number]
@@ -9,13 +9,6 @@ export function isScope(value: string): value is Scope {
 
 export function parseScopes(value: string): Scope[] {
   return [...new Set(value.split(/\s+/).filter(isScope))]
-}
-
-const ROLE_RANK: Record<Role, number> = { viewer: 0, developer: 1, admin: 2, owner: 3 }
-
-/** Roles include the ones below them: owner ⊃ admin ⊃ developer ⊃ viewer. */
-export function roleAllows(role: Role, lowest: Role): boolean {
-  return ROLE_RANK[role] >= ROLE_RANK[lowest]
 }
 
 /**
@@ -77,7 +70,7 @@ export function declaredAudience(what: string, declared: { scope?: unknown; role
   const scope = declared.scope ?? defaults?.scope
   const role = declared.role ?? defaults?.role
   if (typeof scope !== 'string' || !isScope(scope)) throw new Error(`${what}: scope must be one of ${SCOPES.join(', ')}, got ${JSON.stringify(scope)}`)
-  if (typeof role !== 'string' || !(ROLES as readonly string[]).includes(role)) throw new Error(`${what}: role must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`)
+  if (typeof role !== 'string' || !isRole(role)) throw new Error(`${what}: role must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`)
   return { scope, role: role as Role }
 }
 

@@ -10,8 +10,9 @@
  * which only the server's own compilation includes. Nothing here may import drizzle-orm or better-sqlite3.
  */
 
-export const ROLES = ['viewer', 'developer', 'admin', 'owner'] as const
-export type Role = (typeof ROLES)[number]
+// Roles belong to authorization (auth/roles.ts); rows name them.
+import type { Role } from '../auth/roles.js'
+export type { Role }
 
 export const DEPLOYMENT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'] as const
 export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number]

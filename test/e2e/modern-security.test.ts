@@ -5,7 +5,7 @@
  */
 import t, { type Test } from 'tap'
 import type { Config } from '../../src/config.js'
-import type { Role } from '../../src/db/schema.js'
+import type { Role } from '../../src/auth/roles.js'
 import { defineTool } from '../../src/index.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'

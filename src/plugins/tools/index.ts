@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { roleAllows } from '../../auth/principal.js'
+import { roleAllows } from '../../auth/roles.js'
 import { toToolResult } from '../../errors/render.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
