@@ -1,6 +1,7 @@
 import { and, asc, eq, getTableColumns, gt, sql, type Placeholder } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
+import { uniqueOrConflict } from './conflict.js'
 import { apps, deployments } from '../schema.js'
 import type { App } from '../types.js'
 
@@ -29,10 +30,7 @@ function appRow(values: unknown[]): App {
   return row as App
 }
 
-/** True when a write failed on a UNIQUE constraint (a duplicate name). */
-export function isUniqueViolation(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE'
-}
+const nameTaken = (name: string) => `An app named ${name} already exists in your organization`
 
 /** Apps, always addressed through their organization: an id from another organization finds nothing. */
 export function appsRepo(db: Db) {
@@ -45,7 +43,7 @@ export function appsRepo(db: Db) {
     .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
 
   return {
-    /** Creates an app; throws a UNIQUE violation (see isUniqueViolation) when the name is taken in the organization. */
+    /** Creates an app; CONFLICT when the name is taken in the organization. */
     create(input: { organizationId: string; name: string; description?: string; pipeline?: string; createdBy?: string | null }): App {
       const now = Date.now()
       const row: App = {
@@ -58,7 +56,7 @@ export function appsRepo(db: Db) {
         createdAt: now,
         updatedAt: now,
       }
-      db.insert(apps).values(row).run()
+      uniqueOrConflict(() => db.insert(apps).values(row).run(), nameTaken(row.name))
       return row
     },
     /** Returns up to `limit` apps of the organization after `after` (exclusive), plus whether more follow. */
@@ -73,13 +71,13 @@ export function appsRepo(db: Db) {
     byId(organizationId: string, id: string): App | undefined {
       return db.select().from(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).get()
     },
-    /** Applies the given changes; undefined when the app is not in the organization. Name clashes throw (UNIQUE). */
+    /** Applies the given changes; undefined when the app is not in the organization; CONFLICT when the name is taken. */
     update(organizationId: string, id: string, changes: { name?: string; description?: string; pipeline?: string }): App | undefined {
       const set: Partial<App> = { updatedAt: Date.now() }
       if (changes.name !== undefined) set.name = changes.name
       if (changes.description !== undefined) set.description = changes.description
       if (changes.pipeline !== undefined) set.pipeline = changes.pipeline
-      return db.update(apps).set(set).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).returning().get()
+      return uniqueOrConflict(() => db.update(apps).set(set).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).returning().get(), nameTaken(changes.name ?? ''))
     },
     /** Deletes the app with its env vars and deployments (cascade); false when it is not in the organization. */
     delete(organizationId: string, id: string): boolean {

@@ -1,6 +1,7 @@
 import { asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
+import { uniqueOrConflict } from './conflict.js'
 import { organizations } from '../schema.js'
 import type { Organization } from '../types.js'
 
@@ -11,7 +12,7 @@ export function organizationsRepo(db: Db) {
   return {
     create(input: { slug: string; name?: string }): Organization {
       const row: Organization = { id: newId('org'), slug: input.slug, name: input.name ?? input.slug, createdAt: Date.now() }
-      db.insert(organizations).values(row).run()
+      uniqueOrConflict(() => db.insert(organizations).values(row).run(), `An organization with the slug ${input.slug} already exists`)
       return row
     },
     bySlug(slug: string): Organization | undefined {

@@ -1,6 +1,7 @@
 import { asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Db } from '../client.js'
+import { uniqueOrConflict } from './conflict.js'
 import type { CredentialChanges } from './credential-changes.js'
 import { users } from '../schema.js'
 import type { User } from '../types.js'
@@ -24,7 +25,7 @@ export function usersRepo(db: Db, changes: CredentialChanges) {
         createdAt: Date.now(),
         disabledAt: null,
       }
-      db.insert(users).values(row).run()
+      uniqueOrConflict(() => db.insert(users).values(row).run(), `A user with the email ${email} already exists`)
       return row
     },
     byEmail(email: string): User | undefined {

@@ -1,6 +1,6 @@
 import type { Principal } from '../../../auth/principal.js'
 import type { Config } from '../../../config.js'
-import { isUniqueViolation, type App } from '../../../db/repos/apps.js'
+import type { App } from '../../../db/repos/apps.js'
 import type { Repos } from '../../../db/repos/index.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
@@ -40,10 +40,6 @@ export function appDetails(repos: Repos, app: App) {
   return { app: appView(app), env }
 }
 
-function nameTaken(name: string) {
-  return fail('CONFLICT', { message: `An app named ${name} already exists in your organization` })
-}
-
 export const appsGet = defineTool<{ app_id: string }>({
   name: 'service_apps_get',
   title: 'Get an app',
@@ -72,20 +68,16 @@ export const appsCreate = defineTool<{ name: string; description?: string; pipel
   auditTarget: (_args, output) => ({ targetType: 'app', targetId: output.app.id, details: { name: output.app.name } }),
   handler(args, { principal, repos, config, resources }) {
     const pipeline = requirePipeline(config, args.pipeline ?? 'default')
-    try {
-      const app = repos.apps.create({
-        organizationId: principal.organizationId,
-        name: args.name,
-        description: args.description ?? '',
-        pipeline,
-        createdBy: principal.userId,
-      })
-      resources.listChanged()
-      return { app: appView(app) }
-    } catch (err) {
-      if (isUniqueViolation(err)) throw nameTaken(args.name)
-      throw err
-    }
+    // A name taken in the organization is the repository's CONFLICT.
+    const app = repos.apps.create({
+      organizationId: principal.organizationId,
+      name: args.name,
+      description: args.description ?? '',
+      pipeline,
+      createdBy: principal.userId,
+    })
+    resources.listChanged()
+    return { app: appView(app) }
   },
 })
 
@@ -111,17 +103,11 @@ export const appsUpdate = defineTool<{ app_id: string; name?: string; descriptio
     }
     requireApp(repos, principal, args.app_id)
     if (args.pipeline !== undefined) requirePipeline(config, args.pipeline)
-    let app: App | undefined
-    try {
-      app = repos.apps.update(principal.organizationId, args.app_id, {
-        ...(args.name !== undefined ? { name: args.name } : {}),
-        ...(args.description !== undefined ? { description: args.description } : {}),
-        ...(args.pipeline !== undefined ? { pipeline: args.pipeline } : {}),
-      })
-    } catch (err) {
-      if (isUniqueViolation(err)) throw nameTaken(args.name ?? '')
-      throw err
-    }
+    const app: App | undefined = repos.apps.update(principal.organizationId, args.app_id, {
+      ...(args.name !== undefined ? { name: args.name } : {}),
+      ...(args.description !== undefined ? { description: args.description } : {}),
+      ...(args.pipeline !== undefined ? { pipeline: args.pipeline } : {}),
+    })
     if (!app) throw appNotFound() // deleted in the meantime
     resources.updated(appUri(app.id))
     resources.listChanged() // its name, title and description in resources/list
