@@ -94,9 +94,10 @@ export function clientErrorHandler(this: { log: { debug(obj: unknown, msg: strin
     return
   }
   // The request was already answered before its body was read (refused by a check on its headers): a second answer
-  // would answer no request. Node's own handler makes the same check; the connection just closes.
+  // would answer no request, so the connection just closes. Gracefully, as before: destroying it could reset the
+  // connection before a proxy in front has read the answer (it would then report a bad gateway instead).
   if ((socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage?.headersSent === true) {
-    socket.destroy()
+    socket.end()
     return
   }
   const code = codeOf(err)
