@@ -411,6 +411,10 @@ export function loadConfig(options: {
       throw new ConfigError(`SERVICE_PROFILE conformance serves without authentication, so its base address must be a loopback one, not SERVICE_BASE_URL ${JSON.stringify(cfg.baseUrl)}`)
     }
   }
+  // A URL such as postgres://… is not a file name: taken as one, it would create folders named after its scheme.
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(cfg.database) && !cfg.database.startsWith('file:')) {
+    throw new ConfigError(`SERVICE_DATABASE ${JSON.stringify(cfg.database.replace(/\/\/[^/@]*@/, '//…@'))} is a URL, but this version stores its data in SQLite only: give a file path (or :memory:)`)
+  }
   if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
   if (cfg.pipelines === null) {
     cfg.pipelines = { default: { argv: [process.execPath, join(packageRoot(), 'scripts', 'pipelines', 'example.mjs')] } }

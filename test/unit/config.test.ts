@@ -82,6 +82,13 @@ t.test('environment variables', async (t) => {
   t.test('SERVICE_DATABASE', async (t) => {
     t.equal(loadConfig({ env: { SERVICE_DATABASE: '/tmp/x/y.db' } }).database, '/tmp/x/y.db')
     t.equal(loadConfig({ env: { SERVICE_DATABASE: ':memory:' } }).database, ':memory:')
+    t.equal(loadConfig({ env: { SERVICE_DATABASE: 'file:x.db?mode=memory' } }).database, 'file:x.db?mode=memory', 'a SQLite file: URI')
+    t.equal(loadConfig({ env: { SERVICE_DATABASE: 'data/a:b.db' } }).database, 'data/a:b.db', 'a colon in a file name')
+    // A URL used to become folders named after its scheme (./postgres:/host/db).
+    t.throws(() => loadConfig({ env: { SERVICE_DATABASE: 'postgres://user:secret@db.example.com/mcp' } }), /SERVICE_DATABASE "postgres:\/\/…@db\.example\.com\/mcp" is a URL, but this version stores its data in SQLite only/)
+    t.throws(() => loadConfig({ env: { SERVICE_DATABASE: 'postgresql://localhost/mcp' } }), /is a URL/)
+    const err = (() => { try { loadConfig({ env: { SERVICE_DATABASE: 'postgres://u:hunter2@h/d' } }) } catch (e) { return String(e) } return '' })()
+    t.notMatch(err, /hunter2/, 'the password is not repeated')
   })
 
   t.test('SERVICE_BASE_URL: trailing slash stripped, origin derived', async (t) => {
