@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { accessSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, connect } from 'node:net'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -14,6 +14,7 @@ import { callTool, openSession, post } from './mcp.js'
 import { ENV_KEY, PIPELINES, seedApp } from './modern-runs.js'
 import { startServer, type TestServer } from './server.js'
 import { countOccurrences, openLive } from './stream.js'
+import { freePort } from './ports.js'
 
 /**
  * Real reverse proxies in front of the server, run from the recipes in docs/deploy/ (proxy-nginx and proxy-caddy
@@ -43,17 +44,6 @@ export function findBinary(name: string): string | undefined {
   return undefined
 }
 
-/** A port free on 127.0.0.1 right now (the proxy binds it a moment later). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number }
-      probe.close(() => resolve(port))
-    })
-  })
-}
 
 /** Replaces `from` (a string or a regex with the g flag) and insists on exactly `times` matches. */
 export function swap(text: string, from: string | RegExp, to: string, times = 1): string {

@@ -13,11 +13,12 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs'
-import { connect, createServer } from 'node:net'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Client } from 'pg'
+import { freePort } from '../helpers/ports.js'
 
 /**
  * Throwaway PostgreSQL 15 and Redis servers for one tap run, started by tap's `before` (backends-before.ts) and stopped
@@ -150,16 +151,6 @@ function runPg(pgBin: string, name: string, args: string[], dir: string): Promis
   })
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number }
-      probe.close(() => resolve(port))
-    })
-  })
-}
 
 /** Whether a process runs (a zombie waiting for a parent that never reaps it counts as gone). */
 export function alive(pid: number): boolean {

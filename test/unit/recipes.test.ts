@@ -12,7 +12,8 @@ import { dirname, join, posix } from 'node:path'
 import t from 'tap'
 import { ConfigError, loadConfig, SETTINGS } from '../../src/config.js'
 import { SERVER_VERSION, SERVICE_MCP_VERSION } from '../../src/version.js'
-import { findBinary, freePort, listeningPort, swap, writeNginxMain } from '../helpers/proxy.js'
+import { freePort } from '../helpers/ports.js'
+import { findBinary, listeningPort, swap, writeNginxMain } from '../helpers/proxy.js'
 import { startServer } from '../helpers/server.js'
 
 const root = new URL('../../', import.meta.url)
