@@ -1,7 +1,8 @@
 /**
  * Fails when committed generated files drift from their sources:
  * - src/generated/* from schemas/ (Ajv standalone validators, embedded schema documents);
- * - drizzle/ migrations from src/db/schema.ts (drizzle-kit generate into a scratch copy must find nothing to do).
+ * - drizzle/ migrations from src/db/schema.ts and drizzle/postgres/ from src/db/schema-postgres.ts (drizzle-kit
+ *   generate into a scratch copy must find nothing to do).
  */
 import { execFileSync } from 'node:child_process'
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
@@ -21,21 +22,30 @@ if (drift.length) {
   console.log('check:generated: validators match schemas/')
 }
 
-const scratch = mkdtempSync(join(tmpdir(), 'drizzle-check-'))
-try {
-  cpSync(join(root, 'drizzle'), scratch, { recursive: true })
-  const before = readdirSync(scratch).length
-  execFileSync(join(root, 'node_modules/.bin/drizzle-kit'),
-    ['generate', '--dialect', 'sqlite', '--schema', './src/db/schema.ts', '--out', scratch, '--name', 'drift'],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
-  const after = readdirSync(scratch).length
-  if (after !== before) {
-    console.error('check:generated: src/db/schema.ts has changes without a migration; run npm run db:generate and commit drizzle/')
-    failed = true
-  } else {
-    console.log('check:generated: drizzle/ matches src/db/schema.ts')
+/**
+ * drizzle-kit, generating into a scratch copy of a dialect's committed migrations, must find nothing to do. SQLite's
+ * live in drizzle/ (their folder since the first release), PostgreSQL's in drizzle/postgres/.
+ */
+function checkMigrations(dialect: 'sqlite' | 'postgresql', schema: string, folder: string): void {
+  const scratch = mkdtempSync(join(tmpdir(), 'drizzle-check-'))
+  try {
+    cpSync(join(root, folder), scratch, { recursive: true })
+    const before = readdirSync(scratch).length
+    execFileSync(join(root, 'node_modules/.bin/drizzle-kit'),
+      ['generate', '--dialect', dialect, '--schema', schema, '--out', scratch, '--name', 'drift'],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    const after = readdirSync(scratch).length
+    if (after !== before) {
+      console.error(`check:generated: ${schema} has changes without a migration; run npm run db:generate and commit ${folder}/`)
+      failed = true
+    } else {
+      console.log(`check:generated: ${folder}/ matches ${schema}`)
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
   }
-} finally {
-  rmSync(scratch, { recursive: true, force: true })
 }
+
+checkMigrations('sqlite', './src/db/schema.ts', 'drizzle')
+checkMigrations('postgresql', './src/db/schema-postgres.ts', 'drizzle/postgres')
 process.exit(failed ? 1 : 0)

@@ -13,7 +13,7 @@ export interface BootstrapResult {
 /** A bootstrap whose slow part (hashing the password) is done; `commit` writes it in one transaction. */
 export interface PendingBootstrap {
   /** The organization, owner and key, all or nothing; null when another process bootstrapped the database meanwhile. */
-  commit(): BootstrapResult | null
+  commit(): Promise<BootstrapResult | null>
 }
 
 /**
@@ -24,16 +24,16 @@ export interface PendingBootstrap {
  * owner without a key.
  */
 export async function prepareBootstrap(repos: Repos, config: Config): Promise<PendingBootstrap | null> {
-  if (repos.users.count() > 0 || repos.organizations.count() > 0) return null
+  if ((await repos.users.count()) > 0 || (await repos.organizations.count()) > 0) return null
   const password = config.bootstrapPassword || randomSecret(18)
   const passwordHash = await hashPassword(password)
   return {
-    commit: () => repos.transaction(() => {
-      if (repos.users.count() > 0 || repos.organizations.count() > 0) return null
-      const org = repos.organizations.create({ slug: 'default', name: 'Default organization' })
-      const user = repos.users.create({ email: config.bootstrapEmail, name: 'Owner', passwordHash })
-      const membership = repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'owner' })
-      const { key } = repos.apiKeys.create({
+    commit: () => repos.transaction(async (tx) => {
+      if ((await tx.users.count()) > 0 || (await tx.organizations.count()) > 0) return null
+      const org = await tx.organizations.create({ slug: 'default', name: 'Default organization' })
+      const user = await tx.users.create({ email: config.bootstrapEmail, name: 'Owner', passwordHash })
+      const membership = await tx.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'owner' })
+      const { key } = await tx.apiKeys.create({
         membershipId: membership.id,
         name: 'bootstrap',
         scopes: ['mcp:read', 'mcp:write'],
@@ -49,7 +49,7 @@ export async function prepareBootstrap(repos: Repos, config: Config): Promise<Pe
 
 /** Both steps at once (buildApp, which never listens). */
 export async function bootstrap(repos: Repos, config: Config): Promise<BootstrapResult | null> {
-  return (await prepareBootstrap(repos, config))?.commit() ?? null
+  return (await (await prepareBootstrap(repos, config))?.commit()) ?? null
 }
 
 /**

@@ -11,7 +11,9 @@ import { ConfigError, loadConfig, type Config } from './config.js'
 import { backupDatabase, restoreDatabase } from './db/backup.js'
 import { databaseFailure, openDatabase, type DatabaseError } from './db/client.js'
 import { checkEnvKey, resetEnvKey, valuesPhrase } from './db/env-key.js'
-import { createRepos, type Repos } from './db/repos/index.js'
+import { openRepos } from './db/open-repos.js'
+import type { Repos } from './db/repos/index.js'
+import { isPostgresUrl, maskedUrl } from './lib/database-url.js'
 import { isRole, ROLES, type Role } from './auth/roles.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 import { createConformanceServer } from './conformance/profile.js'
@@ -165,14 +167,14 @@ function need(value: string | undefined, what: string): string {
   return value
 }
 
-function org(repos: Repos, slug: string) {
-  const o = repos.organizations.bySlug(slug)
+async function org(repos: Repos, slug: string) {
+  const o = await repos.organizations.bySlug(slug)
   if (!o) throw new UsageError(`no organization with slug ${slug}`)
   return o
 }
 
-function user(repos: Repos, email: string) {
-  const u = repos.users.byEmail(email)
+async function user(repos: Repos, email: string) {
+  const u = await repos.users.byEmail(email)
   if (!u) throw new UsageError(`no user with email ${email}`)
   return u
 }
@@ -204,10 +206,10 @@ async function backup(config: Config, words: string[], own: Record<string, strin
   out(`The env key is NOT in the backup: keep the env key ${key.describe} as well, stored apart from the backup; without it the env var values in the backup cannot be read after a restore`)
 }
 
-function restore(config: Config, words: string[], own: Record<string, string>): void {
+async function restore(config: Config, words: string[], own: Record<string, string>): Promise<void> {
   const file = need(words[1], '<file>')
   if (words.length > 2) throw new UsageError(`restore takes one file, got ${words.slice(1).join(' ')}`)
-  const result = restoreDatabase(config, file, { ignoreEnvKey: own.force === 'true', warn: (message) => process.stderr.write(`service-mcp: ${message}\n`) })
+  const result = await restoreDatabase(config, file, { ignoreEnvKey: own.force === 'true', warn: (message) => process.stderr.write(`service-mcp: ${message}\n`) })
   out(`restored ${file} into ${result.database} (SERVICE_DATABASE, ${result.bytes} bytes)`)
   if (result.kept) out(`the database it replaced is kept as ${result.kept}; delete it once the restored one serves`)
   const key = result.envKey
@@ -216,109 +218,112 @@ function restore(config: Config, words: string[], own: Record<string, string>): 
   else out('it holds no env var value yet: any env key will do')
 }
 
-function envKeyCommand(config: Config, words: string[], own: Record<string, string>): void {
-  const handle = openDatabase(config.database)
+async function envKeyCommand(config: Config, words: string[], own: Record<string, string>): Promise<void> {
+  const { repos, close } = await openRepos(config.database)
   try {
-    const repos = createRepos(handle.db)
     switch (words[1]) {
       case 'check': {
-        const result = checkEnvKey(config, repos)
+        const result = await checkEnvKey(config, repos)
         if (!result.bound) return out(`the database holds nothing sealed yet: the env key ${result.location.describe} will be bound to it at the next start`)
         return out(`the env key ${result.location.describe} opens this database (${valuesPhrase(result.values)})`)
       }
       case 'reset': {
         let problem: string | undefined
         try {
-          checkEnvKey(config, repos)
+          await checkEnvKey(config, repos)
         } catch (err) {
           if (!(err instanceof ConfigError)) throw err
           problem = err.message
         }
         if (problem === undefined) return out('the env key already opens this database: nothing to reset')
-        const values = repos.envVars.count()
+        const values = await repos.envVars.count()
         // Nothing is lost when no value is stored: --force is asked for only when values would be deleted.
         if (values > 0 && own.force !== 'true') {
           throw new UsageError(`env-key reset deletes the ${valuesPhrase(values)} sealed with the lost key and binds the database to the current one; add --force if that key is really lost`)
         }
-        const result = resetEnvKey(config, repos)
+        const result = await resetEnvKey(config, repos)
         return out(`deleted ${valuesPhrase(result.deleted)}; the database is now bound to the env key ${result.location.describe}. Set the apps' env vars again before deploying them`)
       }
     }
   } finally {
-    handle.close()
+    await close()
   }
 }
 
 async function admin(config: Config, words: string[], own: Record<string, string>): Promise<void> {
-  const handle = openDatabase(config.database)
-  const repos = createRepos(handle.db)
+  const { repos, close } = await openRepos(config.database)
   try {
     const [area, verb, ...rest] = words
     const key = `${area ?? ''} ${verb ?? ''}`.trim()
     switch (key) {
       case 'orgs list':
-        return table(repos.organizations.list().map((o) => ({ id: o.id, slug: o.slug, name: o.name, created: when(o.createdAt) })))
+        return table((await repos.organizations.list()).map((o) => ({ id: o.id, slug: o.slug, name: o.name, created: when(o.createdAt) })))
       case 'orgs create': {
         const slug = need(rest[0], '<slug>')
         if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(slug)) throw new UsageError('slug must be lowercase letters, digits and dashes')
-        if (repos.organizations.bySlug(slug)) throw new UsageError(`organization ${slug} already exists`)
-        const o = repos.organizations.create({ slug, name: own.name ?? slug })
+        if (await repos.organizations.bySlug(slug)) throw new UsageError(`organization ${slug} already exists`)
+        const o = await repos.organizations.create({ slug, name: own.name ?? slug })
         return out(`created organization ${o.slug} (${o.id})`)
       }
       case 'users list':
-        return table(repos.users.list().map((u) => ({ id: u.id, email: u.email, name: u.name, disabled: when(u.disabledAt), created: when(u.createdAt) })))
+        return table((await repos.users.list()).map((u) => ({ id: u.id, email: u.email, name: u.name, disabled: when(u.disabledAt), created: when(u.createdAt) })))
       case 'users create': {
         const email = need(rest[0], '<email>')
         if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw new UsageError('not an email address')
-        if (repos.users.byEmail(email)) throw new UsageError(`user ${email} already exists`)
+        if (await repos.users.byEmail(email)) throw new UsageError(`user ${email} already exists`)
         const password = own.password ?? randomSecret(18)
         if (password.length < 8) throw new UsageError('password must be at least 8 characters')
-        const u = repos.users.create({ email, ...(own.name ? { name: own.name } : {}), passwordHash: await hashPassword(password) })
+        const u = await repos.users.create({ email, ...(own.name ? { name: own.name } : {}), passwordHash: await hashPassword(password) })
         out(`created user ${u.email} (${u.id})`)
         if (!own.password) out(`password: ${password}`)
         return
       }
       case 'users set-password': {
-        const u = user(repos, need(rest[0], '<email>'))
+        const u = await user(repos, need(rest[0], '<email>'))
         const password = own.password ?? randomSecret(18)
         if (password.length < 8) throw new UsageError('password must be at least 8 characters')
-        repos.users.setPasswordHash(u.id, await hashPassword(password))
+        await repos.users.setPasswordHash(u.id, await hashPassword(password))
         out(`password changed for ${u.email}`)
         if (!own.password) out(`password: ${password}`)
         return
       }
       case 'users disable':
       case 'users enable': {
-        const u = user(repos, need(rest[0], '<email>'))
-        repos.users.setDisabled(u.id, verb === 'disable')
+        const u = await user(repos, need(rest[0], '<email>'))
+        await repos.users.setDisabled(u.id, verb === 'disable')
         return out(`${verb}d ${u.email}`)
       }
       case 'members list': {
-        const list = own.org ? repos.memberships.forOrganization(org(repos, own.org).id) : repos.organizations.list().flatMap((o) => repos.memberships.forOrganization(o.id))
+        let list: Awaited<ReturnType<typeof repos.memberships.forOrganization>>
+        if (own.org) list = await repos.memberships.forOrganization((await org(repos, own.org)).id)
+        else {
+          list = []
+          for (const o of await repos.organizations.list()) list.push(...await repos.memberships.forOrganization(o.id))
+        }
         return table(list.map((m) => ({ id: m.id, email: m.email, organization: m.organizationSlug, role: m.role })))
       }
       case 'members set': {
-        const u = user(repos, need(rest[0], '<email>'))
-        const o = org(repos, need(rest[1], '<org-slug>'))
+        const u = await user(repos, need(rest[0], '<email>'))
+        const o = await org(repos, need(rest[1], '<org-slug>'))
         const role = need(rest[2], '<role>')
         if (!isRole(role)) throw new UsageError(`role must be one of ${ROLES.join(', ')}`)
         // Asked first for a clear refusal (exit 2); upsert enforces the same rule in its transaction.
-        const conflict = repos.memberships.lastOwnerConflict(u.id, o.id, role as Role)
+        const conflict = await repos.memberships.lastOwnerConflict(u.id, o.id, role as Role)
         if (conflict) throw new UsageError(`cannot make ${u.email} ${role} of ${o.slug}: ${conflict}`)
-        repos.memberships.upsert({ userId: u.id, organizationId: o.id, role: role as Role })
+        await repos.memberships.upsert({ userId: u.id, organizationId: o.id, role: role as Role })
         return out(`${u.email} is ${role} of ${o.slug}`)
       }
       case 'members remove': {
-        const u = user(repos, need(rest[0], '<email>'))
-        const o = org(repos, need(rest[1], '<org-slug>'))
-        const conflict = repos.memberships.lastOwnerConflict(u.id, o.id, null)
+        const u = await user(repos, need(rest[0], '<email>'))
+        const o = await org(repos, need(rest[1], '<org-slug>'))
+        const conflict = await repos.memberships.lastOwnerConflict(u.id, o.id, null)
         if (conflict) throw new UsageError(`cannot remove ${u.email} from ${o.slug}: ${conflict}`)
-        if (!repos.memberships.remove(u.id, o.id)) throw new UsageError(`${u.email} is not a member of ${o.slug}`)
+        if (!(await repos.memberships.remove(u.id, o.id))) throw new UsageError(`${u.email} is not a member of ${o.slug}`)
         return out(`removed ${u.email} from ${o.slug}`)
       }
       case 'keys create': {
-        const u = user(repos, need(rest[0], '<email>'))
-        const memberships = repos.memberships.forUser(u.id)
+        const u = await user(repos, need(rest[0], '<email>'))
+        const memberships = await repos.memberships.forUser(u.id)
         const m = own.org ? memberships.find((x) => x.organizationSlug === own.org) : memberships.length === 1 ? memberships[0] : undefined
         if (!m) throw new UsageError(own.org ? `${u.email} is not a member of ${own.org}` : `${u.email} has ${memberships.length} memberships: name one with --org`)
         const scopes = own.scopes ? parseScopes(own.scopes) : [...SCOPES]
@@ -329,24 +334,24 @@ async function admin(config: Config, words: string[], own: Record<string, string
           if (!Number.isInteger(days) || days < 1) throw new UsageError('--expires-days must be a positive integer')
           expiresAt = Date.now() + days * 86_400_000
         }
-        const { key } = repos.apiKeys.create({ membershipId: m.id, name: own.name ?? 'cli', scopes, expiresAt, by: { via: 'cli' } })
+        const { key } = await repos.apiKeys.create({ membershipId: m.id, name: own.name ?? 'cli', scopes, expiresAt, by: { via: 'cli' } })
         return out(key)
       }
       case 'keys list': {
-        const list = repos.apiKeys.listAll().filter((k) => !own.org || k.organizationSlug === own.org)
+        const list = (await repos.apiKeys.listAll()).filter((k) => !own.org || k.organizationSlug === own.org)
         return table(list.map((k) => ({ id: k.id, key: `${k.displayPrefix}…`, name: k.name, email: k.email, organization: k.organizationSlug, scopes: k.scopes, created: when(k.createdAt), expires: when(k.expiresAt), revoked: when(k.revokedAt) })))
       }
       case 'keys revoke': {
         const id = need(rest[0], '<key-id>')
-        if (!repos.apiKeys.byId(id)) throw new UsageError(`no API key ${id}`)
-        if (!repos.apiKeys.revoke(id, { via: 'cli' })) return out(`${id} was already revoked`)
+        if (!(await repos.apiKeys.byId(id))) throw new UsageError(`no API key ${id}`)
+        if (!(await repos.apiKeys.revoke(id, { via: 'cli' }))) return out(`${id} was already revoked`)
         return out(`revoked ${id}; sessions bound to it end at their next request`)
       }
       case 'clients list':
-        return table(repos.oauthClients.list().map((c) => ({ id: c.id, name: c.name, redirect_uris: c.redirectUris.join(' '), scope: c.scope, created: when(c.createdAt), last_used: when(c.lastUsedAt) })))
+        return table((await repos.oauthClients.list()).map((c) => ({ id: c.id, name: c.name, redirect_uris: c.redirectUris.join(' '), scope: c.scope, created: when(c.createdAt), last_used: when(c.lastUsedAt) })))
       case 'signing-keys list': {
         const now = Date.now()
-        return table(repos.signingKeys.all().map((k) => ({
+        return table((await repos.signingKeys.all()).map((k) => ({
           kid: k.kid,
           alg: k.alg,
           created: when(k.createdAt),
@@ -356,23 +361,23 @@ async function admin(config: Config, words: string[], own: Record<string, string
       }
       case 'signing-keys rotate': {
         const key = generateSigningKey()
-        repos.signingKeys.rotate(key)
+        await repos.signingKeys.rotate(key)
         return out(`new signing key ${key.kid}; earlier keys keep verifying for ${Math.round(config.accessTokenTtlMs / 1000)} s (the access-token lifetime)`)
       }
       case 'state-keys list':
-        return table(repos.requestStateKeys.all().map((k) => ({ kid: k.kid, created: when(k.createdAt), retired: when(k.retiredAt), state: k.retiredAt === null ? 'sealing' : 'opening' })))
+        return table((await repos.requestStateKeys.all()).map((k) => ({ kid: k.kid, created: when(k.createdAt), retired: when(k.retiredAt), state: k.retiredAt === null ? 'sealing' : 'opening' })))
       case 'state-keys rotate': {
         const key = generateStateKey()
-        repos.requestStateKeys.rotate(key)
+        await repos.requestStateKeys.rotate(key)
         // A requestState lives as long as its confirmation may wait; a day is far beyond any configured timeout.
-        const pruned = repos.requestStateKeys.pruneRetiredBefore(Date.now() - Math.max(86_400_000, config.elicitationTimeoutMs * 2))
+        const pruned = await repos.requestStateKeys.pruneRetiredBefore(Date.now() - Math.max(86_400_000, config.elicitationTimeoutMs * 2))
         return out(`new requestState key ${key.kid}; earlier keys keep opening the states they sealed${pruned > 0 ? ` (${pruned} retired more than a day ago removed)` : ''}`)
       }
       default:
         throw new UsageError(`unknown command: ${words.join(' ') || '(none)'}`)
     }
   } finally {
-    handle.close()
+    await close()
   }
 }
 
@@ -392,8 +397,11 @@ async function main(argv: string[]): Promise<void> {
   if (words[0] === 'serve') return serve(configFlags)
   const config = loadConfig({ argv: configFlags })
   if (words[0] === 'migrate') {
-    openDatabase(config.database).close()
-    return out(`migrations applied to ${config.database}`)
+    await (await openRepos(config.database)).close()
+    return out(`migrations applied to ${maskedUrl(config.database)}`)
+  }
+  if ((words[0] === 'backup' || words[0] === 'restore') && isPostgresUrl(config.database)) {
+    throw new UsageError(`${words[0]} copies a SQLite file; on PostgreSQL use its own tools (pg_dump, pg_restore)`)
   }
   if (words[0] === 'backup') return backup(config, words, own)
   if (words[0] === 'restore') return restore(config, words, own)

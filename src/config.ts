@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { isAbsolute, join, resolve } from 'node:path'
+import { isPostgresUrl, maskedUrl } from './lib/database-url.js'
 import { packageRoot } from './lib/package-root.js'
 
 /**
@@ -163,7 +164,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'host', env: 'SERVICE_HOST', flag: '--host', kind: 'string', default: '127.0.0.1', doc: 'Interface to listen on; an address that is not loopback (0.0.0.0, ::, a LAN address) needs SERVICE_BASE_URL' },
   { key: 'port', env: 'SERVICE_PORT', flag: '--port', kind: 'int', default: 3000, min: 0, max: 65535, doc: 'TCP port (0 picks a free port)' },
   { key: 'baseUrl', env: 'SERVICE_BASE_URL', flag: '--base-url', kind: 'url', default: '', doc: 'Public base address (the one clients use); default `http://{host}:{port}` for a loopback host, required for any other' },
-  { key: 'database', env: 'SERVICE_DATABASE', flag: '--database', kind: 'string', default: './data/service.db', doc: 'SQLite file (`:memory:` for a throwaway database)' },
+  { key: 'database', env: 'SERVICE_DATABASE', flag: '--database', kind: 'string', default: './data/service.db', doc: 'SQLite file (`:memory:` for a throwaway database), or a PostgreSQL database: `postgres://user:password@host/db`' },
   { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase; an unknown key stops the start)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
   { key: 'accessLog', env: 'SERVICE_ACCESS_LOG', flag: '--access-log', kind: 'bool', default: false, doc: 'Log one info line per finished response: request id, method, path (no query), status, duration, client address, user agent, JSON-RPC method' },
@@ -411,9 +412,14 @@ export function loadConfig(options: {
       throw new ConfigError(`SERVICE_PROFILE conformance serves without authentication, so its base address must be a loopback one, not SERVICE_BASE_URL ${JSON.stringify(cfg.baseUrl)}`)
     }
   }
-  // A URL such as postgres://… is not a file name: taken as one, it would create folders named after its scheme.
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(cfg.database) && !cfg.database.startsWith('file:')) {
-    throw new ConfigError(`SERVICE_DATABASE ${JSON.stringify(cfg.database.replace(/\/\/[^/@]*@/, '//…@'))} is a URL, but this version stores its data in SQLite only: give a file path (or :memory:)`)
+  // A URL other than PostgreSQL's is not a file name either: taken as one, it would create folders named after its scheme.
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(cfg.database) && !cfg.database.startsWith('file:') && !isPostgresUrl(cfg.database)) {
+    throw new ConfigError(`SERVICE_DATABASE ${JSON.stringify(maskedUrl(cfg.database))} is a URL of a database this server cannot use: give a postgres:// URL, or a SQLite file path (or :memory:)`)
+  }
+  // The default key file lives beside the database file; a database URL has no folder, and every process serving one
+  // database must seal with the same key anyway.
+  if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile) {
+    throw new ConfigError('SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)')
   }
   if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
   if (cfg.pipelines === null) {

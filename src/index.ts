@@ -119,7 +119,7 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
       if (address && typeof address === 'object') adoptListeningPort(config, address.port, explicitBaseUrl)
       let result: BootstrapResult | null | undefined
       try {
-        result = bootstrap?.commit()
+        result = await bootstrap?.commit()
       } catch (err) {
         // A listen() that fails leaves nothing listening; a full disk here is the DatabaseError naming the file.
         await app.close().catch(() => {})

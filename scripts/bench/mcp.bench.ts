@@ -163,9 +163,9 @@ async function scenarioCall(appCount: number): Promise<LoadResult[]> {
       // A second connection to the server's SQLite file (WAL): the rows are committed before the first call.
       const handle = openDatabase(server.dbPath, { migrate: false })
       const repos = createRepos(handle.db)
-      const org = repos.organizations.bySlug('default')
+      const org = await repos.organizations.bySlug('default')
       if (!org) throw new Error('the default organization was not bootstrapped')
-      for (let i = 0; i < appCount; i++) repos.apps.create({ organizationId: org.id, name: `App ${i + 1}`, description: `Benchmark app number ${i + 1}` })
+      for (let i = 0; i < appCount; i++) await repos.apps.create({ organizationId: org.id, name: `App ${i + 1}`, description: `Benchmark app number ${i + 1}` })
       handle.close()
     }
     await useCredential(server)

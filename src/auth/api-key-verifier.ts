@@ -11,9 +11,10 @@ import { parseScopes, type CredentialVerifier, type Principal } from './principa
 export function apiKeyVerifier(repos: Repos, onRevoked: (credential: string) => void): CredentialVerifier {
   return {
     accepts: (token) => token.startsWith(API_KEY_PREFIX),
-    verify(token): Principal {
+    async verify(token): Promise<Principal> {
       const hash = sha256Hex(token)
-      const match = repos.apiKeys.candidatesByLookup(apiKeyLookup(hash)).find((c) => constantTimeEqual(c.hash, hash))
+      const candidates = await repos.apiKeys.candidatesByLookup(apiKeyLookup(hash))
+      const match = candidates.find((c) => constantTimeEqual(c.hash, hash))
       if (!match || match.userDisabledAt !== null) throw fail('INVALID_TOKEN')
       const credential = `key:${match.id}`
       if (match.revokedAt !== null) {

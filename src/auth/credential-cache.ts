@@ -13,6 +13,7 @@ export class CredentialCache {
   readonly #entries = new Map<string, Principal>()
   readonly #changed: () => boolean
   readonly #max: number
+  #generation = 0
 
   constructor(options: { changed: () => boolean; max?: number }) {
     this.#changed = options.changed
@@ -23,9 +24,17 @@ export class CredentialCache {
     return this.#entries.size
   }
 
+  /**
+   * Moves whenever the cache is dropped. Verifying reads the database asynchronously: a caller reads this before it
+   * verifies and hands it to `set`, so a principal verified before a change it had not seen is never kept after it.
+   */
+  get generation(): number {
+    return this.#generation
+  }
+
   get(tokenHash: string, now = Date.now()): Principal | undefined {
     if (this.#changed()) {
-      this.#entries.clear()
+      this.clear()
       return undefined
     }
     const principal = this.#entries.get(tokenHash)
@@ -37,7 +46,9 @@ export class CredentialCache {
     return principal
   }
 
-  set(tokenHash: string, principal: Principal): void {
+  /** Keeps `principal` unless the cache was dropped since `generation` was read (then it may be stale). */
+  set(tokenHash: string, principal: Principal, generation = this.#generation): void {
+    if (generation !== this.#generation) return
     // Bounded: past the limit the oldest entry goes (Maps iterate in insertion order). A miss only costs a lookup.
     if (this.#entries.size >= this.#max && !this.#entries.has(tokenHash)) {
       const oldest = this.#entries.keys().next()
@@ -48,5 +59,6 @@ export class CredentialCache {
 
   clear(): void {
     this.#entries.clear()
+    this.#generation++
   }
 }

@@ -47,7 +47,7 @@ export function lastingCredential(principal: Principal): string {
 export interface CredentialVerifier {
   /** True when this verifier recognises the credential's form. */
   accepts(token: string): boolean
-  verify(token: string): Principal
+  verify(token: string): Promise<Principal>
 }
 
 /** Who may use a tool, prompt or resource: the token's scope must cover `scope` AND the member's role reach `role`. */

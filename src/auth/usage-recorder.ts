@@ -17,7 +17,7 @@ export class UsageRecorder {
     this.#pending.set(principal.credential, now)
   }
 
-  flush(): void {
+  async flush(): Promise<void> {
     if (this.#pending.size === 0) return
     const keys: Array<[string, number]> = []
     const tokens: Array<[string, number]> = []
@@ -26,9 +26,9 @@ export class UsageRecorder {
       else if (credential.startsWith('jwt:')) tokens.push([credential.slice(4), at])
     }
     this.#pending.clear()
-    this.#repos.transaction(() => {
-      this.#repos.apiKeys.touchMany(keys)
-      this.#repos.oauthGrants.touchByJti(tokens)
+    await this.#repos.transaction(async (tx) => {
+      await tx.apiKeys.touchMany(keys)
+      await tx.oauthGrants.touchByJti(tokens)
     })
   }
 }

@@ -143,7 +143,7 @@ export interface RestoreResult {
    * What the env key check found: how many sealed values the configured key opens (bound: the backup has a key), or,
    * restored with `ignoreEnvKey`, why the key does not open it.
    */
-  envKey: ReturnType<typeof checkEnvKey> | { mismatch: string }
+  envKey: Awaited<ReturnType<typeof checkEnvKey>> | { mismatch: string }
 }
 
 /** The restore's own words about a key that does not open the backup: restore it anyway only on purpose. */
@@ -191,11 +191,11 @@ function checkRestorable(sqlite: Database.Database, file: string): void {
  * Replaces the database of `config` with the backup `file`: refused while a server holds the database, and before
  * anything is touched when the file is not a restorable database of this service or the env key does not open it.
  */
-export function restoreDatabase(
+export async function restoreDatabase(
   config: { database: string; envKey: string; envKeyFile: string },
   file: string,
   options: { ignoreEnvKey?: boolean; warn?: (message: string) => void } = {},
-): RestoreResult {
+): Promise<RestoreResult> {
   if (!isDatabaseFile(config.database)) throw new ConfigError(`SERVICE_DATABASE is ${JSON.stringify(config.database)}: a backup can be restored only into a database file`)
   const target = resolve(config.database)
   const source = resolve(file)
@@ -237,7 +237,7 @@ export function restoreDatabase(
     let envKey: RestoreResult['envKey']
     try {
       try {
-        envKey = checkEnvKey(config, createRepos(handle.db), backupSubject(source))
+        envKey = await checkEnvKey(config, createRepos(handle.db), backupSubject(source))
       } catch (err) {
         if (!(err instanceof EnvKeyMismatch && options.ignoreEnvKey)) throw err
         envKey = { mismatch: err.message }

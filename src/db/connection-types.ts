@@ -7,9 +7,12 @@ import type Database from 'better-sqlite3'
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import type * as schema from './schema.js'
 
+type SchemaTables = typeof schema
+
 declare module './types.js' {
   interface Db extends BetterSQLite3Database<typeof schema> {
     $client: Database.Database
   }
+  interface Tables extends SchemaTables {}
   interface SqliteConnection extends Database.Database {}
 }

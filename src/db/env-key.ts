@@ -2,7 +2,7 @@ import { resolve } from 'node:path'
 import { ConfigError } from '../config.js'
 import { createEnvKey, envKeyLocation, readEnvKey, SecretBox, type EnvKeyLocation } from '../lib/secret-box.js'
 import { envVarAad } from './repos/env-vars.js'
-import type { Repos } from './repos/index.js'
+import type { Repos, TxRepos } from './repos/index.js'
 
 /**
  * The env-var key belongs to one database: the values it sealed are in that database and nowhere else. A database
@@ -31,8 +31,8 @@ interface Sealed {
   values: number
 }
 
-function sealedIn(repos: KeyRepos): Sealed {
-  return { check: repos.serviceMeta.get(CHECK), values: repos.envVars.count() }
+async function sealedIn(repos: KeyRepos): Promise<Sealed> {
+  return { check: await repos.serviceMeta.get(CHECK), values: await repos.envVars.count() }
 }
 
 function holdsSealed(sealed: Sealed): boolean {
@@ -101,19 +101,20 @@ function missing(location: EnvKeyLocation, sealed: Sealed, subject: KeySubject):
 }
 
 /** True when `key` opens what the database sealed: its check, or (a database from before the check) every value. */
-function opens(key: Buffer, sealed: Sealed, repos: KeyRepos): boolean {
+async function opens(key: Buffer, sealed: Sealed, repos: KeyRepos): Promise<boolean> {
   const box = new SecretBox(key)
   try {
     if (sealed.check !== undefined) return box.open(sealed.check, CHECK_AAD) === CHECK_PLAINTEXT
-    for (const v of repos.envVars.allSealed()) box.open(v.ciphertext, envVarAad(v.appId, v.name))
+    for (const v of await repos.envVars.allSealed()) box.open(v.ciphertext, envVarAad(v.appId, v.name))
     return true
   } catch {
     return false
   }
 }
 
-function writeCheck(key: Buffer, repos: KeyRepos): void {
-  repos.serviceMeta.set(CHECK, new SecretBox(key).seal(CHECK_PLAINTEXT, CHECK_AAD))
+/** Records the key check: on the repositories, or on a transaction's. */
+async function writeCheck(key: Buffer, repos: Pick<TxRepos, 'serviceMeta'>): Promise<void> {
+  await repos.serviceMeta.set(CHECK, new SecretBox(key).seal(CHECK_PLAINTEXT, CHECK_AAD))
 }
 
 /**
@@ -121,16 +122,16 @@ function writeCheck(key: Buffer, repos: KeyRepos): void {
  * a new one (key file created, mode 600) only for a database that holds nothing sealed; the database records its key
  * check when it has none yet. Anything else is an EnvKeyMismatch (a ConfigError: exit code 2) saying what to do.
  */
-export function loadEnvKey(config: Config, repos: KeyRepos): Buffer {
+export async function loadEnvKey(config: Config, repos: KeyRepos): Promise<Buffer> {
   const location = envKeyLocation(config)
-  const sealed = sealedIn(repos)
+  const sealed = await sealedIn(repos)
   let key = readEnvKey(location, config)
   if (key === null) {
     if (holdsSealed(sealed)) throw missing(location, sealed, databaseSubject(config))
     key = createEnvKey(location)
   }
-  if (!opens(key, sealed, repos)) throw mismatch(location, sealed, databaseSubject(config))
-  if (sealed.check === undefined) writeCheck(key, repos)
+  if (!(await opens(key, sealed, repos))) throw mismatch(location, sealed, databaseSubject(config))
+  if (sealed.check === undefined) await writeCheck(key, repos)
   return key
 }
 
@@ -140,13 +141,13 @@ export function loadEnvKey(config: Config, repos: KeyRepos): Buffer {
  * `subject`, the database by default); answers
  * how many values the key opens and, when the database holds nothing sealed yet, that any key will do.
  */
-export function checkEnvKey(config: Config, repos: KeyRepos, subject: KeySubject = databaseSubject(config)): { location: EnvKeyLocation; values: number; bound: boolean } {
+export async function checkEnvKey(config: Config, repos: KeyRepos, subject: KeySubject = databaseSubject(config)): Promise<{ location: EnvKeyLocation; values: number; bound: boolean }> {
   const location = envKeyLocation(config)
-  const sealed = sealedIn(repos)
+  const sealed = await sealedIn(repos)
   if (!holdsSealed(sealed)) return { location, values: 0, bound: false }
   const key = readEnvKey(location, config)
   if (key === null) throw missing(location, sealed, subject)
-  if (!opens(key, sealed, repos)) throw mismatch(location, sealed, subject)
+  if (!(await opens(key, sealed, repos))) throw mismatch(location, sealed, subject)
   return { location, values: sealed.values, bound: true }
 }
 
@@ -155,25 +156,25 @@ export function checkEnvKey(config: Config, repos: KeyRepos, subject: KeySubject
  * them) and binds the database to the configured key, creating the key file when there is none. Answers how many
  * values were deleted; nothing changes when the key already matches.
  */
-export function resetEnvKey(config: Config, repos: KeyRepos): { location: EnvKeyLocation; deleted: number; matched: boolean } {
+export async function resetEnvKey(config: Config, repos: KeyRepos): Promise<{ location: EnvKeyLocation; deleted: number; matched: boolean }> {
   const location = envKeyLocation(config)
   if (location.kind === 'throwaway') throw new ConfigError('An in-memory database has no env key to reset')
-  const sealed = sealedIn(repos)
+  const sealed = await sealedIn(repos)
   const existing = readEnvKey(location, config)
-  if (existing !== null && opens(existing, sealed, repos)) {
-    if (sealed.check === undefined) writeCheck(existing, repos)
+  if (existing !== null && (await opens(existing, sealed, repos))) {
+    if (sealed.check === undefined) await writeCheck(existing, repos)
     return { location, deleted: 0, matched: true }
   }
   const key = existing ?? createEnvKey(location)
-  const deleted = repos.transaction(() => {
-    const n = repos.envVars.deleteAll()
-    writeCheck(key, repos)
+  const deleted = await repos.transaction(async (tx) => {
+    const n = await tx.envVars.deleteAll()
+    await writeCheck(key, tx)
     return n
   })
   return { location, deleted, matched: false }
 }
 
 /** How many values the database holds sealed (for `reset` to say what it would delete). */
-export function sealedValues(repos: KeyRepos): number {
+export function sealedValues(repos: KeyRepos): Promise<number> {
   return repos.envVars.count()
 }

@@ -5,6 +5,7 @@
  * only: nothing imports this module.
  */
 import type * as schema from './schema.js'
+import type * as postgres from './schema-postgres.js'
 import type * as rows from './types.js'
 
 /** true when A and B have the same keys and each is assignable to the other. */
@@ -53,4 +54,49 @@ export const ROWS_MATCH_SCHEMA: Checks = {
   auditLog: true,
   idempotencyRecords: true,
   tasks: true,
+}
+
+/**
+ * The repositories are written once, against the SQLite tables, and run on PostgreSQL with the tables of
+ * schema-postgres.ts in their place (store.ts). That holds only while every table of one schema has its namesake in
+ * the other, reading and writing the very same rows: this fails to compile, naming the table, when they differ.
+ */
+type Tables<S> = { [K in keyof S as S[K] extends { $inferSelect: object } ? K : never]: S[K] }
+type SqliteTables = Tables<typeof schema>
+type PostgresTables = Tables<typeof postgres>
+type SameTables = {
+  [K in keyof SqliteTables | keyof PostgresTables]: K extends keyof SqliteTables
+    ? K extends keyof PostgresTables
+      ? SqliteTables[K] extends { $inferSelect: infer S; $inferInsert: infer I }
+        ? PostgresTables[K] extends { $inferSelect: infer PS; $inferInsert: infer PI }
+          ? Exactly<S, PS> extends true ? Exactly<I, PI> : false
+          : false
+        : false
+      : false
+    : false
+}
+
+export const POSTGRES_ROWS_MATCH_SQLITE: SameTables = {
+  organizations: true,
+  users: true,
+  memberships: true,
+  apiKeys: true,
+  sessions: true,
+  apps: true,
+  oauthClients: true,
+  signingKeys: true,
+  requestStateKeys: true,
+  browserSessions: true,
+  authorizationRequests: true,
+  oauthGrants: true,
+  authorizationCodes: true,
+  refreshTokens: true,
+  accessTokens: true,
+  envVars: true,
+  deployments: true,
+  deploymentLogs: true,
+  auditLog: true,
+  idempotencyRecords: true,
+  tasks: true,
+  serviceMeta: true,
 }

@@ -28,6 +28,9 @@ export const AUDIT_OUTCOMES = ['succeeded', 'failed', 'denied', 'confirmed', 'de
 /** The Drizzle database the repositories query (its members: connection-types.ts). */
 export interface Db {}
 
+/** The tables the repositories query, by name (its members, the schema's tables: connection-types.ts). */
+export interface Tables {}
+
 /** The raw better-sqlite3 connection, for pragmas and closing (its members: connection-types.ts). */
 export interface SqliteConnection {}
 

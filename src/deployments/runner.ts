@@ -86,8 +86,8 @@ export class PipelineRunner {
    * a supervisor that could not act. A group is signalled only while it provably holds the run (process-group.ts), and
    * the wait is bounded (the grace period and a second per run still alive), before the server listens.
    */
-  recover(): number {
-    for (const run of this.#repos.deployments.unfinished()) {
+  async recover(): Promise<number> {
+    for (const run of await this.#repos.deployments.unfinished()) {
       if (run.pgid !== null) this.#stopLeftover(run.id, run.pgid)
     }
     return this.#repos.deployments.interruptUnfinished(Date.now())
@@ -124,20 +124,25 @@ export class PipelineRunner {
     }
   }
 
-  start(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string; createdBy: string | null }, listener?: RunListener): RunHandle {
-    const app = this.#repos.apps.byId(input.organizationId, input.appId)
-    if (!app) throw fail('RESOURCE_NOT_FOUND', { message: 'No such app in your organization' })
-    const pipeline = this.#config.pipelines[app.pipeline]
-    if (!pipeline) throw fail('OPERATION_FAILED', { message: `The app's pipeline "${app.pipeline}" is not configured on this server` })
-    if (this.#repos.deployments.active(input.organizationId, input.appId)) {
-      throw fail('CONFLICT', { message: 'A deployment of this app is already running; wait for it or cancel it' })
-    }
+  async start(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string; createdBy: string | null }, listener?: RunListener): Promise<RunHandle> {
     const env: Record<string, string> = {}
     for (const name of INHERITED_ENV) if (process.env[name] !== undefined) env[name] = process.env[name]!
-    for (const v of this.#repos.envVars.ciphertexts(input.organizationId, input.appId)) {
-      env[v.name] = this.#secrets.open(v.ciphertext, envVarAad(input.appId, v.name))
-    }
-    const deployment = this.#repos.deployments.create({ ...input, rollbackOf: input.rollbackOf ?? null, pipeline: app.pipeline })
+    // One transaction from the checks to the new row: no other run of the app can start in between (an app never has
+    // two live runs), as when these reads and the write ran synchronously.
+    const { app, pipeline, deployment } = await this.#repos.transaction(async (tx) => {
+      const app = await tx.apps.byId(input.organizationId, input.appId)
+      if (!app) throw fail('RESOURCE_NOT_FOUND', { message: 'No such app in your organization' })
+      const pipeline = this.#config.pipelines[app.pipeline]
+      if (!pipeline) throw fail('OPERATION_FAILED', { message: `The app's pipeline "${app.pipeline}" is not configured on this server` })
+      if (await tx.deployments.active(input.organizationId, input.appId)) {
+        throw fail('CONFLICT', { message: 'A deployment of this app is already running; wait for it or cancel it' })
+      }
+      for (const v of await tx.envVars.ciphertexts(input.organizationId, input.appId)) {
+        env[v.name] = this.#secrets.open(v.ciphertext, envVarAad(input.appId, v.name))
+      }
+      const deployment = await tx.deployments.create({ ...input, rollbackOf: input.rollbackOf ?? null, pipeline: app.pipeline })
+      return { app, pipeline, deployment }
+    })
     this.#tell({ type: 'created', deployment })
     Object.assign(env, {
       SERVICE_APP_ID: app.id,
@@ -151,7 +156,17 @@ export class PipelineRunner {
     let finished = false
     let stopped: { kind: StopKind; reason: string } | null = null
     let killTimer: NodeJS.Timeout | null = null
-    const live: LiveRun = { deployment, child: null, stop: () => {} }
+    /** Tells the running child to stop; set once the run is recorded running (a stop asked before waits for that). */
+    let stopChild: (() => void) | null = null
+    const live: LiveRun = {
+      deployment,
+      child: null,
+      stop: (kind: StopKind, reason: string) => {
+        if (finished || stopped !== null) return
+        stopped = { kind, reason }
+        stopChild?.()
+      },
+    }
     this.#live.set(deployment.id, live)
 
     const emit = (stream: DeploymentLogLine['stream'], text: string) => {
@@ -173,18 +188,11 @@ export class PipelineRunner {
         if (killTimer) clearTimeout(killTimer)
         if (timeout) clearTimeout(timeout)
         emit('system', outcome)
-        this.#flushLines()
+        const stored = this.#flushLines()
         this.#live.delete(deployment.id)
-        let final: Deployment = { ...deployment, status, finishedAt: Date.now(), exitCode, outcome }
-        try {
-          this.#repos.deployments.finish(deployment.id, status, final.finishedAt!, exitCode, outcome)
-          final = this.#repos.deployments.byId(input.organizationId, deployment.id) ?? final
-        } catch (err) {
-          // Only after stopAll gave up waiting and the database closed: the row was already marked interrupted.
-          this.#log.error({ err, deployment: deployment.id }, 'could not record the end of a deployment')
-        }
-        this.#tell({ type: 'ended', deployment: final })
-        resolve(final)
+        const ended = { ...deployment, status, finishedAt: Date.now(), exitCode, outcome }
+        // Called from the child's events, which cannot wait: recordEnd never rejects (it logs what fails).
+        void this.#recordEnd(stored, input.organizationId, ended).then(resolve)
       }
 
       const cwd = resolvePath(pipeline.cwd ?? packageRoot())
@@ -206,32 +214,7 @@ export class PipelineRunner {
         return
       }
       live.child = child
-      try {
-        this.#repos.deployments.markRunning(deployment.id, Date.now(), GROUPS ? child.pid ?? null : null)
-      } catch (err) {
-        // A run whose group is not on record could outlive a crash unseen: it does not start (full or read-only disk).
-        this.#log.error({ err, deployment: deployment.id }, 'could not record a run as running; it is stopped')
-        killGroup(child, 'SIGKILL')
-        end('failed', null, 'failed: the server could not record the run (its database cannot be written), so it was stopped before it began')
-        return
-      }
-      emit('system', `started ${deployment.kind} of ${app.name} with pipeline ${app.pipeline}`)
-      splitLines(child.stdout!, (text) => emit('stdout', text))
-      splitLines(child.stderr!, (text) => emit('stderr', text))
-
-      const signal = (sig: NodeJS.Signals) => killGroup(child, sig)
-      live.stop = (kind: StopKind, reason: string) => {
-        if (finished || stopped !== null) return
-        stopped = { kind, reason }
-        // The supervisor stops the run (SIGTERM to the group, SIGKILL after the grace period), reaping the pipeline
-        // before anything else dies; killing the group from here only backs it up, should it not have ended by then.
-        child.stdin?.write('stop\n')
-        killTimer = setTimeout(() => signal('SIGKILL'), this.#config.pipelineGraceMs + SUPERVISOR_MARGIN_MS)
-        killTimer.unref()
-      }
-      timeout = setTimeout(() => live.stop('timeout', `timed out after ${this.#config.pipelineTimeoutMs} ms`), this.#config.pipelineTimeoutMs)
-      timeout.unref()
-
+      // Listened to at once: a spawn failure is emitted on the next tick, maybe before the run is recorded running.
       child.on('error', (err) => {
         this.#log.error({ err, deployment: deployment.id }, 'pipeline process error')
         end('failed', null, `failed: ${err.message}`)
@@ -244,8 +227,63 @@ export class PipelineRunner {
         if (code === 0) return end('succeeded', 0, 'succeeded: the pipeline exited with code 0')
         end('failed', code, sig ? `failed: the pipeline was killed by ${sig}` : `failed: the pipeline exited with code ${code}`)
       })
+      // An executor cannot wait: #markRunning never rejects (it logs), and the run goes on, or is stopped, once known.
+      void this.#markRunning(deployment.id, child).then((recorded) => {
+        if (finished) return // the process failed or ended meanwhile: end() recorded it
+        if (!recorded) {
+          // A run whose group is not on record could outlive a crash unseen: it does not start (full or read-only disk).
+          killGroup(child, 'SIGKILL')
+          end('failed', null, 'failed: the server could not record the run (its database cannot be written), so it was stopped before it began')
+          return
+        }
+        emit('system', `started ${deployment.kind} of ${app.name} with pipeline ${app.pipeline}`)
+        splitLines(child.stdout!, (text) => emit('stdout', text))
+        splitLines(child.stderr!, (text) => emit('stderr', text))
+
+        const signal = (sig: NodeJS.Signals) => killGroup(child, sig)
+        stopChild = () => {
+          // The supervisor stops the run (SIGTERM to the group, SIGKILL after the grace period), reaping the pipeline
+          // before anything else dies; killing the group from here only backs it up, should it not have ended by then.
+          child.stdin?.write('stop\n')
+          killTimer = setTimeout(() => signal('SIGKILL'), this.#config.pipelineGraceMs + SUPERVISOR_MARGIN_MS)
+          killTimer.unref()
+        }
+        timeout = setTimeout(() => live.stop('timeout', `timed out after ${this.#config.pipelineTimeoutMs} ms`), this.#config.pipelineTimeoutMs)
+        timeout.unref()
+        // Stopped (cancelled, server stopping) while the run was being recorded: it stops now.
+        if (stopped !== null) stopChild()
+      })
     })
     return { deployment, done }
+  }
+
+  /** queued → running, with the run's process group; false (logged) when that cannot be written. Never rejects. */
+  async #markRunning(deploymentId: string, child: ChildProcess): Promise<boolean> {
+    try {
+      await this.#repos.deployments.markRunning(deploymentId, Date.now(), GROUPS ? child.pid ?? null : null)
+      return true
+    } catch (err) {
+      this.#log.error({ err, deployment: deploymentId }, 'could not record a run as running; it is stopped')
+      return false
+    }
+  }
+
+  /**
+   * A run's end, written once its last lines are stored (`stored`), then told to the observers: the final row as read
+   * back, or `ended` itself when it cannot be. Never rejects (what fails is logged).
+   */
+  async #recordEnd(stored: Promise<void>, organizationId: string, ended: Deployment & { status: 'succeeded' | 'failed' | 'cancelled' | 'interrupted' }): Promise<Deployment> {
+    await stored
+    let final: Deployment = ended
+    try {
+      await this.#repos.deployments.finish(ended.id, ended.status, ended.finishedAt!, ended.exitCode, ended.outcome!)
+      final = (await this.#repos.deployments.byId(organizationId, ended.id)) ?? final
+    } catch (err) {
+      // Only after stopAll gave up waiting and the database closed: the row was already marked interrupted.
+      this.#log.error({ err, deployment: ended.id }, 'could not record the end of a deployment')
+    }
+    this.#tell({ type: 'ended', deployment: final })
+    return final
   }
 
   /**
@@ -275,9 +313,9 @@ export class PipelineRunner {
     // Time for the supervisors' stop, and for the runner's own SIGKILL behind it.
     const deadline = Date.now() + this.#config.pipelineGraceMs + SUPERVISOR_MARGIN_MS + 500
     while (this.#live.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
-    this.#flushLines()
+    await this.#flushLines()
     for (const run of runs) {
-      this.#repos.deployments.finish(run.deployment.id, 'interrupted', Date.now(), null, 'interrupted: the server stopped while it ran')
+      await this.#repos.deployments.finish(run.deployment.id, 'interrupted', Date.now(), null, 'interrupted: the server stopped while it ran')
     }
   }
 
@@ -285,25 +323,31 @@ export class PipelineRunner {
     this.#pendingLines.push(line)
     if (this.#flushScheduled) return
     this.#flushScheduled = true
-    setImmediate(() => this.#flushLines())
+    // A timer cannot wait: #flushLines never rejects (it logs what fails).
+    setImmediate(() => void this.#flushLines())
   }
 
-  #flushLines(): void {
+  /** Stores the lines queued so far in one batch, then tells the observers. Never rejects (a failure is logged). */
+  async #flushLines(): Promise<void> {
     this.#flushScheduled = false
     if (this.#pendingLines.length === 0) return
     const lines = this.#pendingLines.splice(0)
+    // Runs still live when the batch is taken (a run's last lines are taken before it leaves #live); one event per run
+    // of the batch, told once the lines are stored.
+    const live = new Map<string, string>()
+    if (this.#observers.size > 0) {
+      for (const deploymentId of new Set(lines.map((l) => l.deploymentId))) {
+        const organizationId = this.#live.get(deploymentId)?.deployment.organizationId
+        if (organizationId !== undefined) live.set(deploymentId, organizationId)
+      }
+    }
     try {
-      this.#repos.deployments.appendLines(lines)
+      await this.#repos.deployments.appendLines(lines)
     } catch (err) {
       this.#log.error({ err, lines: lines.length }, 'could not store deployment output')
       return
     }
-    if (this.#observers.size === 0) return
-    // Runs still live (a run's last lines are stored before it leaves #live); one event per run of the batch.
-    for (const deploymentId of new Set(lines.map((l) => l.deploymentId))) {
-      const organizationId = this.#live.get(deploymentId)?.deployment.organizationId
-      if (organizationId !== undefined) this.#tell({ type: 'stored', deploymentId, organizationId })
-    }
+    for (const [deploymentId, organizationId] of live) this.#tell({ type: 'stored', deploymentId, organizationId })
   }
 }
 

@@ -14,12 +14,12 @@ export interface AuditRecord {
 
 /**
  * Writes an audit-log entry for the call's member and organization, with the call's JSON-RPC id in its details.
- * Never throws: a failed write is logged, and the call goes on.
+ * Never rejects: a failed write is logged, and the call goes on.
  */
-export function writeAudit(repos: Repos, ctx: CallContext, toolName: string, entry: AuditRecord): void {
+export async function writeAudit(repos: Repos, ctx: CallContext, toolName: string, entry: AuditRecord): Promise<void> {
   const p = ctx.principal
   try {
-    repos.audit.add({
+    await repos.audit.add({
       organizationId: p.organizationId,
       userId: p.userId,
       membershipId: p.membershipId,

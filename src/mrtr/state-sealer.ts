@@ -11,6 +11,10 @@ import type { RequestStateKey } from '../db/repos/request-state-keys.js'
  * Keys live in the database (`request_state_keys`), like the access-token signing keys: every process of a service
  * seals and opens with the same keys, and `service-mcp state-keys rotate` replaces the sealing key while the older
  * ones keep opening what they sealed. A key id this process has not seen is looked up again before a state is refused.
+ *
+ * Opening a state whose key this process already holds is synchronous (the path of every retry); only a key id not
+ * seen yet is read from the database, and `open` then answers with a promise. Sealing reads the current key each time
+ * (another process may have rotated it), so it is asynchronous.
  */
 
 const VERSION = 'v1'
@@ -34,13 +38,13 @@ export class RequestStateSealer {
     this.#repos = repos
   }
 
-  /** Creates the first key on an empty database. */
-  ensureKey(): void {
-    if (!this.#repos.requestStateKeys.current()) this.#repos.requestStateKeys.rotate(generateStateKey())
+  /** Creates the first key on an empty database (before the server is ready). */
+  async ensureKey(): Promise<void> {
+    if (!(await this.#repos.requestStateKeys.current())) await this.#repos.requestStateKeys.rotate(generateStateKey())
   }
 
-  seal(payload: Record<string, unknown>): string {
-    const key = this.#repos.requestStateKeys.current()
+  async seal(payload: Record<string, unknown>): Promise<string> {
+    const key = await this.#repos.requestStateKeys.current()
     if (!key) throw new Error('no requestState key: the database has none that is not retired')
     const secret = this.#secret(key.kid, key.secret)
     const iv = randomBytes(IV_BYTES)
@@ -50,13 +54,20 @@ export class RequestStateSealer {
     return `${VERSION}.${key.kid}.${iv.toString('base64url')}.${sealed.toString('base64url')}`
   }
 
-  /** The payload, or null when the state is malformed, sealed with an unknown key, or altered in any way. */
-  open(state: string): Record<string, unknown> | null {
+  /**
+   * The payload, or null when the state is malformed, sealed with an unknown key, or altered in any way. A promise
+   * only when the state names a key id this process has not seen (it is looked up first).
+   */
+  open(state: string): Record<string, unknown> | null | Promise<Record<string, unknown> | null> {
     const m = FORMAT.exec(state)
     if (!m) return null
     const [, kid, ivText, sealedText] = m as unknown as [string, string, string, string]
-    const secret = this.#secretFor(kid)
-    if (!secret) return null
+    const known = this.#keys.get(kid)
+    if (known) return this.#open(known, kid, ivText, sealedText)
+    return this.#lookUp(kid).then((secret) => (secret ? this.#open(secret, kid, ivText, sealedText) : null))
+  }
+
+  #open(secret: Buffer, kid: string, ivText: string, sealedText: string): Record<string, unknown> | null {
     const iv = Buffer.from(ivText, 'base64url')
     const sealed = Buffer.from(sealedText, 'base64url')
     if (iv.length !== IV_BYTES || sealed.length <= TAG_BYTES) return null
@@ -72,10 +83,9 @@ export class RequestStateSealer {
     }
   }
 
-  #secretFor(kid: string): Buffer | undefined {
-    const known = this.#keys.get(kid)
-    if (known) return known
-    const stored = this.#repos.requestStateKeys.byKid(kid)
+  /** A key id this process has not seen: looked up in the database (a key rotated by another process). */
+  async #lookUp(kid: string): Promise<Buffer | undefined> {
+    const stored = await this.#repos.requestStateKeys.byKid(kid)
     return stored ? this.#secret(stored.kid, stored.secret) : undefined
   }
 

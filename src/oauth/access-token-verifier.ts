@@ -14,9 +14,9 @@ const COMPACT_JWS = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 export function accessTokenVerifier(repos: Repos, keyring: Keyring, onRevoked: (credential: string) => void): CredentialVerifier {
   return {
     accepts: (token) => COMPACT_JWS.test(token),
-    verify(token): Principal {
-      const claims = keyring.verify(token)
-      const state = repos.oauthGrants.accessTokenState(claims.jti)
+    async verify(token): Promise<Principal> {
+      const claims = await keyring.verify(token)
+      const state = await repos.oauthGrants.accessTokenState(claims.jti)
       // Unknown jti: signed by us but never recorded (or purged after expiry). Never trusted.
       if (!state) throw fail('INVALID_TOKEN')
       if (state.membershipId !== claims.mid || state.userId !== claims.sub || state.organizationId !== claims.org || state.clientId !== claims.client_id) {

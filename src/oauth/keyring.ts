@@ -39,10 +39,21 @@ export function generateSigningKey(now = Date.now()): Omit<SigningKey, 'retiredA
 
 type Verify = (token: string) => AccessTokenClaims
 
+/** Signs access-token claims with one key (Keyring.signer). */
+export type Sign = (claims: AccessTokenClaims) => string
+
+/** What signing fails with when the database holds no key that is not retired. */
+export function noSigningKey(): Error {
+  return new Error('no signing key: the database has none that is not retired')
+}
+
 /**
  * Signs and verifies access tokens with the keys in the database. Signing always uses the current key as stored (the
  * CLI may rotate it from another process); verifiers are built once per key id and a key id we do not know yet is
  * looked up again before a token is refused. A retired key verifies until the tokens it signed have expired.
+ *
+ * Verifying with a key this process already holds is synchronous (the credential check of a request); only a key id
+ * not seen yet, or one whose retirement must be read again, makes `verify` answer with a promise.
  */
 export class Keyring {
   readonly #repos: Repos
@@ -60,32 +71,50 @@ export class Keyring {
     this.#tokenTtlMs = options.accessTokenTtlMs
   }
 
-  /** Creates the first key on an empty database. */
-  ensureKey(): void {
-    if (!this.#repos.signingKeys.current()) this.#repos.signingKeys.rotate(generateSigningKey())
+  /** Creates the first key on an empty database (before the server is ready). */
+  async ensureKey(): Promise<void> {
+    if (!(await this.#repos.signingKeys.current())) await this.#repos.signingKeys.rotate(generateSigningKey())
   }
 
-  sign(claims: AccessTokenClaims): string {
-    const key = this.#repos.signingKeys.current()
-    if (!key) throw new Error('no signing key: the database has none that is not retired')
+  /**
+   * What signs with the current key as stored now, synchronously (read before a transaction that issues tokens, signed
+   * after it); undefined when the database has no key that is not retired.
+   */
+  async signer(): Promise<Sign | undefined> {
+    const key = await this.#repos.signingKeys.current()
+    if (!key) return undefined
     let signer = this.#signers.get(key.kid)
     if (!signer) {
       signer = createSigner({ algorithm: ALG, key: key.privateKey, kid: key.kid, header: { alg: ALG, typ: ACCESS_TOKEN_TYP } })
       this.#signers.set(key.kid, signer)
     }
-    return signer({ ...claims })
+    const sign = signer
+    return (claims) => sign({ ...claims })
+  }
+
+  async sign(claims: AccessTokenClaims): Promise<string> {
+    const sign = await this.signer()
+    if (!sign) throw noSigningKey()
+    return sign(claims)
   }
 
   /**
    * Verifies signature, algorithm, typ, issuer, audience (one string, exactly ours), expiry and an `iat` not in the
-   * future. Throws TOKEN_EXPIRED for an expired token and INVALID_TOKEN for anything else, never saying more than that
-   * to the client.
+   * future. Throws (or rejects with) TOKEN_EXPIRED for an expired token and INVALID_TOKEN for anything else, never
+   * saying more than that to the client. A promise only when the key must be read from the database.
    */
-  verify(token: string): AccessTokenClaims {
+  verify(token: string): AccessTokenClaims | Promise<AccessTokenClaims> {
     const kid = readKid(token)
     if (kid === undefined) throw fail('INVALID_TOKEN')
-    const entry = this.#verifierFor(kid)
-    if (!entry) throw fail('INVALID_TOKEN')
+    const known = this.#verifiers.get(kid)
+    if (known && this.#published(known.key, Date.now())) return this.#verifyWith(known, token)
+    return this.#verifierFor(kid).then((entry) => {
+      if (!entry) throw fail('INVALID_TOKEN')
+      return this.#verifyWith(entry, token)
+    })
+  }
+
+  #verifyWith(entry: { verify: Verify }, token: string): AccessTokenClaims {
     let claims: AccessTokenClaims
     try {
       claims = entry.verify(token)
@@ -110,18 +139,19 @@ export class Keyring {
   }
 
   /** The JWKS: every key that signs or may still have signed an unexpired token. */
-  jwks(now = Date.now()): { keys: Array<Record<string, string>> } {
-    return { keys: this.#repos.signingKeys.all().filter((k) => this.#published(k, now)).map((k) => k.publicJwk) }
+  async jwks(now = Date.now()): Promise<{ keys: Array<Record<string, string>> }> {
+    return { keys: (await this.#repos.signingKeys.all()).filter((k) => this.#published(k, now)).map((k) => k.publicJwk) }
   }
 
   #published(key: SigningKey, now: number): boolean {
     return key.retiredAt === null || key.retiredAt + this.#tokenTtlMs > now
   }
 
-  #verifierFor(kid: string): { verify: Verify } | undefined {
+  /** The verifier of a key id not seen yet (read from the database), or of one whose retirement must be read again. */
+  async #verifierFor(kid: string): Promise<{ verify: Verify } | undefined> {
     let entry = this.#verifiers.get(kid)
     if (!entry) {
-      const key = this.#repos.signingKeys.byKid(kid)
+      const key = await this.#repos.signingKeys.byKid(kid)
       if (!key) return undefined
       const publicPem = createPublicKey({ key: { ...key.publicJwk }, format: 'jwk' }).export({ format: 'pem', type: 'spki' }).toString()
       const verify = createVerifier({
@@ -133,12 +163,13 @@ export class Keyring {
         requiredClaims: ['iss', 'aud', 'sub', 'org', 'mid', 'scope', 'client_id', 'jti', 'iat', 'exp'],
         clockTolerance: 0,
       }) as Verify
-      entry = { verify, key }
+      // Another request may have built it meanwhile: one verifier per key id.
+      entry = this.#verifiers.get(kid) ?? { verify, key }
       this.#verifiers.set(kid, entry)
     }
     // A key retired long ago is no longer published, so nothing it signed is accepted either.
     if (!this.#published(entry.key, Date.now())) {
-      const fresh = this.#repos.signingKeys.byKid(kid)
+      const fresh = await this.#repos.signingKeys.byKid(kid)
       if (!fresh || !this.#published(fresh, Date.now())) return undefined
       entry.key = fresh
     }

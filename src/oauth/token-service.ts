@@ -2,10 +2,10 @@ import type { Config } from '../config.js'
 import type { MembershipView } from '../db/repos/memberships.js'
 import type { OAuthClient } from '../db/repos/oauth-clients.js'
 import type { OAuthGrant } from '../db/repos/oauth-grants.js'
-import type { Repos } from '../db/repos/index.js'
+import type { Repos, TxRepos } from '../db/repos/index.js'
 import { fail } from '../errors/service-error.js'
 import { newId, randomSecret, sha256Hex } from '../lib/crypto.js'
-import type { Keyring } from './keyring.js'
+import { noSigningKey, type AccessTokenClaims, type Keyring, type Sign } from './keyring.js'
 import { checkVerifier, verifyPkce } from './pkce.js'
 import { resourceAudience } from './resource.js'
 import { narrowScope, normalizeScope } from './scopes.js'
@@ -42,18 +42,18 @@ export class TokenService {
     this.#o = options
   }
 
-  client(clientId: string): OAuthClient {
-    const client = this.#o.repos.oauthClients.byId(clientId)
+  async client(clientId: string): Promise<OAuthClient> {
+    const client = await this.#o.repos.oauthClients.byId(clientId)
     if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id' })
     return client
   }
 
-  exchangeCode(p: { client: OAuthClient; code: string; redirectUri: string; codeVerifier: string; resource?: string }, now = Date.now()): TokenResponse {
+  async exchangeCode(p: { client: OAuthClient; code: string; redirectUri: string; codeVerifier: string; resource?: string }, now = Date.now()): Promise<TokenResponse> {
     const { repos } = this.#o
     const verifierProblem = checkVerifier(p.codeVerifier)
     if (verifierProblem) throw fail('OAUTH_INVALID_REQUEST', { message: verifierProblem })
     const hash = sha256Hex(p.code)
-    const code = repos.authorizations.code(hash)
+    const code = await repos.authorizations.code(hash)
     if (!code || code.clientId !== p.client.id) throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code is invalid' })
     if (code.expiresAt <= now) throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code has expired' })
     if (!verifyPkce(p.codeVerifier, code.codeChallenge)) {
@@ -63,14 +63,19 @@ export class TokenService {
     if (p.resource !== undefined && this.#audience(p.resource) !== code.resource) {
       throw fail('OAUTH_INVALID_TARGET', { message: 'resource names another audience than the authorization request' })
     }
+    // The signing key is read before the transaction, whose body awaits only its own queries; the token is signed
+    // once it has committed.
+    const sign = await this.#o.keyring.signer()
     // Throwing inside a transaction rolls it back, so the outcome is returned and acted on after the commit.
-    const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { tokens: TokenResponse } => {
-      if (!repos.authorizations.consumeCode(hash, now)) return { reused: true }
-      const membership = this.#activeMembership(code.membershipId, code.userId)
+    const outcome = await repos.transaction(async (tx): Promise<{ reused: true } | { membershipGone: true } | { issued: Issued }> => {
+      if (!(await tx.authorizations.consumeCode(hash, now))) return { reused: true }
+      const membership = await this.#activeMembership(tx, code.membershipId, code.userId)
       // The role may have changed since consent: the grant holds what it can use now, and never more later.
       const scope = membership ? narrowScope(code.scope, membership.role) : ''
       if (scope === '') return { membershipGone: true }
-      const grant = repos.oauthGrants.createGrant({
+      // No key to sign with: nothing is consumed or issued (rolled back), as when signing failed in here.
+      if (!sign) throw noSigningKey()
+      const grant = await tx.oauthGrants.createGrant({
         id: newId('grt'),
         clientId: code.clientId,
         userId: code.userId,
@@ -81,27 +86,27 @@ export class TokenService {
         createdAt: now,
         expiresAt: now + this.#o.config.refreshTokenMaxMs,
       })
-      repos.authorizations.setCodeGrant(hash, grant.id)
-      repos.oauthClients.markUsed(p.client.id, now)
-      return { tokens: this.#issue(p.client, grant, grant.scope, now) }
+      await tx.authorizations.setCodeGrant(hash, grant.id)
+      await tx.oauthClients.markUsed(p.client.id, now)
+      return { issued: await this.#record(tx, p.client, grant, grant.scope, now) }
     })
-    if ('tokens' in outcome) return outcome.tokens
+    if ('issued' in outcome) return tokenResponse(sign!, outcome.issued)
     if ('membershipGone' in outcome) throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership that approved this code is no longer active, or its role can no longer use the scope approved' })
     // A second redemption by the rightful client: whoever holds the code, the tokens it produced are revoked.
-    const grantId = repos.authorizations.code(hash)?.grantId ?? null
-    if (grantId) this.#revokeGrant(grantId, 'authorization code reused', now)
+    const grantId = (await repos.authorizations.code(hash))?.grantId ?? null
+    if (grantId) await this.#revokeGrant(grantId, 'authorization code reused', now)
     this.#o.onReuse({ kind: 'code', clientId: code.clientId, grantId })
     throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code was already used; the tokens issued for it are revoked' })
   }
 
-  refresh(p: { client: OAuthClient; refreshToken: string; scope?: string; resource?: string }, now = Date.now()): TokenResponse {
+  async refresh(p: { client: OAuthClient; refreshToken: string; scope?: string; resource?: string }, now = Date.now()): Promise<TokenResponse> {
     const { repos } = this.#o
     if (!p.client.grantTypes.includes('refresh_token')) {
       throw fail('OAUTH_UNAUTHORIZED_CLIENT', { message: 'The client did not register the refresh_token grant type' })
     }
     const hash = sha256Hex(p.refreshToken)
-    const token = p.refreshToken.startsWith(REFRESH_TOKEN_PREFIX) ? repos.oauthGrants.refreshToken(hash) : undefined
-    const grant = token ? repos.oauthGrants.grant(token.grantId) : undefined
+    const token = p.refreshToken.startsWith(REFRESH_TOKEN_PREFIX) ? await repos.oauthGrants.refreshToken(hash) : undefined
+    const grant = token ? await repos.oauthGrants.grant(token.grantId) : undefined
     if (!token || !grant || grant.clientId !== p.client.id) throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token is invalid' })
     if (grant.revokedAt !== null) throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token has been revoked; authorize again' })
     if (token.usedAt !== null) return this.#refreshReused(grant, now)
@@ -118,22 +123,26 @@ export class TokenService {
       }
       scope = requested
     }
-    const outcome = repos.transaction((): { reused: true } | { membershipGone: true } | { roleTooLow: true } | { tokens: TokenResponse } => {
-      const membership = this.#activeMembership(grant.membershipId, grant.userId)
-      if (!membership) return repos.oauthGrants.useRefreshToken(hash, now) ? { membershipGone: true } : { reused: true }
+    // As for a code: the key is read before the transaction, the token signed after it.
+    const sign = await this.#o.keyring.signer()
+    const outcome = await repos.transaction(async (tx): Promise<{ reused: true } | { membershipGone: true } | { roleTooLow: true } | { issued: Issued }> => {
+      const membership = await this.#activeMembership(tx, grant.membershipId, grant.userId)
+      if (!membership) return (await tx.oauthGrants.useRefreshToken(hash, now)) ? { membershipGone: true } : { reused: true }
       // A demotion narrows the tokens of the grant from now on (a later promotion gives back no more than the grant).
       // Nothing usable left: refused before the refresh token is used, so a narrower request may still follow.
       const usable = narrowScope(scope, membership.role)
       if (usable === '') return { roleTooLow: true }
-      if (!repos.oauthGrants.useRefreshToken(hash, now)) return { reused: true }
-      repos.oauthGrants.touchGrant(grant.id, now)
-      repos.oauthClients.markUsed(p.client.id, now)
-      return { tokens: this.#issue(p.client, grant, usable, now) }
+      if (!(await tx.oauthGrants.useRefreshToken(hash, now))) return { reused: true }
+      // No key to sign with: the refresh token stays unused (rolled back), as when signing failed in here.
+      if (!sign) throw noSigningKey()
+      await tx.oauthGrants.touchGrant(grant.id, now)
+      await tx.oauthClients.markUsed(p.client.id, now)
+      return { issued: await this.#record(tx, p.client, grant, usable, now) }
     })
-    if ('tokens' in outcome) return outcome.tokens
+    if ('issued' in outcome) return tokenResponse(sign!, outcome.issued)
     if ('reused' in outcome) return this.#refreshReused(grant, now)
     if ('roleTooLow' in outcome) throw fail('OAUTH_INVALID_SCOPE', { message: `Your role in the organization can no longer use the scope requested (${scope})` })
-    this.#revokeGrant(grant.id, 'membership removed or user disabled', now)
+    await this.#revokeGrant(grant.id, 'membership removed or user disabled', now)
     throw fail('OAUTH_INVALID_GRANT', { message: 'The account or membership behind this grant is no longer active' })
   }
 
@@ -141,38 +150,38 @@ export class TokenService {
    * RFC 7009. Unknown tokens, tokens of another client and API keys are ignored (the caller still answers 200). An
    * access token is revoked alone; a refresh token revokes its whole grant with every access token issued under it.
    */
-  revoke(p: { client: OAuthClient; token: string }, now = Date.now()): void {
+  async revoke(p: { client: OAuthClient; token: string }, now = Date.now()): Promise<void> {
     const { repos } = this.#o
     if (p.token.startsWith(REFRESH_TOKEN_PREFIX)) {
-      const token = repos.oauthGrants.refreshToken(sha256Hex(p.token))
-      const grant = token ? repos.oauthGrants.grant(token.grantId) : undefined
-      if (grant && grant.clientId === p.client.id) this.#revokeGrant(grant.id, 'refresh token revoked by the client', now)
+      const token = await repos.oauthGrants.refreshToken(sha256Hex(p.token))
+      const grant = token ? await repos.oauthGrants.grant(token.grantId) : undefined
+      if (grant && grant.clientId === p.client.id) await this.#revokeGrant(grant.id, 'refresh token revoked by the client', now)
       return
     }
     let claims
     try {
-      claims = this.#o.keyring.verify(p.token)
+      claims = await this.#o.keyring.verify(p.token)
     } catch {
       return // not ours, malformed or expired: nothing to revoke
     }
     if (claims.client_id !== p.client.id) return
-    if (repos.oauthGrants.revokeAccessToken(claims.jti, now)) this.#o.onRevoked(`jwt:${claims.jti}`)
+    if (await repos.oauthGrants.revokeAccessToken(claims.jti, now)) this.#o.onRevoked(`jwt:${claims.jti}`)
   }
 
-  #refreshReused(grant: OAuthGrant, now: number): never {
-    this.#revokeGrant(grant.id, 'refresh token reused', now)
+  async #refreshReused(grant: OAuthGrant, now: number): Promise<never> {
+    await this.#revokeGrant(grant.id, 'refresh token reused', now)
     this.#o.onReuse({ kind: 'refresh_token', clientId: grant.clientId, grantId: grant.id })
     throw fail('OAUTH_INVALID_GRANT', { message: 'The refresh token was already used; the whole grant is revoked, authorize again' })
   }
 
-  #revokeGrant(grantId: string, reason: string, now: number): void {
-    for (const jti of this.#o.repos.oauthGrants.revokeGrant(grantId, reason, now)) this.#o.onRevoked(`jwt:${jti}`)
+  async #revokeGrant(grantId: string, reason: string, now: number): Promise<void> {
+    for (const jti of await this.#o.repos.oauthGrants.revokeGrant(grantId, reason, now)) this.#o.onRevoked(`jwt:${jti}`)
   }
 
   /** The membership, when it still exists, still belongs to the user, and the user is not disabled. */
-  #activeMembership(membershipId: string, userId: string): MembershipView | undefined {
-    const membership = this.#o.repos.memberships.byId(membershipId)
-    const user = this.#o.repos.users.byId(userId)
+  async #activeMembership(tx: TxRepos, membershipId: string, userId: string): Promise<MembershipView | undefined> {
+    const membership = await tx.memberships.byId(membershipId)
+    const user = await tx.users.byId(userId)
     return membership !== undefined && membership.userId === userId && user !== undefined && user.disabledAt === null ? membership : undefined
   }
 
@@ -180,13 +189,17 @@ export class TokenService {
     return resourceAudience(resource, this.#o.config.baseUrl)
   }
 
-  #issue(client: OAuthClient, grant: OAuthGrant, scope: string, now: number): TokenResponse {
-    const { repos, config, keyring } = this.#o
+  /**
+   * Records the tokens of a grant in the transaction `tx` (the access token's jti, the refresh token's hash when the
+   * client uses refresh tokens) and returns what tokenResponse signs and answers once it has committed.
+   */
+  async #record(tx: TxRepos, client: OAuthClient, grant: OAuthGrant, scope: string, now: number): Promise<Issued> {
+    const { config } = this.#o
     const jti = randomSecret(18)
     const iat = Math.floor(now / 1000)
     const expiresIn = Math.max(1, Math.round(config.accessTokenTtlMs / 1000))
     const exp = Math.floor((now + config.accessTokenTtlMs) / 1000)
-    const accessToken = keyring.sign({
+    const claims: AccessTokenClaims = {
       iss: config.baseUrl,
       aud: grant.resource,
       sub: grant.userId,
@@ -197,19 +210,34 @@ export class TokenService {
       jti,
       iat,
       exp,
-    })
-    repos.oauthGrants.addAccessToken({ jti, grantId: grant.id, createdAt: now, expiresAt: exp * 1000 })
-    const response: TokenResponse = { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }
+    }
+    await tx.oauthGrants.addAccessToken({ jti, grantId: grant.id, createdAt: now, expiresAt: exp * 1000 })
+    const issued: Issued = { claims, expiresIn, scope }
     if (client.grantTypes.includes('refresh_token')) {
       const refreshToken = REFRESH_TOKEN_PREFIX + randomSecret(32)
-      repos.oauthGrants.addRefreshToken({
+      await tx.oauthGrants.addRefreshToken({
         hash: sha256Hex(refreshToken),
         grantId: grant.id,
         createdAt: now,
         expiresAt: Math.min(now + config.refreshTokenIdleMs, grant.expiresAt),
       })
-      response.refresh_token = refreshToken
+      issued.refreshToken = refreshToken
     }
-    return response
+    return issued
   }
+}
+
+/** Tokens recorded in a transaction, to be signed and answered once it has committed. */
+interface Issued {
+  claims: AccessTokenClaims
+  expiresIn: number
+  scope: string
+  refreshToken?: string
+}
+
+/** The token response: the access token signed now (the signer was read before the transaction). */
+function tokenResponse(sign: Sign, issued: Issued): TokenResponse {
+  const response: TokenResponse = { access_token: sign(issued.claims), token_type: 'Bearer', expires_in: issued.expiresIn, scope: issued.scope }
+  if (issued.refreshToken !== undefined) response.refresh_token = issued.refreshToken
+  return response
 }

@@ -13,10 +13,12 @@ export interface Auth {
   /** Adds a verifier for another credential form (the OAuth plugin adds JWT access tokens). */
   addVerifier(verifier: CredentialVerifier): void
   /**
-   * The Principal for an Authorization header value; throws INVALID_TOKEN, TOKEN_EXPIRED or TOKEN_REVOKED. With the
-   * request's `connection` (its socket), a connection that sends the same value again is not hashed again.
+   * The Principal for an Authorization header value; throws (or rejects with) INVALID_TOKEN, TOKEN_EXPIRED or
+   * TOKEN_REVOKED. A credential the cache holds is answered at once, without a promise (the common case, on the path
+   * of every request); one that must be verified against the database is answered with a promise. With the request's
+   * `connection` (its socket), a connection that sends the same value again is not hashed again.
    */
-  authenticate(authorization: string | undefined, connection?: object): Principal
+  authenticate(authorization: string | undefined, connection?: object): Principal | Promise<Principal>
   /** Called whenever a credential is found revoked, so sessions bound to it end. */
   onRevoked(listener: (credential: string) => void): void
   revoked(credential: string): void
@@ -54,18 +56,19 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
   const usage = new UsageRecorder(fastify.repos)
   /** Authorization of requests that send none (the conformance profile); null: they are refused (401). */
   let absent: string | null = null
-  const flushUsage = () => {
+  const flushUsage = async () => {
     try {
-      usage.flush()
+      await usage.flush()
     } catch (err) {
       fastify.log.error({ err }, 'could not record credential usage')
     }
   }
-  const timer = setInterval(flushUsage, fastify.config.sessionTouchFlushMs)
+  // A timer cannot await: flushUsage reports its own failure.
+  const timer = setInterval(() => void flushUsage(), fastify.config.sessionTouchFlushMs)
   timer.unref()
   fastify.addHook('onClose', async () => {
     clearInterval(timer)
-    flushUsage()
+    await flushUsage()
   })
   const auth: Auth = {
     addVerifier: (v) => void verifiers.push(v),
@@ -97,10 +100,12 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       }
       const verifier = verifiers.find((v) => v.accepts(token))
       if (!verifier) throw fail('INVALID_TOKEN')
-      const principal = verifier.verify(token)
-      cache.set(key, principal)
-      usage.record(principal)
-      return principal
+      const generation = cache.generation
+      return verifier.verify(token).then((principal) => {
+        cache.set(key, principal, generation)
+        usage.record(principal)
+        return principal
+      })
     },
   }
   auth.addVerifier(apiKeyVerifier(fastify.repos, (credential) => auth.revoked(credential)))

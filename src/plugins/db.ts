@@ -1,15 +1,18 @@
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/client.js'
 import { lockDatabase, type DatabaseLock } from '../db/lock.js'
-import { createRepos, type Repos } from '../db/repos/index.js'
+import { openPostgres, postgresStore, uncachedCredentials } from '../db/postgres.js'
+import { createRepos, reposOn, type Repos } from '../db/repos/index.js'
+import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { PLUGIN } from './names.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     repos: Repos
-    database: DatabaseHandle
+    /** The SQLite connection; null on PostgreSQL. */
+    database: DatabaseHandle | null
   }
 }
 
@@ -31,6 +34,7 @@ export function releaseDatabaseOf(config: Config): void {
  * embedding) is the caller's: neither locked nor closed here.
  */
 const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = async (fastify, opts) => {
+  if (!opts.handle && isPostgresUrl(opts.path)) return usePostgres(fastify, opts.path)
   let handle = opts.handle
   if (!handle) {
     const warn = (message: string) => fastify.log.warn({ database: opts.path }, message)
@@ -54,6 +58,15 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
   }
   fastify.decorate('database', handle)
   fastify.decorate('repos', createRepos(handle.db))
+}
+
+/** A PostgreSQL database (SERVICE_DATABASE is a postgres:// URL): a pool, migrated, closed on shutdown. */
+async function usePostgres(fastify: FastifyInstance, url: string): Promise<void> {
+  const handle = await openPostgres(url, { onError: (err) => fastify.log.warn({ err, database: maskedUrl(url) }, 'a pooled PostgreSQL connection failed') })
+  opened.set(fastify.config, () => void handle.close())
+  fastify.addHook('onClose', async () => handle.close())
+  fastify.decorate('database', null)
+  fastify.decorate('repos', reposOn(postgresStore(handle.db), uncachedCredentials()))
 }
 
 export default fp(dbPlugin, { name: PLUGIN.db, fastify: '5.x', dependencies: [PLUGIN.http] })

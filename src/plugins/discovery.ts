@@ -49,7 +49,7 @@ const discoveryPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.get('/.well-known/oauth-protected-resource', async (_request, reply) => send(reply, resourceMetadata(config.baseUrl), 3600))
   fastify.get('/.well-known/oauth-protected-resource/mcp', async (_request, reply) => send(reply, resourceMetadata(`${config.baseUrl}/mcp`), 3600))
   // Short cache: a key rotated by the CLI must reach verifiers well within an access token's lifetime.
-  fastify.get(JWKS_PATH, async (_request, reply) => send(reply, fastify.oauth.keyring.jwks(), 300))
+  fastify.get(JWKS_PATH, async (_request, reply) => send(reply, await fastify.oauth.keyring.jwks(), 300))
 
   fastify.options('/.well-known/*', async (_request, reply) => {
     openCors(reply)

@@ -23,9 +23,9 @@ const healthPlugin: FastifyPluginAsync = async (fastify) => {
   let databaseAnswered = true
 
   /** Asks the database; logs only when the answer changes, so a polling balancer does not flood the log. */
-  function database(): Check {
+  async function database(): Promise<Check> {
     try {
-      repos.health.ping()
+      await repos.health.ping()
       if (!databaseAnswered) fastify.log.info('readiness: the database answers again')
       databaseAnswered = true
       return 'ok'
@@ -45,7 +45,7 @@ const healthPlugin: FastifyPluginAsync = async (fastify) => {
   })
 
   fastify.get('/readyz', { config }, async (_request, reply) => {
-    const checks: Record<'database' | 'shutdown', Check> = { database: database(), shutdown: fastify.stopping ? 'fail' : 'ok' }
+    const checks: Record<'database' | 'shutdown', Check> = { database: await database(), shutdown: fastify.stopping ? 'fail' : 'ok' }
     const ready = checks.database === 'ok' && checks.shutdown === 'ok'
     reply.header('cache-control', 'no-store')
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks })

@@ -58,20 +58,25 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   const heartbeats = new HeartbeatRegistry(config.heartbeatMs)
   fastify.decorate('sessions', store)
   fastify.decorate('heartbeats', heartbeats)
-  auth.onRevoked((credential) => store.endByCredential(credential))
+  // A listener cannot wait: the sessions end once the database has ended them (the ones in memory are dropped then).
+  auth.onRevoked((credential) => void store.endByCredential(credential).catch((err: unknown) => {
+    fastify.log.error({ err }, 'could not end the sessions of a revoked credential')
+  }))
 
   // Keys revoked by another process (the CLI) end their sessions, and close their streams, within one sweep interval
   // even if the revoked key is never presented again.
   let revocationsCheckedAt = Date.now()
-  const revocationWatch = setInterval(() => {
+  const checkRevocations = async () => {
     const since = revocationsCheckedAt
     revocationsCheckedAt = Date.now()
     try {
-      for (const id of repos.apiKeys.revokedSince(since - 1000)) auth.revoked(`key:${id}`)
+      for (const id of await repos.apiKeys.revokedSince(since - 1000)) auth.revoked(`key:${id}`)
     } catch (err) {
       fastify.log.error({ err }, 'could not check for revoked keys')
     }
-  }, config.sessionSweepMs)
+  }
+  // A timer cannot wait: checkRevocations reports its own failure.
+  const revocationWatch = setInterval(() => void checkRevocations(), config.sessionSweepMs)
   revocationWatch.unref()
 
   // List changes reach sessions on their GET stream (the 2025 revisions' place for messages about no request).
@@ -92,7 +97,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     clearInterval(revocationWatch)
     heartbeats.stop()
     await stopCallsInFlight()
-    store.stop()
+    await store.stop()
   })
 
   /**
@@ -154,8 +159,8 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     method: 'logging/setLevel',
     eras: ['legacy'],
     params: validatorFor('mcp/logging-set-level.params'),
-    handle(params, ctx) {
-      store.setLogLevel(ctx.session!, params.level)
+    async handle(params, ctx) {
+      await store.setLogLevel(ctx.session!, params.level)
       return {}
     },
   })

@@ -74,27 +74,40 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
   /** Re-authenticates each stream: ends the ones whose credential lapsed, tells the others when their tools changed. */
   function check(): void {
     for (const sub of open) {
-      let principal: Principal
+      let again: Principal | Promise<Principal>
       try {
-        principal = sub.ctx.authenticateAgain ? sub.ctx.authenticateAgain() : sub.principal
+        again = sub.ctx.authenticateAgain ? sub.ctx.authenticateAgain() : sub.principal
       } catch {
         sub.end(true)
         continue
       }
-      sub.principal = principal
-      if (sub.honored.toolsListChanged) {
-        const tools = visibleTools(principal)
-        if (tools !== sub.tools) {
-          sub.tools = tools
-          sub.ctx.sink.send(tagged(sub, 'notifications/tools/list_changed'))
-        }
+      if (!(again instanceof Promise)) {
+        recheck(sub, again)
+        continue
       }
-      if (sub.honored.promptsListChanged) {
-        const prompts = visiblePrompts(principal)
-        if (prompts !== sub.prompts) {
-          sub.prompts = prompts
-          sub.ctx.sink.send(tagged(sub, 'notifications/prompts/list_changed'))
-        }
+      // A credential the cache no longer holds is verified against the database; a timer cannot wait, so the stream
+      // is checked once it is (unless it ended meanwhile).
+      void again.then((principal) => {
+        if (open.has(sub)) recheck(sub, principal)
+      }, () => sub.end(true)).catch((err: unknown) => fastify.log.error({ err }, 'could not check a subscriptions/listen stream'))
+    }
+  }
+
+  /** A stream whose credential is still valid, for `principal`: tells it when the tools or prompts it may see changed. */
+  function recheck(sub: Subscription, principal: Principal): void {
+    sub.principal = principal
+    if (sub.honored.toolsListChanged) {
+      const tools = visibleTools(principal)
+      if (tools !== sub.tools) {
+        sub.tools = tools
+        sub.ctx.sink.send(tagged(sub, 'notifications/tools/list_changed'))
+      }
+    }
+    if (sub.honored.promptsListChanged) {
+      const prompts = visiblePrompts(principal)
+      if (prompts !== sub.prompts) {
+        sub.prompts = prompts
+        sub.ctx.sink.send(tagged(sub, 'notifications/prompts/list_changed'))
       }
     }
   }
@@ -126,8 +139,11 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
     }
     for (const sub of open) {
       if (sub.principal.membershipId !== event.membershipId || !sub.honored.taskIds?.includes(event.taskId)) continue
-      const task = fastify.tasks.get(sub.principal, event.taskId)
-      if (task) sub.ctx.sink.send(tagged(sub, 'notifications/tasks', fastify.tasks.view(task)))
+      // A listener cannot wait: the task is read, then sent to the stream if it is still open (the reads are answered
+      // in the order they are made, so the notifications keep the order of the events).
+      void fastify.tasks.get(sub.principal, event.taskId).then((task) => {
+        if (task && open.has(sub)) sub.ctx.sink.send(tagged(sub, 'notifications/tasks', fastify.tasks.view(task)))
+      }).catch((err: unknown) => fastify.log.error({ err, task: event.taskId }, 'could not read a task to notify its listen stream'))
     }
   }
   const unsubscribe = events.subscribe(onEvent)
@@ -167,7 +183,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
         })
       }
     },
-    handle(params, ctx) {
+    async handle(params, ctx) {
       if (!ctx.sink.streaming) {
         throw fail('NOT_ACCEPTABLE', { message: 'subscriptions/listen answers with an SSE stream: send Accept: application/json, text/event-stream' })
       }
@@ -178,7 +194,10 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       if (requested.resourcesListChanged === true) honored.resourcesListChanged = true
       const readable = [...new Set(requested.resourceSubscriptions?.filter((uri) => mayRead(ctx.principal, uri)) ?? [])]
       if (readable.length > 0) honored.resourceSubscriptions = readable
-      if (requested.taskIds !== undefined) honored.taskIds = requested.taskIds.filter((id) => fastify.tasks.get(ctx.principal, id) !== undefined)
+      if (requested.taskIds !== undefined) {
+        const found = await Promise.all(requested.taskIds.map((id) => fastify.tasks.get(ctx.principal, id)))
+        honored.taskIds = requested.taskIds.filter((_id, i) => found[i] !== undefined)
+      }
       return new Promise<Record<string, unknown>>((resolve) => {
         const sub: Subscription = {
           id: ctx.requestId,

@@ -47,7 +47,7 @@ class RunningCall implements CallContext {
   readonly sink: MessageSink
   readonly log: FastifyBaseLogger
   readonly onSessionStarted: ((session: Session) => void) | undefined
-  readonly authenticateAgain: (() => Principal) | undefined
+  readonly authenticateAgain: (() => Principal | Promise<Principal>) | undefined
   readonly #abort: CallAbort
 
   constructor(ctx: CallSetup, readonly requestId: RequestId, abort: CallAbort) {
@@ -83,10 +83,11 @@ export interface CallContext {
   /** Called by a session-creating method (initialize) with the new session. */
   onSessionStarted?(session: Session): void
   /**
-   * Authenticates the request's credential again and returns who it is now (throws when it is no longer valid): for a
-   * call that outlives a moment (a subscriptions/listen stream) and must notice a revocation or a role change.
+   * Authenticates the request's credential again and returns who it is now (throws, or rejects, when it is no longer
+   * valid): for a call that outlives a moment (a subscriptions/listen stream) and must notice a revocation or a role
+   * change. A credential the server holds in memory is answered at once; one it must look up, with a promise.
    */
-  authenticateAgain?(): Principal
+  authenticateAgain?(): Principal | Promise<Principal>
 }
 
 /** What a front-end supplies to run a request; the dispatcher adds the id and the AbortSignal. */
@@ -119,9 +120,10 @@ export interface RequestMethod<P = Record<string, unknown>> {
   cache?: CacheHint
   /**
    * Runs before the answer's format is chosen and may refuse the whole HTTP exchange with a status
-   * (INSUFFICIENT_SCOPE → 403). Errors here are never JSON-RPC errors.
+   * (INSUFFICIENT_SCOPE → 403). Errors here are never JSON-RPC errors. A promise when it must read the database (a
+   * confirmed call's record, a requestState sealed with a key this process has not seen); front-ends wait for it.
    */
-  precheck?(params: P, ctx: PrecheckContext): void
+  precheck?(params: P, ctx: PrecheckContext): void | Promise<void>
   /** True when the answer should be an SSE stream even though the client also accepts JSON. */
   prefersStream?(params: P, ctx: PrecheckContext): boolean
   handle(params: P, ctx: CallContext): Promise<Record<string, unknown>> | Record<string, unknown>
@@ -131,7 +133,8 @@ export interface NotificationMethod<P = Record<string, unknown>> {
   method: string
   /** Notifications exist only in session (legacy) requests: 2026-07-28 defines none over Streamable HTTP. */
   params: ValidateFunction
-  handle(params: P, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void
+  /** A promise when it writes to the database; the front-end waits for it before it goes on. */
+  handle(params: P, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void | Promise<void>
 }
 
 export interface PreparedRequest {
@@ -264,8 +267,11 @@ export class Dispatcher {
     }
   }
 
-  /** Notifications get no answer; unknown or malformed ones are ignored (logged at debug). */
-  notify(message: JsonRpcNotification, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void {
+  /**
+   * Notifications get no answer; unknown or malformed ones are ignored (logged at debug). A promise when the handler
+   * returns one (it writes to the database): the front-end waits for it, so it is done before the POST is answered.
+   */
+  notify(message: JsonRpcNotification, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void | Promise<void> {
     const def = this.notifications.get(message.method)
     if (!def) {
       ctx.log.debug({ method: message.method }, 'ignored unknown notification')
@@ -276,7 +282,7 @@ export class Dispatcher {
       ctx.log.debug({ method: message.method, details: validationDetails(def.params.errors) }, 'ignored malformed notification')
       return
     }
-    def.handle(params, ctx)
+    return def.handle(params, ctx)
   }
 
   /**

@@ -37,6 +37,8 @@ export class SessionStore {
   private readonly live = new Map<string, Session>()
   private readonly dirty = new Map<string, number>()
   private readonly unsaved = new Map<string, SessionRow>()
+  /** Ids of new sessions whose insert is under way (no longer in `unsaved`, not committed yet). */
+  private readonly saving = new Set<string>()
   /** Who waits for an unsaved session to reach the database (initialize answers only once it has). */
   private readonly waiting = new Map<string, { resolve(): void; reject(err: Error): void }>()
   private saveScheduled = false
@@ -50,17 +52,18 @@ export class SessionStore {
   ) {}
 
   start(): void {
-    this.flushTimer = setInterval(() => this.flush(), this.options.touchFlushMs)
+    // Timers cannot wait: each run reports its own failure.
+    this.flushTimer = setInterval(() => void this.flush().catch((err: unknown) => this.log.error({ err }, 'could not flush sessions')), this.options.touchFlushMs)
     this.flushTimer.unref()
-    this.sweepTimer = setInterval(() => this.sweep(), this.options.sweepMs)
+    this.sweepTimer = setInterval(() => void this.sweep().catch((err: unknown) => this.log.error({ err }, 'could not sweep sessions')), this.options.sweepMs)
     this.sweepTimer.unref()
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     if (this.flushTimer) clearInterval(this.flushTimer)
     if (this.sweepTimer) clearInterval(this.sweepTimer)
     this.flushTimer = this.sweepTimer = null
-    this.flush() // saves unsaved sessions too
+    await this.flush() // saves unsaved sessions too
     for (const s of this.live.values()) s.runtime?.close('server shutting down')
     this.live.clear()
   }
@@ -92,7 +95,8 @@ export class SessionStore {
     this.unsaved.set(row.id, row)
     if (!this.saveScheduled) {
       this.saveScheduled = true
-      setImmediate(() => this.saveNew())
+      // A timer cannot wait: saveNew never rejects (a session that cannot be stored fails its initialize).
+      setImmediate(() => void this.saveNew())
     }
     const session = this.fromRow(row)
     this.live.set(session.id, session)
@@ -105,22 +109,23 @@ export class SessionStore {
    * restart would lose.
    */
   saved(session: Session): Promise<void> {
-    if (!this.unsaved.has(session.id)) return Promise.resolve()
+    if (!this.unsaved.has(session.id) && !this.saving.has(session.id)) return Promise.resolve()
     return new Promise((resolve, reject) => this.waiting.set(session.id, { resolve, reject }))
   }
 
   /**
    * Inserts the sessions created since the last save, together in one transaction. If that fails, each row is tried on
    * its own, so that one row that cannot be written never costs another member's session; a session whose row cannot
-   * be stored is dropped and its initialize fails.
+   * be stored is dropped and its initialize fails. Never rejects.
    */
-  saveNew(): void {
+  async saveNew(): Promise<void> {
     this.saveScheduled = false
     if (this.unsaved.size === 0) return
     const rows = [...this.unsaved.values()]
     this.unsaved.clear()
+    for (const row of rows) this.saving.add(row.id)
     try {
-      this.repos.sessions.insertMany(rows)
+      await this.repos.sessions.insertMany(rows)
       for (const row of rows) this.settle(row.id)
       return
     } catch (err) {
@@ -129,7 +134,7 @@ export class SessionStore {
     }
     for (const row of rows) {
       try {
-        this.repos.sessions.insertMany([row])
+        await this.repos.sessions.insertMany([row])
         this.settle(row.id)
       } catch (err) {
         this.unstorable(row, err)
@@ -145,6 +150,7 @@ export class SessionStore {
   }
 
   private settle(id: string, err?: Error): void {
+    this.saving.delete(id)
     const waiter = this.waiting.get(id)
     if (!waiter) return
     this.waiting.delete(id)
@@ -152,15 +158,30 @@ export class SessionStore {
     else waiter.resolve()
   }
 
-  /** The live session with this id, or undefined when unknown, ended or idle for too long. */
-  get(id: string, now = Date.now()): Session | undefined {
+  /**
+   * The live session with this id, or undefined when unknown, ended or idle for too long. A session in memory is
+   * answered at once (the path of every request of a session); one that must be read from the database, with a promise.
+   */
+  get(id: string, now = Date.now()): Session | undefined | Promise<Session | undefined> {
+    const session = this.live.get(id)
+    if (!session) return this.load(id, now)
+    return this.current(session, now)
+  }
+
+  /** A session not in memory, read from the database (after a restart, or once expired from memory). */
+  private async load(id: string, now: number): Promise<Session | undefined> {
+    const row = await this.repos.sessions.byId(id)
+    if (!row || row.endedAt !== null || !isLegacyProtocolVersion(row.protocolVersion)) return undefined
+    // Another request may have loaded it meanwhile: one Session object per id.
     let session = this.live.get(id)
     if (!session) {
-      const row = this.repos.sessions.byId(id)
-      if (!row || row.endedAt !== null || !isLegacyProtocolVersion(row.protocolVersion)) return undefined
       session = this.fromRow(row)
       this.live.set(id, session)
     }
+    return this.current(session, now)
+  }
+
+  private current(session: Session, now: number): Session | undefined {
     if (session.lastSeenAt + this.options.idleMs <= now) {
       this.expire(session)
       return undefined
@@ -176,34 +197,34 @@ export class SessionStore {
     this.dirty.set(session.id, now)
   }
 
-  markInitialized(session: Session): void {
+  async markInitialized(session: Session): Promise<void> {
     if (session.initialized) return
     session.initialized = true
     const now = Date.now()
     const row = this.unsaved.get(session.id)
     if (row) row.initializedAt = now
-    else this.repos.sessions.markInitialized(session.id, now)
+    else await this.repos.sessions.markInitialized(session.id, now)
   }
 
-  setLogLevel(session: Session, level: LogLevel): void {
+  async setLogLevel(session: Session, level: LogLevel): Promise<void> {
     session.logLevel = level
     const row = this.unsaved.get(session.id)
     if (row) row.logLevel = level
-    else this.repos.sessions.setLogLevel(session.id, level)
+    else await this.repos.sessions.setLogLevel(session.id, level)
   }
 
   /** DELETE: the session is closed and its streams end. */
-  close(session: Session, reason = 'session closed'): void {
+  async close(session: Session, reason = 'session closed'): Promise<void> {
     // A session closed before it was saved never reaches the database.
     if (this.unsaved.delete(session.id)) this.settle(session.id)
-    else this.repos.sessions.end(session.id, Date.now())
+    else await this.repos.sessions.end(session.id, Date.now())
     this.drop(session, reason)
   }
 
   /** The credential was revoked: every session bound to it ends, with its streams. */
-  endByCredential(credential: string, reason = 'credential revoked'): number {
-    this.saveNew()
-    const ids = this.repos.sessions.endByCredential(credential, Date.now())
+  async endByCredential(credential: string, reason = 'credential revoked'): Promise<number> {
+    await this.saveNew()
+    const ids = await this.repos.sessions.endByCredential(credential, Date.now())
     // Every session in memory has a live row, so the ids the database ended are all that must be dropped here.
     for (const id of ids) {
       const s = this.live.get(id)
@@ -213,29 +234,29 @@ export class SessionStore {
   }
 
   /** Saves new sessions, then writes pending activity times in one transaction. */
-  flush(): void {
-    this.saveNew()
+  async flush(): Promise<void> {
+    await this.saveNew()
     if (this.dirty.size === 0) return
     const entries = [...this.dirty]
     this.dirty.clear()
     try {
-      this.repos.sessions.touchMany(entries)
+      await this.repos.sessions.touchMany(entries)
     } catch (err) {
       this.log.error({ err }, 'could not record session activity')
     }
   }
 
   /** Expires idle sessions from the head of the activity order, then purges ended and idle rows. */
-  sweep(now = Date.now()): number {
+  async sweep(now = Date.now()): Promise<number> {
     let expired = 0
     for (const session of this.live.values()) {
       if (session.lastSeenAt + this.options.idleMs > now) break
       this.expire(session)
       expired++
     }
-    this.flush()
+    await this.flush()
     try {
-      this.repos.sessions.purge(now - this.options.idleMs)
+      await this.repos.sessions.purge(now - this.options.idleMs)
     } catch (err) {
       this.log.error({ err }, 'could not purge sessions')
     }

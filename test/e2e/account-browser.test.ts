@@ -159,8 +159,8 @@ t.test('API keys: create (shown once), use, revoke, rotate', async (t) => {
   t.equal(await keyRow(page, keyId).getByRole('link').count(), 0, 'no more actions on the revoked row')
   await live.ended(3000)
   t.ok(live.endedByServer, 'the stream was ended by the server')
-  t.equal(server.app.sessions.get(s2.sessionId), undefined, 'the streaming session ended')
-  t.equal(server.app.sessions.get(s1.sessionId), undefined, 'the other session of the key ended')
+  t.equal(await server.app.sessions.get(s2.sessionId), undefined, 'the streaming session ended')
+  t.equal(await server.app.sessions.get(s1.sessionId), undefined, 'the other session of the key ended')
   revoked(t, await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${key}` }), 'the revoked key')
   revoked(t, await post(server.mcpUrl, { jsonrpc: '2.0', id: 2, method: 'ping' }, s2.headers), 'the revoked key on its session')
 
@@ -185,7 +185,7 @@ t.test('API keys: create (shown once), use, revoke, rotate', async (t) => {
   t.equal(await rows.count(), 2, 'the rotated key keeps the name, in a new row')
 
   revoked(t, await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${other.key}` }), 'the rotated-out key')
-  t.equal(server.app.sessions.get(s3.sessionId), undefined, 'the session of the rotated-out key ended')
+  t.equal(await server.app.sessions.get(s3.sessionId), undefined, 'the session of the rotated-out key ended')
   const s4 = await openSession(server.mcpUrl, rotated)
   const me4 = await whoami(server, s4.headers)
   t.equal(me4.credential.kind, 'api_key')
@@ -225,7 +225,7 @@ t.test('authorized applications: listed, revoked; then sign out', async (t) => {
   revoked(t, await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${tokens.access_token}` }), 'the access token of the revoked client')
   await live.ended(3000)
   t.ok(live.endedByServer, 'the stream of the client was ended by the server')
-  t.equal(server.app.sessions.get(session.sessionId), undefined, 'the session of the client ended')
+  t.equal(await server.app.sessions.get(session.sessionId), undefined, 'the session of the client ended')
   const refresh = await tokenRequest(server, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: client.client_id })
   t.equal(refresh.status, 400, 'the refresh token is refused')
   t.equal(refresh.json?.error, 'invalid_grant', 'invalid_grant')
@@ -273,12 +273,12 @@ t.test('CSRF: forms from another origin, or without the token, are refused with 
   const attacker = await startAttacker(t)
   const { context, page } = await newContext(t)
   await signIn(t, page, server)
-  const membershipId = ownerMembership(server).id
+  const membershipId = (await ownerMembership(server)).id
   const csrf = (await page.locator('form[action="/account/keys"] input[name=csrf]').getAttribute('value')) ?? ''
   t.match(csrf, /^[0-9a-f]{64}$/, 'the account CSRF token')
   t.equal(await page.locator('form[action="/account/keys"] input[name=membership]').getAttribute('value'), membershipId)
-  const keyCount = () => server.app.repos.apiKeys.listForMembership(membershipId).length
-  const before = keyCount()
+  const keyCount = async () => (await server.app.repos.apiKeys.listForMembership(membershipId)).length
+  const before = await keyCount()
 
   // In the browser, from a page on another origin: once even with the right token (as if it had leaked), once without.
   for (const [label, fields] of [
@@ -297,7 +297,7 @@ t.test('CSRF: forms from another origin, or without the token, are refused with 
     t.equal(response.status(), 403, `${label}: 403`)
     t.equal(await page.title(), 'Form expired', `${label}: the refusal page`)
     t.equal(await page.locator('#new-key').count(), 0, `${label}: no key shown`)
-    t.equal(keyCount(), before, `${label}: no key created`)
+    t.equal(await keyCount(), before, `${label}: no key created`)
   }
 
   // Over HTTP with the browser's cookies.
@@ -320,12 +320,12 @@ t.test('CSRF: forms from another origin, or without the token, are refused with 
   const wrongToken = await form({ ...fields, csrf: 'f'.repeat(64) }, server.url)
   t.equal(wrongToken.statusCode, 403, 'a wrong token: 403')
   await wrongToken.body.text()
-  t.equal(keyCount(), before, 'nothing was created')
+  t.equal(await keyCount(), before, 'nothing was created')
 
   // Control: the same request with the right token and Origin is accepted, so the refusals above mean something.
   const control = await form({ ...fields, csrf }, server.url)
   t.equal(control.statusCode, 303, 'control: right cookies, token and Origin: 303')
   t.equal(control.headers.location, '/account', 'to /account')
   await control.body.text()
-  t.equal(keyCount(), before + 1, 'control: one key created')
+  t.equal(await keyCount(), before + 1, 'control: one key created')
 })

@@ -51,12 +51,12 @@ async function cookieHeader(context: BrowserContext, server: TestServer): Promis
   return (await context.cookies(server.url)).map((c) => `${c.name}=${c.value}`).join('; ')
 }
 
-function ownKeys(server: TestServer) {
-  return server.app.repos.apiKeys.listForMembership(ownerMembership(server).id)
+async function ownKeys(server: TestServer) {
+  return server.app.repos.apiKeys.listForMembership((await ownerMembership(server)).id)
 }
 
-function auditEntries(server: TestServer, action: string) {
-  return server.app.repos.audit.page(defaultOrganization(server).id, 50, undefined, action).items
+async function auditEntries(server: TestServer, action: string) {
+  return (await server.app.repos.audit.page((await defaultOrganization(server)).id, 50, undefined, action)).items
 }
 
 const occurrences = (haystack: string, needle: string) => haystack.split(needle).length - 1
@@ -65,7 +65,7 @@ t.test('creating a key: 303 to /account, the key shown exactly once, a reload cr
   const server = await startServer(t)
   const { context, page, problems } = await newPage(t)
   await signIn(page, server)
-  const before = ownKeys(server).length
+  const before = (await ownKeys(server)).length
 
   // Every document the browser receives, to count where the key ever appears.
   const documents: Array<{ method: string; url: string; status: number; text: string }> = []
@@ -82,7 +82,7 @@ t.test('creating a key: 303 to /account, the key shown exactly once, a reload cr
   const key = (await page.locator('#new-key').textContent()) ?? ''
   t.match(key, KEY_PATTERN, 'the new key is shown')
   t.match(await page.locator('main').textContent(), 'Copy your new key now — it will not be shown again')
-  t.equal(ownKeys(server).length, before + 1, 'one key created')
+  t.equal((await ownKeys(server)).length, before + 1, 'one key created')
   await screenshot(page, 'account-pages-new-key-1280')
 
   const reloaded = await page.reload()
@@ -90,14 +90,14 @@ t.test('creating a key: 303 to /account, the key shown exactly once, a reload cr
   t.equal(reloaded?.request().method(), 'GET')
   t.equal(await page.locator('#new-key').count(), 0, 'the reload shows no key')
   t.notOk((await page.content()).includes(key), 'nor anywhere on the page')
-  t.equal(ownKeys(server).length, before + 1, 'and creates nothing')
+  t.equal((await ownKeys(server)).length, before + 1, 'and creates nothing')
 
   const raw = await request(`${server.url}/account`, { headers: { cookie: await cookieHeader(context, server) } })
   const rawText = await raw.body.text()
   t.equal(raw.statusCode, 200, 'a raw re-GET with the same cookies: 200')
   t.match(rawText, /<h1>Your account<\/h1>/, 'the account page')
   t.notOk(rawText.includes(key) || rawText.includes('id="new-key"'), 'without the key')
-  t.equal(ownKeys(server).length, before + 1, 'still one key created')
+  t.equal((await ownKeys(server)).length, before + 1, 'still one key created')
 
   await page.waitForLoadState('load')
   const all = documents.map((d) => d.text).join('\n')
@@ -107,19 +107,19 @@ t.test('creating a key: 303 to /account, the key shown exactly once, a reload cr
   t.notOk(documents.some((d) => d.url.includes(key)), 'never in a URL')
 
   // The audit log, read through the repository and through service_audit_list.
-  const created = ownKeys(server).find((k) => k.name === 'reload me')!
-  const entries = auditEntries(server, 'api_key.create')
+  const created = (await ownKeys(server)).find((k) => k.name === 'reload me')!
+  const entries = await auditEntries(server, 'api_key.create')
   t.equal(entries.length, 1, 'one api_key.create entry')
   const entry = entries[0]!
-  t.equal(entry.organizationId, defaultOrganization(server).id, 'in the organization of the key')
-  t.equal(entry.userId, ownerMembership(server).userId, 'by the signed-in user')
-  t.equal(entry.membershipId, ownerMembership(server).id, 'through their membership')
+  t.equal(entry.organizationId, (await defaultOrganization(server)).id, 'in the organization of the key')
+  t.equal(entry.userId, (await ownerMembership(server)).userId, 'by the signed-in user')
+  t.equal(entry.membershipId, (await ownerMembership(server)).id, 'through their membership')
   t.equal(entry.credentialKind, 'account_page', 'on the account page')
   t.equal(entry.credentialId, null)
   t.equal(entry.targetType, 'api_key')
   t.equal(entry.targetId, created.id, 'naming the key by id')
   t.equal(entry.outcome, 'succeeded')
-  t.match(entry.details, { name: 'reload me', key_prefix: created.displayPrefix, scopes: 'mcp:read', membership_id: ownerMembership(server).id, expires_at: null })
+  t.match(entry.details, { name: 'reload me', key_prefix: created.displayPrefix, scopes: 'mcp:read', membership_id: (await ownerMembership(server)).id, expires_at: null })
   t.type(entry.details?.request_id, 'string', 'with the request id')
   t.notOk(JSON.stringify(entry).includes(key), 'never the key')
 
@@ -136,7 +136,7 @@ t.test('revoking a key asks first, says what happened once, and is audited', asy
   const server = await startServer(t)
   const { context, page, problems } = await newPage(t)
   await signIn(page, server)
-  const { key, record } = server.app.repos.apiKeys.create({ membershipId: ownerMembership(server).id, name: 'deploy bot', scopes: ['mcp:read'] })
+  const { key, record } = await server.app.repos.apiKeys.create({ membershipId: (await ownerMembership(server)).id, name: 'deploy bot', scopes: ['mcp:read'] })
   const label = `key “deploy bot” (${record.displayPrefix}…)`
   await page.goto(`${server.url}/account`)
   const row = page.locator(`tr[data-key-id="${record.id}"]`)
@@ -150,9 +150,9 @@ t.test('revoking a key asks first, says what happened once, and is audited', asy
   t.equal(await page.getByRole('button', { name: 'Revoke', exact: true }).count(), 1)
   await screenshot(page, 'account-pages-confirm-revoke-1280')
   await Promise.all([page.waitForURL(`${server.url}/account`), page.getByRole('link', { name: 'Cancel' }).click()])
-  t.equal(server.app.repos.apiKeys.byId(record.id)?.revokedAt, null, 'Cancel: the key is still active')
+  t.equal((await server.app.repos.apiKeys.byId(record.id))?.revokedAt, null, 'Cancel: the key is still active')
   t.equal(await page.locator('.notice').count(), 0, 'and nothing is said')
-  t.same(auditEntries(server, 'api_key.revoke'), [], 'nor audited')
+  t.same(await auditEntries(server, 'api_key.revoke'), [], 'nor audited')
 
   await Promise.all([page.waitForURL(`${server.url}/account/keys/${record.id}/revoke`), row.getByRole('link', { name: 'Revoke', exact: true }).click()])
   const csrf = await page.locator('input[name=csrf]').getAttribute('value')
@@ -162,7 +162,7 @@ t.test('revoking a key asks first, says what happened once, and is audited', asy
   const notice = `Key “deploy bot” (${record.displayPrefix}…) revoked; clients using it are refused from their next request.`
   t.equal(await page.getByRole('status').filter({ hasText: 'revoked;' }).textContent(), notice, 'the notice says what happened')
   t.equal(await row.locator('.status-revoked').textContent(), 'revoked')
-  t.not(server.app.repos.apiKeys.byId(record.id)?.revokedAt, null, 'the key is revoked')
+  t.not((await server.app.repos.apiKeys.byId(record.id))?.revokedAt, null, 'the key is revoked')
   const refused = await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${key}` })
   t.equal(refused.json?.error?.code, 'TOKEN_REVOKED', 'and refused on /mcp')
   await screenshot(page, 'account-pages-revoked-notice-1280')
@@ -179,21 +179,21 @@ t.test('revoking a key asks first, says what happened once, and is audited', asy
   await again.body.text()
   t.equal(again.statusCode, 303, 'posting the confirmation again: 303')
 
-  const entries = auditEntries(server, 'api_key.revoke')
+  const entries = await auditEntries(server, 'api_key.revoke')
   t.equal(entries.length, 1, 'one api_key.revoke entry')
   t.match(entries[0], {
-    organizationId: defaultOrganization(server).id,
-    userId: ownerMembership(server).userId,
-    membershipId: ownerMembership(server).id,
+    organizationId: (await defaultOrganization(server)).id,
+    userId: (await ownerMembership(server)).userId,
+    membershipId: (await ownerMembership(server)).id,
     credentialKind: 'account_page',
     targetType: 'api_key',
     targetId: record.id,
     outcome: 'succeeded',
-    details: { name: 'deploy bot', key_prefix: record.displayPrefix, membership_id: ownerMembership(server).id },
+    details: { name: 'deploy bot', key_prefix: record.displayPrefix, membership_id: (await ownerMembership(server)).id },
   })
 
   // One click from a stale page (a POST without the confirmation step) only asks the question.
-  const other = server.app.repos.apiKeys.create({ membershipId: ownerMembership(server).id, name: 'stale', scopes: ['mcp:read'] })
+  const other = await server.app.repos.apiKeys.create({ membershipId: (await ownerMembership(server)).id, name: 'stale', scopes: ['mcp:read'] })
   const oneClick = await request(`${server.url}/account/keys/${other.record.id}/revoke`, {
     method: 'POST',
     headers: { cookie, origin: server.url, 'content-type': 'application/x-www-form-urlencoded' },
@@ -202,7 +202,7 @@ t.test('revoking a key asks first, says what happened once, and is audited', asy
   const oneClickText = await oneClick.body.text()
   t.equal(oneClick.statusCode, 200, 'a one-click post gets the confirmation page')
   t.match(oneClickText, `<h1>Revoke key “stale” (${other.record.displayPrefix}…)?</h1>`)
-  t.equal(server.app.repos.apiKeys.byId(other.record.id)?.revokedAt, null, 'and revokes nothing')
+  t.equal((await server.app.repos.apiKeys.byId(other.record.id))?.revokedAt, null, 'and revokes nothing')
   t.same(problems, [], 'no CSP violations or page errors')
 })
 
@@ -210,7 +210,7 @@ t.test('rotating asks first; the new key is shown once with the notice', async (
   const server = await startServer(t)
   const { page } = await newPage(t)
   await signIn(page, server)
-  const { key, record } = server.app.repos.apiKeys.create({ membershipId: ownerMembership(server).id, name: 'laptop', scopes: ['mcp:read'] })
+  const { key, record } = await server.app.repos.apiKeys.create({ membershipId: (await ownerMembership(server)).id, name: 'laptop', scopes: ['mcp:read'] })
   await page.goto(`${server.url}/account/keys/${record.id}/rotate`)
   t.equal(await page.getByRole('heading', { level: 1 }).textContent(), `Rotate key “laptop” (${record.displayPrefix}…)?`)
   const rotated = await submit(page, () => page.getByRole('button', { name: 'Rotate', exact: true }).click())
@@ -222,8 +222,8 @@ t.test('rotating asks first; the new key is shown once with the notice', async (
   await page.reload()
   t.equal(await page.locator('#new-key, .notice').count(), 0, 'a reload shows neither again')
   t.equal((await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${key}` })).json?.error?.code, 'TOKEN_REVOKED', 'the old key is refused')
-  const created = auditEntries(server, 'api_key.create')
-  const revoked = auditEntries(server, 'api_key.revoke')
+  const created = await auditEntries(server, 'api_key.create')
+  const revoked = await auditEntries(server, 'api_key.revoke')
   t.equal(created.length, 1)
   t.equal(revoked.length, 1)
   t.equal(created[0]!.details?.rotated_from, record.id, 'audited as a new key replacing the old one')
@@ -236,7 +236,7 @@ t.test('revoking an application asks first, says what happened once, and is audi
   await signIn(page, server)
   const { client, tokens } = await oauthTokens(server, { metadata: { client_name: 'Notes App' } })
   const jti = JSON.parse(Buffer.from(tokens.access_token.split('.')[1]!, 'base64url').toString()).jti as string
-  const grantId = server.app.repos.oauthGrants.accessTokenState(jti)!.grantId
+  const grantId = (await server.app.repos.oauthGrants.accessTokenState(jti))!.grantId
   await page.goto(`${server.url}/account`)
   const row = page.locator(`tr[data-client-id="${client.client_id}"]`)
 
@@ -253,12 +253,12 @@ t.test('revoking an application asks first, says what happened once, and is audi
   await page.reload()
   t.equal(await page.locator('.notice').count(), 0, 'the notice is shown once')
 
-  const entries = auditEntries(server, 'oauth_grant.revoke')
+  const entries = await auditEntries(server, 'oauth_grant.revoke')
   t.equal(entries.length, 1, 'one oauth_grant.revoke entry')
   t.match(entries[0], {
-    organizationId: defaultOrganization(server).id,
-    userId: ownerMembership(server).userId,
-    membershipId: ownerMembership(server).id,
+    organizationId: (await defaultOrganization(server)).id,
+    userId: (await ownerMembership(server)).userId,
+    membershipId: (await ownerMembership(server)).id,
     credentialKind: 'account_page',
     clientId: null,
     targetType: 'oauth_grant',
@@ -286,11 +286,11 @@ async function inView(t: Test, page: Page, el: Locator, viewport: { width: numbe
 /** Keys in every state, with long names, and two applications: the widest the tables get. */
 async function seedAccount(server: TestServer) {
   const repos = server.app.repos
-  const m = ownerMembership(server).id
-  repos.apiKeys.create({ membershipId: m, name: 'a rather long key name for the continuous integration runner', scopes: ['mcp:read', 'mcp:write'] })
-  repos.apiKeys.create({ membershipId: m, name: 'expiring', scopes: ['mcp:read'], expiresAt: Date.now() + 86_400_000 })
-  const gone = repos.apiKeys.create({ membershipId: m, name: 'revoked one', scopes: ['mcp:read'] })
-  repos.apiKeys.revoke(gone.record.id)
+  const m = (await ownerMembership(server)).id
+  await repos.apiKeys.create({ membershipId: m, name: 'a rather long key name for the continuous integration runner', scopes: ['mcp:read', 'mcp:write'] })
+  await repos.apiKeys.create({ membershipId: m, name: 'expiring', scopes: ['mcp:read'], expiresAt: Date.now() + 86_400_000 })
+  const gone = await repos.apiKeys.create({ membershipId: m, name: 'revoked one', scopes: ['mcp:read'] })
+  await repos.apiKeys.revoke(gone.record.id)
   await oauthTokens(server, { metadata: { client_name: 'An application with a long name, Inc.' } })
   await oauthTokens(server, { metadata: { client_name: 'Cursor' }, scope: 'mcp:read' })
 }
@@ -361,14 +361,14 @@ t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; si
   await visitor.post('/account/signin', { csrf: formValue(signin.text, 'csrf') ?? '', email: OWNER_EMAIL, password: OWNER_PASSWORD })
   const page = await visitor.get('/account')
   const csrf = formValue(page.text, 'csrf') ?? ''
-  const create = (name: string) => visitor.post('/account/keys', { csrf, name, membership: ownerMembership(server).id, scope: 'mcp:read' })
+  const create = async (name: string) => visitor.post('/account/keys', { csrf, name, membership: (await ownerMembership(server)).id, scope: 'mcp:read' })
 
   t.equal((await create('never fetched')).status, 303, 'created; the redirect is not followed')
   await new Promise((resolve) => setTimeout(resolve, 400))
   const late = await visitor.get('/account')
   t.equal(late.status, 200)
   t.notMatch(late.text, 'id="new-key"', 'past the TTL the key is not shown')
-  t.ok(ownKeys(server).some((k) => k.name === 'never fetched'), 'though it exists (and can be revoked)')
+  t.ok((await ownKeys(server)).some((k) => k.name === 'never fetched'), 'though it exists (and can be revoked)')
 
   t.equal((await create('signed out')).status, 303)
   const out = await visitor.post('/account/signout', { csrf })
@@ -380,7 +380,7 @@ t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; si
   // Control: followed at once, it is shown.
   const shown = await create('fetched')
   t.match((await visitor.get(shown.location!)).text, 'id="new-key"', 'control: followed at once, the key is shown')
-  const question = await visitor.get(`/account/keys/${ownKeys(server).find((k) => k.name === 'fetched')!.id}/revoke`)
+  const question = await visitor.get(`/account/keys/${(await ownKeys(server)).find((k) => k.name === 'fetched')!.id}/revoke`)
   t.equal(question.status, 200)
-  t.equal(formAction(question.text), `/account/keys/${ownKeys(server).find((k) => k.name === 'fetched')!.id}/revoke`, 'the confirmation posts to the same path')
+  t.equal(formAction(question.text), `/account/keys/${(await ownKeys(server)).find((k) => k.name === 'fetched')!.id}/revoke`, 'the confirmation posts to the same path')
 })

@@ -7,10 +7,13 @@ import { visibleCatalog } from '../helpers/catalog.js'
 async function seeded(t: Test) {
   const server = await startServer(t)
   const repos = server.app.repos
-  const org = defaultOrganization(server)
-  const other = repos.organizations.create({ slug: 'other', name: 'Other organization' })
-  const mine = Array.from({ length: 25 }, (_, i) => repos.apps.create({ organizationId: org.id, name: `app-${String(i).padStart(2, '0')}` }))
-  const theirs = Array.from({ length: 3 }, (_, i) => repos.apps.create({ organizationId: other.id, name: `foreign-${i}` }))
+  const org = await defaultOrganization(server)
+  const other = await repos.organizations.create({ slug: 'other', name: 'Other organization' })
+  // One after another, in this order (as before): the listing pages by creation.
+  const mine = []
+  for (let i = 0; i < 25; i++) mine.push(await repos.apps.create({ organizationId: org.id, name: `app-${String(i).padStart(2, '0')}` }))
+  const theirs = []
+  for (let i = 0; i < 3; i++) theirs.push(await repos.apps.create({ organizationId: other.id, name: `foreign-${i}` }))
   return { server, org, other, mine, theirs }
 }
 
@@ -72,7 +75,7 @@ t.test('paging through the apps of the organization', async (t) => {
 
 t.test('a member of the other organization sees only its apps', async (t) => {
   const { server, other, theirs } = await seeded(t)
-  const member = createMember(server, { role: 'viewer', scopes: ['mcp:read'], organizationId: other.id })
+  const member = await createMember(server, { role: 'viewer', scopes: ['mcp:read'], organizationId: other.id })
   const { headers } = await openSession(server.mcpUrl, member.key, '2025-11-25')
   const data = toolPayload(t, await post(server.mcpUrl, callTool('service_apps_list', {}), headers))
   t.strictSame(data.apps.map((a: { id: string }) => a.id), theirs.map((a) => a.id).sort())
@@ -123,7 +126,7 @@ t.test('roles and scopes', async (t) => {
   const { server, mine } = await seeded(t)
 
   t.test('a viewer can list', async (t) => {
-    const viewer = createMember(server, { role: 'viewer' })
+    const viewer = await createMember(server, { role: 'viewer' })
     const { headers } = await openSession(server.mcpUrl, viewer.key, '2025-11-25')
     const list = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, headers)
     t.strictSame(list.json.result.tools.map((x: { name: string }) => x.name), visibleCatalog('viewer'))
@@ -135,7 +138,7 @@ t.test('roles and scopes', async (t) => {
   })
 
   t.test('a key with only mcp:write does not see or call the read tools', async (t) => {
-    const writer = createMember(server, { role: 'owner', scopes: ['mcp:write'] })
+    const writer = await createMember(server, { role: 'owner', scopes: ['mcp:write'] })
     const { headers } = await openSession(server.mcpUrl, writer.key, '2025-11-25')
     const list = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, headers)
     t.equal(list.status, 200)
@@ -162,7 +165,7 @@ t.test('roles and scopes', async (t) => {
   })
 
   t.test('a key with only mcp:read can list', async (t) => {
-    const reader = createMember(server, { role: 'developer', scopes: ['mcp:read'] })
+    const reader = await createMember(server, { role: 'developer', scopes: ['mcp:read'] })
     const { headers } = await openSession(server.mcpUrl, reader.key, '2025-06-18')
     const data = toolPayload(t, await post(server.mcpUrl, callTool('service_apps_list', { limit: 5 }), headers))
     t.equal(data.apps.length, 5)

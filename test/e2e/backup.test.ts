@@ -155,7 +155,7 @@ t.test('a backup taken under write load restores every acknowledged write', asyn
 
   // The restored database serves with the carried key: the key check passes, the data is there.
   const again = await startServer(t, { dbPath: fresh, config: { bootstrapApiKey: API_KEY } })
-  t.equal(again.app.repos.envVars.count(), 1, 'the restored server started: its env key opens the database')
+  t.equal(await again.app.repos.envVars.count(), 1, 'the restored server started: its env key opens the database')
   const list = await tool(again.mcpUrl, 'service_apps_list', { limit: 100 }, 'list')
   t.ok(list.apps.length > 0, 'and lists the apps')
   await again.close()
@@ -206,7 +206,7 @@ t.test('restore refuses what is not a restorable database of this service, befor
   const dir = tempDir(t)
   const db = join(dir, 'service.db')
   const handle = openDatabase(db)
-  createRepos(handle.db).organizations.create({ slug: 'current', name: 'Current' })
+  await createRepos(handle.db).organizations.create({ slug: 'current', name: 'Current' })
   handle.close()
   const backupFile = join(dir, 'good.db')
   await backupDatabase(db, backupFile)
@@ -245,11 +245,11 @@ t.test('restore refuses what is not a restorable database of this service, befor
     [live, /live\.db has a live\.db-wal beside it: it is a database in use .* not a backup/, 'a live database with its -wal'],
   ]
   const before = readdirSync(dir).sort()
-  for (const [file, message, what] of cases) t.throws(() => restoreDatabase(config, file), message, what)
+  for (const [file, message, what] of cases) await t.rejects(restoreDatabase(config, file), message, what)
   refused(t, await cli(['restore', garbage], { SERVICE_DATABASE: db }), /^service-mcp: .*garbage\.db is not a SQLite database, or it is corrupt/, 'the command line says so in one line')
   t.same(readdirSync(dir).filter((f) => f !== 'service.db.lock').sort(), before.filter((f) => f !== 'service.db.lock'), 'no file was added or moved (the lock file aside)')
   const after = openDatabase(db)
-  t.ok(createRepos(after.db).organizations.bySlug('current'), 'the database is unchanged')
+  t.ok(await createRepos(after.db).organizations.bySlug('current'), 'the database is unchanged')
   after.close()
 })
 
@@ -257,7 +257,7 @@ t.test('restore replaces a database and keeps the old one, with what its write-a
   const dir = tempDir(t)
   const db = join(dir, 'service.db')
   const handle = openDatabase(db)
-  createRepos(handle.db).organizations.create({ slug: 'in-backup', name: 'In the backup' })
+  await createRepos(handle.db).organizations.create({ slug: 'in-backup', name: 'In the backup' })
   handle.close()
   const backupFile = join(dir, 'backup.db')
   await backupDatabase(db, backupFile)
@@ -318,8 +318,8 @@ t.test('restore without the matching env key: refused; forced, the server refuse
   // Another key, in the file or in SERVICE_ENV_KEY.
   writeFileSync(keyFile, randomBytes(32).toString('base64') + '\n', { mode: 0o600 })
   const config = { database: target, envKey: '', envKeyFile: '' }
-  t.throws(() => restoreDatabase(config, backupFile), /^The env key file .*b\/env\.key .* does not match the backup .*backup\.db: its key check \(and its 1 env var value\) was sealed with another key/, 'another key file')
-  t.throws(() => restoreDatabase({ ...config, envKey: randomBytes(32).toString('base64') }, backupFile), /^The env key SERVICE_ENV_KEY does not match the backup/, 'another SERVICE_ENV_KEY')
+  await t.rejects(restoreDatabase(config, backupFile), /^The env key file .*b\/env\.key .* does not match the backup .*backup\.db: its key check \(and its 1 env var value\) was sealed with another key/, 'another key file')
+  await t.rejects(restoreDatabase({ ...config, envKey: randomBytes(32).toString('base64') }, backupFile), /^The env key SERVICE_ENV_KEY does not match the backup/, 'another SERVICE_ENV_KEY')
   t.notOk(existsSync(target), 'no database was put in place')
 
   // Restored anyway: the server refuses to start with the message, until the key is reset.
@@ -335,6 +335,6 @@ t.test('restore without the matching env key: refused; forced, the server refuse
   t.equal(reset.code, 0, reset.stderr)
   t.match(reset.stdout, /deleted 1 env var value; the database is now bound to the env key file .*b\/env\.key/)
   const again = await startServer(t, { dbPath: target, config: { bootstrapApiKey: API_KEY } })
-  t.equal(again.app.repos.envVars.count(), 0, 'after the reset it starts, without the values nobody could read')
+  t.equal(await again.app.repos.envVars.count(), 0, 'after the reset it starts, without the values nobody could read')
   await again.close()
 })

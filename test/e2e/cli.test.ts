@@ -91,7 +91,7 @@ t.test('admin commands against a temporary database', async (t) => {
   // The operator's key changes are audited in the key's organization, as the account page's are; never the key itself.
   const handle = openDatabase(db, { migrate: false })
   try {
-    const entries = createRepos(handle.db).audit.page(acme![0]!, 50).items.filter((e) => e.targetId === id)
+    const entries = (await createRepos(handle.db).audit.page(acme![0]!, 50)).items.filter((e) => e.targetId === id)
     t.strictSame(entries.map((e) => [e.action, e.credentialKind, e.userId, e.outcome]).sort(), [
       ['api_key.create', 'cli', null, 'succeeded'],
       ['api_key.revoke', 'cli', null, 'succeeded'],

@@ -23,23 +23,23 @@ async function serve(t: Test, config: Partial<Config> = {}): Promise<TestServer>
 }
 
 /** An app in the default organization with `deployments` finished deployments. */
-function seedApp(server: TestServer, name: string, deployments = 0) {
+async function seedApp(server: TestServer, name: string, deployments = 0) {
   const repos = server.app.repos
-  const organizationId = defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name })
+  const organizationId = (await defaultOrganization(server)).id
+  const app = await repos.apps.create({ organizationId, name })
   for (let i = 0; i < deployments; i++) {
-    const d = repos.deployments.create({ organizationId, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
-    repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
+    const d = await repos.deployments.create({ organizationId, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+    await repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
   }
   return app
 }
 
-function appExists(server: TestServer, appId: string): boolean {
-  return server.app.repos.apps.byId(defaultOrganization(server).id, appId) !== undefined
+async function appExists(server: TestServer, appId: string): Promise<boolean> {
+  return (await server.app.repos.apps.byId((await defaultOrganization(server)).id, appId)) !== undefined
 }
 
-function confirmations(server: TestServer, toolName = 'service_apps_delete') {
-  return server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, `${toolName}.confirmation`).items
+async function confirmations(server: TestServer, toolName = 'service_apps_delete') {
+  return (await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, `${toolName}.confirmation`)).items
 }
 
 
@@ -122,7 +122,7 @@ function failure(t: Test, result: any, code: string): { code: string; message: s
 /** A server with the app `target` whose service_apps_delete waits for the owner's answer on one session. */
 async function deleteAwaitingAnswer(t: Test) {
   const server = await serve(t)
-  const app = seedApp(server, 'target')
+  const app = await seedApp(server, 'target')
   const { headers } = await elicitingSession(server)
   return { server, app, headers, ...(await askDelete(t, server, headers, app.id)) }
 }
@@ -138,7 +138,7 @@ async function deleteAnswered(t: Test, server: TestServer, headers: Record<strin
 
 t.test('tool call received → elicitation/create on the call stream → awaiting user: the request, and the stream stays open', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing', 14)
+  const app = await seedApp(server, 'billing', 14)
   const { headers } = await elicitingSession(server)
   const { id, live, request } = await askDelete(t, server, headers, app.id)
 
@@ -158,8 +158,8 @@ t.test('tool call received → elicitation/create on the call stream → awaitin
   await sleep(200)
   t.notOk(messagesOf(live).some(isAnswerTo(id)), 'no response while awaiting the user')
   t.notOk(live.endedByServer, 'the stream stays open')
-  t.ok(appExists(server, app.id), 'nothing deleted yet')
-  t.strictSame(confirmations(server), [], 'nothing audited yet')
+  t.ok(await appExists(server, app.id), 'nothing deleted yet')
+  t.strictSame(await confirmations(server), [], 'nothing audited yet')
 
   // Finish the exchange so the server has nothing pending at teardown.
   t.equal((await answer(server, headers, request.id, { action: 'decline' })).status, 202)
@@ -168,72 +168,72 @@ t.test('tool call received → elicitation/create on the call stream → awaitin
 
 t.test('awaiting user → accept (confirm true) → running: the tool executes', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'doomed', 2)
+  const app = await seedApp(server, 'doomed', 2)
   const { headers } = await elicitingSession(server)
   const { request, result, messages } = await deleteAnswered(t, server, headers, app.id, ACCEPT)
   t.equal(request.params.message, `Delete app doomed (${app.id}) and its 2 deployments?`)
   t.strictSame(ok(t, result), { deleted: true, app_id: app.id, name: 'doomed', deployments_deleted: 2 })
-  t.notOk(appExists(server, app.id), 'the app is gone')
+  t.notOk(await appExists(server, app.id), 'the app is gone')
   t.ok(messages.findIndex(isElicitation) >= 0 && messages.findIndex(isElicitation) < messages.length - 1, 'the request came before the result')
 
-  const entries = confirmations(server)
+  const entries = await confirmations(server)
   t.equal(entries.length, 1, 'one confirmation entry')
   t.equal(entries[0]?.outcome, 'confirmed')
   t.match(entries[0]?.details, { message: request.params.message })
-  const deleted = server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, 'service_apps_delete').items
+  const deleted = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, 'service_apps_delete')).items
   t.equal(deleted[0]?.outcome, 'succeeded', 'then the delete itself succeeded')
   t.equal(deleted[0]?.targetId, app.id)
 })
 
 t.test('awaiting user → decline → not executed: ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper', 1)
+  const app = await seedApp(server, 'keeper', 1)
   const { headers } = await elicitingSession(server)
   const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'decline' })
   failure(t, result, 'ELICITATION_DENIED')
-  t.ok(appExists(server, app.id), 'the app is still there')
-  const entries = confirmations(server)
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  const entries = await confirmations(server)
   t.equal(entries.length, 1)
   t.equal(entries[0]?.outcome, 'declined')
   t.match(entries[0]?.details, { action: 'decline' })
-  t.notOk(server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, 'service_apps_delete').items.length, 'no delete entry')
+  t.notOk((await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, 'service_apps_delete')).items.length, 'no delete entry')
 })
 
 t.test('awaiting user → cancel → not executed: ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper')
+  const app = await seedApp(server, 'keeper')
   const { headers } = await elicitingSession(server)
   const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'cancel' })
   failure(t, result, 'ELICITATION_DENIED')
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.match(confirmations(server)[0], { outcome: 'declined', details: { action: 'cancel' } })
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.match((await confirmations(server))[0], { outcome: 'declined', details: { action: 'cancel' } })
 })
 
 t.test('awaiting user → accept with confirm false → not executed: ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper')
+  const app = await seedApp(server, 'keeper')
   const { headers } = await elicitingSession(server)
   const { result } = await deleteAnswered(t, server, headers, app.id, { action: 'accept', content: { confirm: false } })
   failure(t, result, 'ELICITATION_DENIED')
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.match(confirmations(server)[0], { outcome: 'declined', details: { action: 'accept', confirm: false } })
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.match((await confirmations(server))[0], { outcome: 'declined', details: { action: 'accept', confirm: false } })
 })
 
 t.test('awaiting user → a JSON-RPC error answer (the client could not show it) → ELICITATION_DENIED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper')
+  const app = await seedApp(server, 'keeper')
   const { headers } = await elicitingSession(server)
   const { id, live, request } = await askDelete(t, server, headers, app.id)
   const reply = await post(server.mcpUrl, { jsonrpc: '2.0', id: request.id, error: { code: -32602, message: 'Client does not support form-mode elicitation requests' } }, headers)
   t.equal(reply.status, 202, 'an error answer is accepted')
   failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.equal(confirmations(server)[0]?.outcome, 'declined')
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.equal((await confirmations(server))[0]?.outcome, 'declined')
 })
 
 t.test('awaiting user → prompt times out → not executed: notifications/cancelled, then ELICITATION_TIMEOUT', async (t) => {
   const server = await serve(t, { elicitationTimeoutMs: 150 })
-  const app = seedApp(server, 'slowpoke', 3)
+  const app = await seedApp(server, 'slowpoke', 3)
   const { headers } = await elicitingSession(server)
   const started = Date.now()
   const { id, live, request } = await askDelete(t, server, headers, app.id)
@@ -249,16 +249,16 @@ t.test('awaiting user → prompt times out → not executed: notifications/cance
   t.ok(order[0]! < order[1]! && order[1]! < order[2]!, 'elicitation/create, then notifications/cancelled, then the result')
 
   failure(t, result, 'ELICITATION_TIMEOUT')
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.equal(confirmations(server)[0]?.outcome, 'timed_out', 'audited as timed_out')
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.equal((await confirmations(server))[0]?.outcome, 'timed_out', 'audited as timed_out')
 
   refused(t, await answer(server, headers, request.id, ACCEPT), 'a late answer')
-  t.ok(appExists(server, app.id), 'a late accept changes nothing')
+  t.ok(await appExists(server, app.id), 'a late accept changes nothing')
 })
 
 t.test('tool call received → client lacks the elicitation capability → not executed: CAPABILITY_REQUIRED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper')
+  const app = await seedApp(server, 'keeper')
   for (const [version, capabilities] of [['2025-11-25', {}], ['2025-06-18', { roots: {} }], ['2025-03-26', {}]] as const) {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, version, capabilities)
     const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
@@ -269,31 +269,31 @@ t.test('tool call received → client lacks the elicitation capability → not e
     t.equal(response.length, 1, `${version}: one response`)
     failure(t, response[0]?.result, 'CAPABILITY_REQUIRED')
   }
-  t.ok(appExists(server, app.id), 'nothing executed')
-  t.strictSame(confirmations(server), [], 'nobody was asked')
-  t.notOk(server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, 'service_apps_delete').items.length, 'no delete entry')
+  t.ok(await appExists(server, app.id), 'nothing executed')
+  t.strictSame(await confirmations(server), [], 'nobody was asked')
+  t.notOk((await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, 'service_apps_delete')).items.length, 'no delete entry')
 })
 
 t.test('a client that accepts only application/json cannot be asked: CAPABILITY_REQUIRED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper')
+  const app = await seedApp(server, 'keeper')
   const { headers } = await elicitingSession(server)
   for (const [tool, args] of [['service_apps_delete', { app_id: app.id }], ['service_env_unset', { app_id: app.id, name: 'KEPT' }]] as const) {
-    if (tool === 'service_env_unset') server.app.repos.envVars.set({ organizationId: defaultOrganization(server).id, appId: app.id, name: 'KEPT', ciphertext: 'v1.x.y.z', userId: null })
+    if (tool === 'service_env_unset') await server.app.repos.envVars.set({ organizationId: (await defaultOrganization(server)).id, appId: app.id, name: 'KEPT', ciphertext: 'v1.x.y.z', userId: null })
     const reply = await post(server.mcpUrl, callTool(tool, args, rid()), { ...headers, accept: 'application/json' })
     t.equal(reply.status, 200)
     t.match(String(reply.headers['content-type']), /^application\/json/, `${tool}: answered as JSON`)
     const err = failure(t, reply.json.result, 'CAPABILITY_REQUIRED')
     t.match(err.message, /text\/event-stream/, 'the message says what to accept')
   }
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.ok(server.app.repos.envVars.exists(defaultOrganization(server).id, app.id, 'KEPT'), 'the env var is still there')
-  t.strictSame(confirmations(server), [], 'nobody was asked')
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.ok(await server.app.repos.envVars.exists((await defaultOrganization(server)).id, app.id, 'KEPT'), 'the env var is still there')
+  t.strictSame(await confirmations(server), [], 'nobody was asked')
 })
 
 t.test('before notifications/initialized nobody is asked: CAPABILITY_REQUIRED', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'keeper')
+  const app = await seedApp(server, 'keeper')
   const init = await post(server.mcpUrl, initializeMessage('2025-11-25', ELICIT), { authorization: `Bearer ${server.apiKey}` })
   t.equal(init.status, 200)
   const headers = { authorization: `Bearer ${server.apiKey}`, 'mcp-session-id': String(init.headers['mcp-session-id']), 'mcp-protocol-version': '2025-11-25' }
@@ -303,12 +303,12 @@ t.test('before notifications/initialized nobody is asked: CAPABILITY_REQUIRED', 
   t.notOk(reply.messages.some(isElicitation), 'no elicitation/create before initialized')
   const err = failure(t, reply.messages.find((m) => 'result' in m)?.result, 'CAPABILITY_REQUIRED')
   t.match(err.message, /notifications\/initialized/)
-  t.ok(appExists(server, app.id), 'nothing executed')
+  t.ok(await appExists(server, app.id), 'nothing executed')
 
   t.equal((await post(server.mcpUrl, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers)).status, 202)
   const { result } = await deleteAnswered(t, server, headers, app.id, ACCEPT)
   ok(t, result)
-  t.notOk(appExists(server, app.id), 'after initialized the same call is asked and runs')
+  t.notOk(await appExists(server, app.id), 'after initialized the same call is asked and runs')
 })
 
 t.test('an answer with an unknown id is refused (400) and the wait goes on', async (t) => {
@@ -318,20 +318,20 @@ t.test('an answer with an unknown id is refused (400) and the wait goes on', asy
   refused(t, await answer(server, headers, String(request.id), ACCEPT), 'the id as a string is another id')
   refused(t, await answer(server, headers, id, ACCEPT), 'the tool call\'s own id')
   await stillWaiting(t, live, id, 'after unknown ids')
-  t.ok(appExists(server, app.id), 'nothing ran')
+  t.ok(await appExists(server, app.id), 'nothing ran')
 
   t.equal((await answer(server, headers, request.id, ACCEPT)).status, 202, 'then the right id is accepted')
   ok(t, (await resultOn(t, live, id)).result)
-  t.notOk(appExists(server, app.id), 'and the tool ran')
+  t.notOk(await appExists(server, app.id), 'and the tool ran')
   refused(t, await answer(server, headers, request.id, ACCEPT), 'a second answer')
 })
 
 t.test('an answer from another session of the same member is refused (400) and the wait goes on', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'target')
+  const app = await seedApp(server, 'target')
   const mine = await elicitingSession(server)
   const sameKey = await elicitingSession(server)
-  const otherKey = createKey(server, ownerMembership(server).id)
+  const otherKey = await createKey(server, (await ownerMembership(server)).id)
   const sameMemberOtherKey = await elicitingSession(server, otherKey.key)
   const { id, live, request } = await askDelete(t, server, mine.headers, app.id)
 
@@ -341,21 +341,21 @@ t.test('an answer from another session of the same member is refused (400) and t
     waiting: 'after answers from elsewhere',
   })
   t.equal(borrowed.json?.error?.code, 'SESSION_NOT_FOUND')
-  t.ok(appExists(server, app.id), 'nothing ran')
+  t.ok(await appExists(server, app.id), 'nothing ran')
 
   t.equal((await answer(server, mine.headers, request.id, { action: 'decline' })).status, 202, 'the right session answers')
   failure(t, (await resultOn(t, live, id)).result, 'ELICITATION_DENIED')
-  t.ok(appExists(server, app.id), 'declined: the app stays')
+  t.ok(await appExists(server, app.id), 'declined: the app stays')
 })
 
 t.test('an answer from another member is refused (400) and the wait goes on', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'target')
+  const app = await seedApp(server, 'target')
   const mine = await elicitingSession(server)
-  const colleague = createMember(server, { role: 'admin' })
+  const colleague = await createMember(server, { role: 'admin' })
   const theirs = await elicitingSession(server, colleague.key)
-  const other = server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
-  const outsider = createMember(server, { role: 'owner', organizationId: other.id })
+  const other = await server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
+  const outsider = await createMember(server, { role: 'owner', organizationId: other.id })
   const outside = await elicitingSession(server, outsider.key)
   const { id, live, request } = await askDelete(t, server, mine.headers, app.id)
 
@@ -364,11 +364,11 @@ t.test('an answer from another member is refused (400) and the wait goes on', as
     borrower: [theirs.headers, 'another member cannot use the session'],
     waiting: 'after answers from other members',
   })
-  t.ok(appExists(server, app.id), 'nothing ran')
+  t.ok(await appExists(server, app.id), 'nothing ran')
 
   t.equal((await answer(server, mine.headers, request.id, ACCEPT)).status, 202)
   ok(t, (await resultOn(t, live, id)).result)
-  t.notOk(appExists(server, app.id), 'the member who was asked confirmed it')
+  t.notOk(await appExists(server, app.id), 'the member who was asked confirmed it')
 })
 
 t.test('an answer that does not match the request is refused (400) and the wait goes on', async (t) => {
@@ -401,21 +401,21 @@ t.test('an answer that does not match the request is refused (400) and the wait 
   const yes = await answer(server, headers, request.id, { action: 'accept', content: { confirm: 'yes' } })
   t.match(yes.json.error.message, /\/content\/confirm must be a boolean/)
   await stillWaiting(t, live, id, 'after malformed answers')
-  t.ok(appExists(server, app.id), 'nothing ran')
-  t.strictSame(confirmations(server), [], 'a refused answer is not an outcome')
+  t.ok(await appExists(server, app.id), 'nothing ran')
+  t.strictSame(await confirmations(server), [], 'a refused answer is not an outcome')
 
   // Other well-typed fields next to confirm are fine.
   t.equal((await answer(server, headers, request.id, { action: 'accept', content: { confirm: true, note: 'ok' }, _meta: {} })).status, 202, 'then a valid answer is accepted')
   ok(t, (await resultOn(t, live, id)).result)
-  t.notOk(appExists(server, app.id), 'and the tool ran')
-  t.equal(confirmations(server)[0]?.outcome, 'confirmed')
+  t.notOk(await appExists(server, app.id), 'and the tool ran')
+  t.equal((await confirmations(server))[0]?.outcome, 'confirmed')
 })
 
 t.test('service_env_unset: declined keeps the variable, accepted removes it; both audited', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
-  const app = seedApp(server, 'web')
-  server.app.repos.envVars.set({ organizationId: org.id, appId: app.id, name: 'GONE', ciphertext: 'v1.x.y.z', userId: null })
+  const org = await defaultOrganization(server)
+  const app = await seedApp(server, 'web')
+  await server.app.repos.envVars.set({ organizationId: org.id, appId: app.id, name: 'GONE', ciphertext: 'v1.x.y.z', userId: null })
   const { headers } = await elicitingSession(server)
 
   for (const [result, removed] of [[{ action: 'decline' }, false], [{ action: 'accept', content: { confirm: 'no' } }, null], [ACCEPT, true]] as const) {
@@ -437,15 +437,15 @@ t.test('service_env_unset: declined keeps the variable, accepted removes it; bot
     const outcome = (await resultOn(t, live, id)).result
     if (removed) t.strictSame(ok(t, outcome), { app_id: app.id, name: 'GONE', removed: true })
     else failure(t, outcome, 'ELICITATION_DENIED')
-    t.equal(server.app.repos.envVars.exists(org.id, app.id, 'GONE'), !removed, removed ? 'removed' : 'still set')
+    t.equal(await server.app.repos.envVars.exists(org.id, app.id, 'GONE'), !removed, removed ? 'removed' : 'still set')
   }
-  t.strictSame(confirmations(server, 'service_env_unset').map((e) => e.outcome).reverse(), ['declined', 'declined', 'confirmed'])
+  t.strictSame((await confirmations(server, 'service_env_unset')).map((e) => e.outcome).reverse(), ['declined', 'declined', 'confirmed'])
 })
 
 t.test('the audit log holds confirmed, declined and timed_out entries with who, what and the call id', async (t) => {
   const server = await serve(t, { elicitationTimeoutMs: 300 })
   const { headers } = await elicitingSession(server)
-  const apps = [seedApp(server, 'one'), seedApp(server, 'two'), seedApp(server, 'three')]
+  const apps = [await seedApp(server, 'one'), await seedApp(server, 'two'), await seedApp(server, 'three')]
   const ids: Array<number | string> = []
   for (const [i, result] of [ACCEPT, { action: 'decline' }, undefined].entries()) {
     const { id, live, request } = await askDelete(t, server, headers, apps[i]!.id)
@@ -453,16 +453,16 @@ t.test('the audit log holds confirmed, declined and timed_out entries with who, 
     if (result) t.equal((await answer(server, headers, request.id, result)).status, 202)
     await resultOn(t, live, id)
   }
-  const entries = confirmations(server).reverse()
+  const entries = (await confirmations(server)).reverse()
   t.strictSame(entries.map((e) => e.outcome), ['confirmed', 'declined', 'timed_out'])
-  const membership = ownerMembership(server)
+  const membership = await ownerMembership(server)
   for (const [i, e] of entries.entries()) {
     t.equal(e.membershipId, membership.id, `${e.outcome}: the member`)
-    t.equal(e.organizationId, defaultOrganization(server).id, `${e.outcome}: the organization`)
+    t.equal(e.organizationId, (await defaultOrganization(server)).id, `${e.outcome}: the organization`)
     t.equal(e.credentialKind, 'api_key', `${e.outcome}: the credential kind`)
     t.match(e.details, { request_id: ids[i], message: `Delete app ${apps[i]!.name} (${apps[i]!.id}) and its 0 deployments?` }, `${e.outcome}: the call id and the message`)
   }
-  t.notOk(appExists(server, apps[0]!.id), 'confirmed: deleted')
-  t.ok(appExists(server, apps[1]!.id), 'declined: kept')
-  t.ok(appExists(server, apps[2]!.id), 'timed out: kept')
+  t.notOk(await appExists(server, apps[0]!.id), 'confirmed: deleted')
+  t.ok(await appExists(server, apps[1]!.id), 'declined: kept')
+  t.ok(await appExists(server, apps[2]!.id), 'timed out: kept')
 })

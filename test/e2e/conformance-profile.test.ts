@@ -196,8 +196,8 @@ t.test('the profile forces its own settings, whatever the flags say', async (t) 
 t.test('requests without Authorization act as the owner of a fresh organization, with both scopes', async (t) => {
   const { server, mcpUrl } = await startProfile(t)
   const repos = server.app.repos
-  t.equal(repos.organizations.count(), 1, 'one organization')
-  t.equal(repos.users.count(), 1, 'one user')
+  t.equal(await repos.organizations.count(), 1, 'one organization')
+  t.equal(await repos.users.count(), 1, 'one user')
   // Who a request acts as, asked through a tool only an owner with mcp:write may call.
   server.app.tools.add(defineTool({
     name: 'probe_principal',
@@ -212,7 +212,7 @@ t.test('requests without Authorization act as the owner of a fresh organization,
   t.equal(reply.status, 200)
   t.equal(reply.json.result.isError, false)
   const who = JSON.parse(reply.json.result.content[0].text)
-  t.same(who, { role: 'owner', scopes: ['mcp:read', 'mcp:write'], kind: 'api_key', organizationId: repos.organizations.list()[0]!.id })
+  t.same(who, { role: 'owner', scopes: ['mcp:read', 'mcp:write'], kind: 'api_key', organizationId: (await repos.organizations.list())[0]!.id })
 
   const forged = await modernPost(mcpUrl, `service_mcp_${'y'.repeat(43)}`, 'tools/list')
   t.equal(forged.status, 401, 'an invalid credential is still refused')

@@ -36,12 +36,12 @@ async function callbackServer(t: Test): Promise<string> {
 /** Pat: owner of "Zeta Works" (their own, joined first) and, later, developer in "Acme", which sorts first. */
 async function seedPat(server: TestServer) {
   const repos = server.app.repos
-  const zeta = repos.organizations.create({ slug: 'zeta-works', name: 'Zeta Works' })
-  const pat = repos.users.create({ email: EMAIL, name: 'Pat', passwordHash: await hashPassword(PASSWORD) })
-  const own = repos.memberships.upsert({ userId: pat.id, organizationId: zeta.id, role: 'owner' })
+  const zeta = await repos.organizations.create({ slug: 'zeta-works', name: 'Zeta Works' })
+  const pat = await repos.users.create({ email: EMAIL, name: 'Pat', passwordHash: await hashPassword(PASSWORD) })
+  const own = await repos.memberships.upsert({ userId: pat.id, organizationId: zeta.id, role: 'owner' })
   await new Promise((resolve) => setTimeout(resolve, 5))
-  const acme = repos.organizations.create({ slug: 'acme', name: 'Acme' })
-  const later = repos.memberships.upsert({ userId: pat.id, organizationId: acme.id, role: 'developer' })
+  const acme = await repos.organizations.create({ slug: 'acme', name: 'Acme' })
+  const later = await repos.memberships.upsert({ userId: pat.id, organizationId: acme.id, role: 'developer' })
   return { zeta, acme, own, later }
 }
 
@@ -106,7 +106,7 @@ t.test('a member of two organizations: their own is chosen, then the one last ch
   const second = await allow(page, callback)
   t.ok(second.searchParams.get('code'), 'and Allow grants it')
   // A choice counts once it is a grant, at the code's exchange: this one is not exchanged, so nothing is remembered.
-  t.equal(server.app.repos.oauthGrants.lastChosenMembership(server.app.repos.users.byEmail(EMAIL)!.id, other.client_id), undefined, 'an unexchanged code is no grant')
+  t.equal(await server.app.repos.oauthGrants.lastChosenMembership((await server.app.repos.users.byEmail(EMAIL))!.id, other.client_id), undefined, 'an unexchanged code is no grant')
 
   // Phone-sized: the same choice, nothing wider than the screen.
   const phone = await newPage(t, { width: 390, height: 844 })
@@ -130,7 +130,7 @@ t.test('a last choice that can no longer grant anything gives way to the own org
   t.equal((await tokenRequest(server, { grant_type: 'authorization_code', code: landed.searchParams.get('code') ?? '', redirect_uri: callback, client_id: client.client_id, code_verifier: p1.verifier })).status, 200)
 
   // Pat becomes a viewer in Acme: the write-only request cannot be granted there any more.
-  server.app.repos.memberships.upsert({ userId: later.userId, organizationId: acme.id, role: 'viewer' })
+  await server.app.repos.memberships.upsert({ userId: later.userId, organizationId: acme.id, role: 'viewer' })
   await toConsent(page, authorizeUrl(server, client, pkce(), { scope: 'mcp:write' }))
   t.ok(await page.locator(`input[value="${later.id}"]`).isDisabled(), 'Acme cannot be chosen')
   t.same(await radios(page), [[later.id, false], [own.id, true]], 'the own organization is chosen instead')

@@ -76,9 +76,9 @@ export const appNames = defineTool<{ limit: number }, { names: string[] }>({
   outputSchema: { type: 'object', properties: { names: { type: 'array', items: { type: 'string' } } }, required: ['names'] },
   scope: 'mcp:read',
   role: 'viewer',
-  handler(args, ctx: ToolContext) {
+  async handler(args, ctx: ToolContext) {
     if (ctx.signal.reason instanceof ServerStopping || ctx.signal.reason instanceof SessionEnded) throw fail('OPERATION_CANCELLED')
-    const page = ctx.repos.apps.page(ctx.principal.organizationId, args.limit)
+    const page = await ctx.repos.apps.page(ctx.principal.organizationId, args.limit)
     const names: string[] = page.items.map((app) => app.name)
     return { names }
   },
@@ -88,7 +88,7 @@ const server = await createServer({ tools: [...builtinTools, appNames] })
 server.app.tools.remove('team_app_names')
 server.app.tools.add(appNames)
 server.app.resources.updated('service://apps/app_1', 'org_1')
-const organizations: Array<{ id: string; slug: string }> = server.app.repos.organizations.list()
+const organizations: Array<{ id: string; slug: string }> = await server.app.repos.organizations.list()
 console.log(organizations.length, await server.listen())
 await server.close()
 `

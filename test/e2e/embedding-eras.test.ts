@@ -183,8 +183,8 @@ async function serve(t: Test) {
   return { server, ...custom }
 }
 
-function confirmationAudit(server: TestServer, tool: string) {
-  return server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, `${tool}.confirmation`).items
+async function confirmationAudit(server: TestServer, tool: string) {
+  return (await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, `${tool}.confirmation`)).items
 }
 
 /** Polls an async probe every 20 ms until it returns a value; rejects after `ms`. */
@@ -346,7 +346,7 @@ t.test('confirm(): elicitation/create in a session, input_required and a retry o
   t.equal(undeclared.json?.error?.data?.code, 'MISSING_CLIENT_CAPABILITY')
   t.equal(confirmedRuns(), 2)
 
-  const outcomes = confirmationAudit(server, 'team_confirmed').map((e) => e.outcome).sort()
+  const outcomes = (await confirmationAudit(server, 'team_confirmed')).map((e) => e.outcome).sort()
   t.strictSame(outcomes, ['confirmed', 'confirmed', 'declined', 'declined'], 'each answer on each era is audited')
 
   // A tool asking twice: two rounds on the modern path (confirm, then confirm_2), one run.
@@ -368,7 +368,7 @@ t.test('confirm(): elicitation/create in a session, input_required and a retry o
   t.equal(a3?.resultType, 'complete')
   t.strictSame(a3?.structuredContent, { done: 'both' })
   t.equal(twiceRuns(), 1, 'ran once after both answers')
-  t.strictSame(confirmationAudit(server, 'team_twice').map((e) => e.outcome), ['confirmed', 'confirmed'], 'both answers audited once each')
+  t.strictSame((await confirmationAudit(server, 'team_twice')).map((e) => e.outcome), ['confirmed', 'confirmed'], 'both answers audited once each')
 
   // The same tool in a session: two elicitation/create on the one stream, one run.
   const id3 = rid()

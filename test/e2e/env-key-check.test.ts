@@ -44,10 +44,10 @@ async function setToken(server: TestServer, value: string): Promise<string> {
 
 /** The pipeline's view of TOKEN: proves the runner opens the sealed value with the server's key. */
 async function deployedToken(server: TestServer, appId: string): Promise<string | undefined> {
-  const organizationId = server.app.repos.organizations.bySlug('default')!.id
-  const run = server.app.pipelines.start({ organizationId, appId, kind: 'deploy', createdBy: null })
+  const organizationId = (await server.app.repos.organizations.bySlug('default'))!.id
+  const run = await server.app.pipelines.start({ organizationId, appId, kind: 'deploy', createdBy: null })
   const final = await run.done
-  return server.app.repos.deployments.lines(final.id, 100).items.map((l) => l.line).find((l) => l.startsWith('token='))
+  return (await server.app.repos.deployments.lines(final.id, 100)).items.map((l) => l.line).find((l) => l.startsWith('token='))
 }
 
 function keyCheck(db: string): string | undefined {
@@ -74,7 +74,7 @@ t.test('a database with env vars refuses another key and a lost key file, and ne
   const first = await startServer(t, { dbPath: db, config: { pipelines: ECHO_TOKEN } })
   t.ok(existsSync(keyFile), 'the first start created env.key beside the database')
   t.equal((statSync(keyFile).mode & 0o777).toString(8), '600', 'owner-only')
-  t.match(first.app.repos.serviceMeta.get('env_key_check'), /^v1\./, 'and recorded the key check, sealed with it')
+  t.match(await first.app.repos.serviceMeta.get('env_key_check'), /^v1\./, 'and recorded the key check, sealed with it')
   const appId = await setToken(first, 'kept-secret')
   t.equal(await deployedToken(first, appId), 'token=kept-secret')
   await first.close()
@@ -158,10 +158,10 @@ t.test('a database without env vars keeps its key too; env-key reset binds it to
 
 t.test('in-memory databases: a throwaway key, checked like any other (the conformance profile keeps working)', async (t) => {
   const memory = await startServer(t, { config: { database: ':memory:' } })
-  t.match(memory.app.repos.serviceMeta.get('env_key_check'), /^v1\./)
+  t.match(await memory.app.repos.serviceMeta.get('env_key_check'), /^v1\./)
   await memory.close()
   const profile = await createConformanceServer({ env: {}, argv: ['--port', '0'], logger: false })
   t.teardown(() => profile.close())
   await profile.listen()
-  t.match(profile.app.repos.serviceMeta.get('env_key_check'), /^v1\./, 'the profile starts, its random key bound to its in-memory database')
+  t.match(await profile.app.repos.serviceMeta.get('env_key_check'), /^v1\./, 'the profile starts, its random key bound to its in-memory database')
 })

@@ -211,14 +211,14 @@ t.test('recovery signals a recorded group only when it provably holds the run', 
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const dbPath = join(dir, 'db.sqlite')
   const first = await startServer(t, { dbPath })
-  const org = defaultOrganization(first).id
+  const org = (await defaultOrganization(first)).id
   const repos = first.app.repos
-  const seed = (name: string) => {
-    const app = repos.apps.create({ organizationId: org, name, pipeline: 'default' })
-    return repos.deployments.create({ organizationId: org, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+  const seed = async (name: string) => {
+    const app = await repos.apps.create({ organizationId: org, name, pipeline: 'default' })
+    return await repos.deployments.create({ organizationId: org, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
   }
-  const ours = seed('ours')
-  const unrelated = seed('unrelated')
+  const ours = await seed('ours')
+  const unrelated = await seed('unrelated')
   await first.close()
 
   const spawned: ChildProcess[] = []
@@ -244,7 +244,7 @@ t.test('recovery signals a recorded group only when it provably holds the run', 
   t.strictSame(groupMembers(leftover.pid!), [], 'the run\'s group was stopped (SIGTERM ignored, then SIGKILL)')
   t.notOk(processGone(stranger.pid!), 'a group that does not hold the run is never signalled')
   for (const d of [ours, unrelated]) {
-    t.match(second.app.repos.deployments.byId(org, d.id), { status: 'interrupted', pgid: null }, `${d.id} is interrupted`)
+    t.match(await second.app.repos.deployments.byId(org, d.id), { status: 'interrupted', pgid: null }, `${d.id} is interrupted`)
   }
   stranger.kill('SIGKILL')
 })
@@ -365,8 +365,8 @@ t.test('under its supervisor a run still times out: SIGTERM, then SIGKILL after 
       heartbeatMs: 60_000,
     },
   })
-  const org = defaultOrganization(server).id
-  const app = server.app.repos.apps.create({ organizationId: org, name: 'slow', pipeline: 'stubborn' })
+  const org = (await defaultOrganization(server)).id
+  const app = await server.app.repos.apps.create({ organizationId: org, name: 'slow', pipeline: 'stubborn' })
   const { headers } = await elicitingSession(server)
   const { live } = await confirmCall(t, server.mcpUrl, headers, callTool('service_deployments_create', { app_id: app.id }, 'timeout-1'))
   const { messages, responses } = await readToEnd(live, 'timeout-1', 8000)
@@ -377,6 +377,6 @@ t.test('under its supervisor a run still times out: SIGTERM, then SIGKILL after 
   t.match(err.message, /failed: timed out after 600 ms/)
   t.ok(lines.includes('ignoring SIGTERM'), 'SIGTERM first')
   const deploymentId = /dep_[0-9a-z]{26}/.exec(err.message)![0]
-  t.match(server.app.repos.deployments.byId(org, deploymentId), { status: 'failed', outcome: 'failed: timed out after 600 ms', exitCode: null, pgid: null })
+  t.match(await server.app.repos.deployments.byId(org, deploymentId), { status: 'failed', outcome: 'failed: timed out after 600 ms', exitCode: null, pgid: null })
   t.ok(processGone(pid), 'the pipeline is gone and reaped')
 })

@@ -90,7 +90,7 @@ t.test('embedded: listen() on a taken port throws the ConfigError and bootstraps
   t.match((err as Error).message, `Cannot listen on SERVICE_HOST 127.0.0.1, SERVICE_PORT ${port}: the address is in use by another process`)
   t.equal((err as Error).cause && ((err as Error).cause as NodeJS.ErrnoException).code, 'EADDRINUSE', 'the cause is kept')
   t.same(bootstrapped, [], 'onBootstrap was not called')
-  t.equal(server.app.repos.users.count(), 0, 'no owner was written')
+  t.equal(await server.app.repos.users.count(), 0, 'no owner was written')
 })
 
 t.test('config file: a misspelt key stops the start, naming it and the closest setting', async (t) => {
@@ -235,11 +235,11 @@ t.test('a pipeline command that is not there: the deployment fails with a senten
   })
   rmSync(later, { recursive: true })
   const repos = server.app.repos
-  const organizationId = repos.organizations.bySlug('default')!.id
+  const organizationId = (await repos.organizations.bySlug('default'))!.id
   const run = async (pipeline: string) => {
-    const created = repos.apps.create({ organizationId, name: `app-${pipeline}`, pipeline })
-    const final = await server.app.pipelines.start({ organizationId, appId: created.id, kind: 'deploy', createdBy: null }).done
-    return { final, lines: repos.deployments.lines(final.id, 100).items.map((l) => l.line) }
+    const created = await repos.apps.create({ organizationId, name: `app-${pipeline}`, pipeline })
+    const final = await (await server.app.pipelines.start({ organizationId, appId: created.id, kind: 'deploy', createdBy: null })).done
+    return { final, lines: (await repos.deployments.lines(final.id, 100)).items.map((l) => l.line) }
   }
   const cases: Array<[string, string]> = [
     ['default', `pipeline default: command ./deploy.sh not found in ${app} (cwd)`],

@@ -10,6 +10,7 @@ import t, { type Test } from 'tap'
 import { builtinTools } from '../../src/index.js'
 import { whileServed } from '../helpers/attack.js'
 import { ACCEPT_BOTH, initializeMessage, openSession, post } from '../helpers/mcp.js'
+import { poll } from '../helpers/modern-runs.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 import { sleep, until } from '../helpers/stream.js'
@@ -70,7 +71,7 @@ function portOf(server: TestServer): number {
 
 t.test('a huge batch is refused at once; a batch counts each message against the limits', async (t) => {
   const server = await startServer(t, { config: { rateLimitApiKeyMember: 30 } })
-  const viewer = createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
+  const viewer = await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
   const { headers } = await openSession(server.mcpUrl, viewer.key, '2025-03-26')
   const list = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/list' })
 
@@ -114,7 +115,7 @@ t.test('initialize keeps only the shape of the client capabilities, whatever the
 
 t.test('a 100,000-deep initialize beside another member\'s twenty loses nobody\'s session', async (t) => {
   const server = await startServer(t)
-  const other = createMember(server, { role: 'developer' })
+  const other = await createMember(server, { role: 'developer' })
   const depth = 100_000
   const deep = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"x","version":"1"},"capabilities":{"experimental":{"d":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}}}}`
   const replies = await whileServed(t, server.url, () => Promise.all([
@@ -133,15 +134,15 @@ t.test('a 100,000-deep initialize beside another member\'s twenty loses nobody\'
 
 t.test('an initialize whose session cannot be stored fails with 503; the others of its batch are stored', async (t) => {
   const server = await startServer(t)
-  const doomed = createMember(server, { role: 'viewer' })
-  const fine = createMember(server, { role: 'viewer' })
+  const doomed = await createMember(server, { role: 'viewer' })
+  const fine = await createMember(server, { role: 'viewer' })
   // What a full disk or a row that cannot be written does to one insert: refuse the doomed member's row only.
   const sessions = server.app.repos.sessions
   const insertMany = sessions.insertMany.bind(sessions)
-  sessions.insertMany = (rows) => {
+  sessions.insertMany = async (rows) => {
     const list = [...rows]
     if (list.some((r) => r.membershipId === doomed.membership.id)) throw new Error('SQLITE_FULL: database or disk is full')
-    insertMany(list)
+    await insertMany(list)
   }
   const [bad, ...good] = await Promise.all([
     post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${doomed.key}` }),
@@ -153,7 +154,8 @@ t.test('an initialize whose session cannot be stored fails with 503; the others 
   t.equal(bad!.headers['mcp-session-id'], undefined, 'and no session id')
   t.ok(good.every((r) => r.status === 200), 'the others of the same turn are answered 200')
   const ids = good.map((r) => String(r.headers['mcp-session-id']))
-  t.ok(ids.every((id) => sessions.byId(id) !== undefined), 'and stored, one by one when the batch failed')
+  const stored = await Promise.all(ids.map((id) => sessions.byId(id)))
+  t.ok(stored.every((row) => row !== undefined), 'and stored, one by one when the batch failed')
   sessions.insertMany = insertMany
   const again = await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${doomed.key}` })
   t.equal(again.status, 200, 'once storage works again, initialize works')
@@ -248,7 +250,7 @@ t.test('Authorization: the scheme is case-insensitive; two headers are refused',
     const r = await post(server.mcpUrl, initializeMessage(), { authorization: `${scheme} ${server.apiKey}` })
     t.equal(r.status, 200, `${scheme} is accepted (RFC 9110: scheme names are case-insensitive)`)
   }
-  const other = createMember(server, { role: 'viewer' })
+  const other = await createMember(server, { role: 'viewer' })
   const port = portOf(server)
   const body = JSON.stringify(initializeMessage())
   const both = `POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nAuthorization: Bearer ${other.key}\r\nAuthorization: Bearer ${server.apiKey}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
@@ -267,8 +269,8 @@ t.test('a client that stops reading a verbose deployment is cut off; the run goe
       pipelines: { loud: { argv: [process.execPath, '-e', `const l='x'.repeat(290); for (let i = 0; i < ${lines}; i++) process.stdout.write(i + ' ' + l + '\\n')`] } },
     },
   })
-  const org = defaultOrganization(server)
-  const app = server.app.repos.apps.create({ organizationId: org.id, name: 'loud', pipeline: 'loud' })
+  const org = await defaultOrganization(server)
+  const app = await server.app.repos.apps.create({ organizationId: org.id, name: 'loud', pipeline: 'loud' })
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', { elicitation: {} })
   const rssBefore = process.memoryUsage().rss
   // The attack: confirm a deployment printing about 60 MB, then never read the stream again.
@@ -285,15 +287,16 @@ t.test('a client that stops reading a verbose deployment is cut off; the run goe
   const answer = await post(server.mcpUrl, { jsonrpc: '2.0', id: Number(elicitation![1]), result: { action: 'accept', content: { confirm: true } } }, headers)
   t.equal(answer.status, 202, 'confirmed')
   socket.pause() // from here on the client reads nothing
-  const deploymentId = await until(() => server.app.repos.deployments.list(org.id, { appId: app.id, limit: 1, offset: 0 }).items[0]?.id, 5000, 'the run to start')
-  const done = await whileServed(t, server.url, () => until(() => {
-    const d = server.app.repos.deployments.byId(org.id, deploymentId)
+  // poll, not until: the probe reads the repositories, which answer with a promise (poll awaits it).
+  const deploymentId = await poll(async () => (await server.app.repos.deployments.list(org.id, { appId: app.id, limit: 1, offset: 0 })).items[0]?.id, 5000, 'the run to start')
+  const done = await whileServed(t, server.url, () => poll(async () => {
+    const d = await server.app.repos.deployments.byId(org.id, deploymentId)
     return d && d.status !== 'running' && d.status !== 'queued' ? d : undefined
   }, 60_000, 'the end of the run'), { label: 'the verbose deployment', localAddress: '127.0.0.2' })
   t.equal(done.status, 'succeeded', 'the run went on to its end without the client reading')
   const grown = process.memoryUsage().rss - rssBefore
   t.ok(grown < 200 * 1024 * 1024, `the server did not keep the unread output (RSS grew ${Math.round(grown / 1048576)} MB for about 60 MB printed, 150 MB of events)`)
-  const stored = server.app.repos.deployments.lines(deploymentId, 1, lines - 2)
+  const stored = await server.app.repos.deployments.lines(deploymentId, 1, lines - 2)
   t.equal(stored.items.length, 1, 'its last lines are stored, readable through service_deployments_logs')
   // Reading again: what the client gets ends long before the run did, because the server cut it off.
   let closed = false

@@ -89,8 +89,8 @@ function logCapture(): { stream: { write(line: string): void }; lines: string[];
 }
 
 async function memberWithPassword(server: TestServer, role: 'viewer' | 'developer' | 'admin' | 'owner', password: string) {
-  const member = createMember(server, { role })
-  server.app.repos.users.setPasswordHash(member.user.id, await hashPassword(password))
+  const member = await createMember(server, { role })
+  await server.app.repos.users.setPasswordHash(member.user.id, await hashPassword(password))
   return member
 }
 
@@ -377,7 +377,7 @@ t.test('a viewer approving mcp:read mcp:write gets a token claiming mcp:read onl
   t.equal(refreshed.json.scope, 'mcp:read', 'a refresh keeps the narrowed scope')
   t.equal(decodeJwt(refreshed.json.access_token).scope, 'mcp:read')
 
-  repos.memberships.upsert({ userId: viewer.user.id, organizationId: viewer.membership.organizationId, role: 'developer' })
+  await repos.memberships.upsert({ userId: viewer.user.id, organizationId: viewer.membership.organizationId, role: 'developer' })
   const promoted = await tokenRequest(server, { grant_type: 'refresh_token', refresh_token: refreshed.json.refresh_token, client_id: client.client_id })
   t.equal(promoted.json.scope, 'mcp:read', 'a later promotion does not widen the grant')
   t.equal(decodeJwt(promoted.json.access_token).scope, 'mcp:read')
@@ -391,21 +391,21 @@ t.test('scope follows the role at consent, at exchange and at refresh', async (t
   const repos = server.app.repos
   const client = await registerClient(server)
   const dev = await memberWithPassword(server, 'developer', 'developer password')
-  const setRole = (role: 'viewer' | 'developer') => repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role })
+  const setRole = async (role: 'viewer' | 'developer') => repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role })
 
   const full = await toConsent(server, client, 'mcp:read mcp:write', dev.user.email, 'developer password')
   t.notMatch(full.consent.text, /you can only grant/, 'a developer: no narrowing to announce')
   const tokens = await exchange(server, client, (await full.answer('approve')).location, full.pkce.verifier)
   t.equal(tokens.json.scope, 'mcp:read mcp:write', 'a developer gets both scopes')
-  setRole('viewer')
+  await setRole('viewer')
   const demoted = await tokenRequest(server, { grant_type: 'refresh_token', refresh_token: tokens.json.refresh_token, client_id: client.client_id })
   t.equal(demoted.json.scope, 'mcp:read', 'demoted to viewer: the next refresh claims mcp:read only')
   t.equal(decodeJwt(demoted.json.access_token).scope, 'mcp:read')
 
-  setRole('developer')
+  await setRole('developer')
   const late = await toConsent(server, client, 'mcp:read mcp:write', dev.user.email, 'developer password')
   const approved = await late.answer('approve')
-  setRole('viewer')
+  await setRole('viewer')
   const exchanged = await exchange(server, client, approved.location, late.pkce.verifier)
   t.equal(exchanged.json.scope, 'mcp:read', 'demoted between consent and exchange: the code yields mcp:read only')
 
@@ -421,7 +421,7 @@ t.test('tokens signed with our own key are refused with an iat in the future or 
   const server = await startServer(t)
   const { tokens } = await oauthTokens(server)
   const claims = decodeJwt(tokens.access_token)
-  const key = server.app.repos.signingKeys.current()!
+  const key = (await server.app.repos.signingKeys.current())!
   const serverKey = createPrivateKey(key.privateKey)
   // Each token keeps the real, recorded jti: only the claim under test differs from a token the server issued.
   const sign = (body: Record<string, unknown>) => new SignJWT(body).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid }).sign(serverKey)
@@ -507,13 +507,13 @@ t.test('an organization keeps its last owner: the CLI refuses to demote or remov
 t.test('every path through the memberships repository keeps the last owner', async (t) => {
   const server = await startServer(t)
   const repos = server.app.repos
-  const owner = ownerMembership(server)
-  const org = defaultOrganization(server).id
-  t.throws(() => repos.memberships.upsert({ userId: owner.userId, organizationId: org, role: 'admin' }), { code: 'CONFLICT' }, 'demotion refused')
-  t.throws(() => repos.memberships.remove(owner.userId, org), { code: 'CONFLICT' }, 'removal refused')
-  t.equal(repos.memberships.find(owner.userId, org)?.role, 'owner', 'nothing changed')
-  const second = createMember(server, { role: 'owner' })
-  repos.memberships.upsert({ userId: owner.userId, organizationId: org, role: 'admin' })
-  t.equal(repos.memberships.find(owner.userId, org)?.role, 'admin', 'with another owner the demotion goes through')
-  t.throws(() => repos.memberships.remove(second.user.id, org), { code: 'CONFLICT' }, 'and the other is now the last owner')
+  const owner = await ownerMembership(server)
+  const org = (await defaultOrganization(server)).id
+  await t.rejects(() => repos.memberships.upsert({ userId: owner.userId, organizationId: org, role: 'admin' }), { code: 'CONFLICT' }, 'demotion refused')
+  await t.rejects(() => repos.memberships.remove(owner.userId, org), { code: 'CONFLICT' }, 'removal refused')
+  t.equal((await repos.memberships.find(owner.userId, org))?.role, 'owner', 'nothing changed')
+  const second = await createMember(server, { role: 'owner' })
+  await repos.memberships.upsert({ userId: owner.userId, organizationId: org, role: 'admin' })
+  t.equal((await repos.memberships.find(owner.userId, org))?.role, 'admin', 'with another owner the demotion goes through')
+  await t.rejects(() => repos.memberships.remove(second.user.id, org), { code: 'CONFLICT' }, 'and the other is now the last owner')
 })

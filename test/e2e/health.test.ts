@@ -48,7 +48,7 @@ t.test('the database does not answer: /readyz 503 naming the check, /healthz sti
   const server = await startServer(t)
   t.equal((await getJson(server.url, '/readyz')).status, 200, 'ready before')
   // The server's own connection, closed under it: every query through it now fails, the readiness ping included.
-  server.app.database.sqlite.close()
+  server.app.database!.sqlite.close()
   const ready = await getJson(server.url, '/readyz')
   t.equal(ready.status, 503)
   t.strictSame(ready.json, { status: 'unavailable', checks: { database: 'fail', shutdown: 'ok' } })
@@ -64,7 +64,7 @@ t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other rout
   // A pipeline that ignores SIGTERM: the drain phase waits the whole grace period before it is killed.
   const stubborn = { argv: [process.execPath, '-e', "process.on('SIGTERM', () => {}); console.log('started'); setInterval(() => {}, 1000)"] }
   const server = await startServer(t, { config: { envKey: ENV_KEY, pipelines: { ...PIPELINES, stubborn }, pipelineGraceMs: GRACE_MS, heartbeatMs: 60_000 } })
-  const app = seedApp(server, 'web', {}, { pipeline: 'stubborn' })
+  const app = await seedApp(server, 'web', {}, { pipeline: 'stubborn' })
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', { app_id: app.id })
   const deploying = await modernLive(server.mcpUrl, server.apiKey, 'tools/call', { name: 'service_deployments_create', arguments: { app_id: app.id }, ...answered(requestState) }, { capabilities: ELICITING, id: 'deploy', meta: { [LOG_LEVEL_KEY]: 'info' } })
   t.teardown(() => deploying.close())

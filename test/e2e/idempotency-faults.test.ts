@@ -44,16 +44,16 @@ function counter(t: Test): { file: string; count(): number } {
   return { file, count: () => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l === 'run').length : 0) }
 }
 
-function seedApp(server: TestServer, name: string, runsFile: string) {
+async function seedApp(server: TestServer, name: string, runsFile: string) {
   const repos = server.app.repos
-  const organizationId = defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, pipeline: 'counted' })
-  repos.envVars.set({ organizationId, appId: app.id, name: 'RUNS_FILE', ciphertext: BOX.seal(runsFile, `${app.id}\u0000RUNS_FILE`), userId: null })
+  const organizationId = (await defaultOrganization(server)).id
+  const app = await repos.apps.create({ organizationId, name, pipeline: 'counted' })
+  await repos.envVars.set({ organizationId, appId: app.id, name: 'RUNS_FILE', ciphertext: BOX.seal(runsFile, `${app.id}\u0000RUNS_FILE`), userId: null })
   return app
 }
 
-function keyOf(server: TestServer, sessionId: string, requestId: RequestId): IdempotencyKey {
-  const membership = ownerMembership(server)
+async function keyOf(server: TestServer, sessionId: string, requestId: RequestId): Promise<IdempotencyKey> {
+  const membership = await ownerMembership(server)
   return { sessionId, membershipId: membership.id, organizationId: membership.organizationId, requestId: JSON.stringify(requestId) }
 }
 
@@ -63,7 +63,7 @@ type IdempotencyRepo = TestServer['app']['repos']['idempotency']
 function failWrites(server: TestServer, names: Array<keyof IdempotencyRepo>): () => void {
   const repo = server.app.repos.idempotency
   const saved = names.map((name) => [name, repo[name]] as const)
-  for (const name of names) (repo as any)[name] = () => { throw diskFull() }
+  for (const name of names) (repo as any)[name] = async () => { throw diskFull() }
   return () => {
     for (const [name, fn] of saved) (repo as any)[name] = fn
   }
@@ -87,7 +87,7 @@ async function retry(server: TestServer, headers: Record<string, string>, args: 
 t.test('a call whose record cannot be marked running does not run; once the disk recovers its id runs, once', async (t) => {
   const server = await start(t)
   const runs = counter(t)
-  const app = seedApp(server, 'full', runs.file)
+  const app = await seedApp(server, 'full', runs.file)
   const { sessionId, headers } = await elicitingSession(server)
   const args = { app_id: app.id }
 
@@ -98,7 +98,7 @@ t.test('a call whose record cannot be marked running does not run; once the disk
   t.match(failed.response?.error?.message, /did not run: nothing was changed/)
   t.notOk(failed.messages.some(isElicitation), 'nobody was asked')
   t.equal(runs.count(), 0, 'nothing ran')
-  t.equal(server.app.repos.idempotency.get(keyOf(server, sessionId, 'full-1'), Date.now())?.status, 'pending', 'the record could not be released: it reads pending')
+  t.equal((await server.app.repos.idempotency.get(await keyOf(server, sessionId, 'full-1'), Date.now()))?.status, 'pending', 'the record could not be released: it reads pending')
 
   // The attack of the issue: the retry used to get 409 "still pending" until a restart, although nothing ran.
   restore()
@@ -117,16 +117,16 @@ t.test('a call whose record cannot be marked running does not run; once the disk
 t.test('a call whose final write fails answers its outcome to every retry, and the record is written once the disk recovers', async (t) => {
   const server = await start(t)
   const runs = counter(t)
-  const app = seedApp(server, 'unsaved', runs.file)
+  const app = await seedApp(server, 'unsaved', runs.file)
   const { sessionId, headers } = await elicitingSession(server)
   const args = { app_id: app.id }
-  const key = keyOf(server, sessionId, 'fin-1')
+  const key = await keyOf(server, sessionId, 'fin-1')
 
   const restore = failWrites(server, ['finish', 'interrupt'])
   const first = await confirmedCall(t, server, headers, args, 'fin-1')
   t.equal(first.response?.result?.isError, false, 'the call ran and succeeded')
   t.equal(runs.count(), 1)
-  t.equal(server.app.repos.idempotency.get(key, Date.now())?.status, 'running', 'its result could not be written: the record reads running')
+  t.equal((await server.app.repos.idempotency.get(key, Date.now()))?.status, 'running', 'its result could not be written: the record reads running')
 
   const during = await retry(server, headers, args, 'fin-1')
   t.equal(during.status, 200, 'not 409 "still running"')
@@ -136,7 +136,7 @@ t.test('a call whose final write fails answers its outcome to every retry, and t
   restore()
   const after = await retry(server, headers, args, 'fin-1')
   t.strictSame(after.response?.result, first.response.result, 'the same result once the disk recovered')
-  const record = server.app.repos.idempotency.get(key, Date.now())
+  const record = await server.app.repos.idempotency.get(key, Date.now())
   t.equal(record?.status, 'finished', 'and the record was written')
   t.strictSame(record?.result, first.response.result)
   t.equal(runs.count(), 1, 'nothing ran twice')
@@ -145,7 +145,7 @@ t.test('a call whose final write fails answers its outcome to every retry, and t
 t.test('a call answered with a JSON-RPC error whose release cannot be written: its id is free', async (t) => {
   const server = await start(t)
   const runs = counter(t)
-  const app = seedApp(server, 'refused', runs.file)
+  const app = await seedApp(server, 'refused', runs.file)
   const args = { app_id: app.id }
 
   // A stateless confirmation (2026-07-28): round 1 asks; the retry carries the operation in its requestState.
@@ -166,22 +166,22 @@ t.test('a call answered with a JSON-RPC error whose release cannot be written: i
 t.test('a record no call of this process holds is never "still pending" or "still running"', async (t) => {
   const server = await start(t)
   const runs = counter(t)
-  const app = seedApp(server, 'orphan', runs.file)
+  const app = await seedApp(server, 'orphan', runs.file)
   const { sessionId, headers } = await elicitingSession(server)
   const args = { app_id: app.id }
   const repo = server.app.repos.idempotency
   const now = Date.now()
   // What a lost write leaves behind: records that read pending and running, held by no call.
-  repo.begin(keyOf(server, sessionId, 'left-pending'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  repo.begin(keyOf(server, sessionId, 'left-running'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  repo.markRunning(keyOf(server, sessionId, 'left-running'), now)
+  await repo.begin(await keyOf(server, sessionId, 'left-pending'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.begin(await keyOf(server, sessionId, 'left-running'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.markRunning(await keyOf(server, sessionId, 'left-running'), now)
 
   const running = await retry(server, headers, args, 'left-running')
   t.equal(running.status, 200, 'not 409')
   const err = toolError(running.response?.result)
   t.equal(err.code, 'OPERATION_FAILED')
   t.match(err.message, /may or may not have completed/, 'a running record may have run')
-  t.equal(repo.get(keyOf(server, sessionId, 'left-running'), Date.now())?.status, 'interrupted', 'and is recorded so')
+  t.equal((await repo.get(await keyOf(server, sessionId, 'left-running'), Date.now()))?.status, 'interrupted', 'and is recorded so')
   t.equal(runs.count(), 0)
 
   const pending = await confirmedCall(t, server, headers, args, 'left-pending')
@@ -193,13 +193,13 @@ t.test('after a restart: a call left pending reads "nothing ran", one left runni
   const dbPath = tempDatabase(t)
   const first = await start(t, dbPath)
   const runs = counter(t)
-  const app = seedApp(first, 'restart', runs.file)
+  const app = await seedApp(first, 'restart', runs.file)
   const { sessionId, headers } = await elicitingSession(first)
   const repo = first.app.repos.idempotency
   const now = Date.now()
-  repo.begin(keyOf(first, sessionId, 'p-1'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  repo.begin(keyOf(first, sessionId, 'r-1'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  repo.markRunning(keyOf(first, sessionId, 'r-1'), now)
+  await repo.begin(await keyOf(first, sessionId, 'p-1'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.begin(await keyOf(first, sessionId, 'r-1'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.markRunning(await keyOf(first, sessionId, 'r-1'), now)
   await first.close()
 
   const second = await start(t, dbPath)

@@ -52,18 +52,18 @@ function workDir(t: Test): { runs: string; gate: string; count(): number; open()
   }
 }
 
-function seedApp(server: TestServer, name: string, pipeline: keyof typeof PIPELINES, files: { runs: string; gate: string }) {
+async function seedApp(server: TestServer, name: string, pipeline: keyof typeof PIPELINES, files: { runs: string; gate: string }) {
   const repos = server.app.repos
-  const organizationId = defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, pipeline })
+  const organizationId = (await defaultOrganization(server)).id
+  const app = await repos.apps.create({ organizationId, name, pipeline })
   for (const [k, v] of Object.entries({ RUNS_FILE: files.runs, GATE_FILE: files.gate })) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
+    await repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
   }
   return app
 }
 
-function keyOf(server: TestServer, sessionId: string, requestId: RequestId): IdempotencyKey {
-  const membership = ownerMembership(server)
+async function keyOf(server: TestServer, sessionId: string, requestId: RequestId): Promise<IdempotencyKey> {
+  const membership = await ownerMembership(server)
   return { sessionId, membershipId: membership.id, organizationId: membership.organizationId, requestId: JSON.stringify(requestId) }
 }
 
@@ -94,14 +94,14 @@ function retry(server: TestServer, headers: Record<string, string>, args: Record
   return callToEnd(server.mcpUrl, headers, TOOL, args, id, `retry ${JSON.stringify(id)}`)
 }
 
-function confirmations(server: TestServer): number {
-  return server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, `${TOOL}.confirmation`).items.length
+async function confirmations(server: TestServer): Promise<number> {
+  return (await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, `${TOOL}.confirmation`)).items.length
 }
 
 t.test('a lost response: the retry with the same id gets the stored result; the pipeline ran once, nobody was asked again', async (t) => {
   const server = await start(t)
   const files = workDir(t)
-  const app = seedApp(server, 'web', 'gated', files)
+  const app = await seedApp(server, 'web', 'gated', files)
   const { sessionId, headers } = await elicitingSession(server)
   const repos = server.app.repos
 
@@ -111,8 +111,8 @@ t.test('a lost response: the retry with the same id gets the stored result; the 
   await live.waitFor(() => lines(messagesOf(live)).includes('waiting'), 5000, 'the run')
   live.close()
   files.open()
-  const record = await until(() => {
-    const r = repos.idempotency.get(keyOf(server, sessionId, 'lost-1'), Date.now())
+  const record = await until(async () => {
+    const r = await repos.idempotency.get(await keyOf(server, sessionId, 'lost-1'), Date.now())
     return r?.status === 'finished' ? r : undefined
   }, 5000, 'the call to finish')
   t.equal(record.tool, TOOL)
@@ -124,8 +124,8 @@ t.test('a lost response: the retry with the same id gets the stored result; the 
   t.notOk(again.messages.some(isElicitation), 'nobody is asked again')
   t.strictSame(lines(again.messages), [], 'nothing runs: no output')
   t.equal(files.count(), 1, 'the pipeline ran once')
-  t.equal(confirmations(server), 1, 'one confirmation in the audit log')
-  t.equal(repos.deployments.list(defaultOrganization(server).id, { limit: 10, offset: 0 }).total, 1, 'one deployment')
+  t.equal(await confirmations(server), 1, 'one confirmation in the audit log')
+  t.equal((await repos.deployments.list((await defaultOrganization(server)).id, { limit: 10, offset: 0 })).total, 1, 'one deployment')
   t.strictSame((await retry(server, headers, { app_id: app.id }, 'lost-1')).result, record.result, 'and again')
 
   // A completed call retried: the very answer it got the first time.
@@ -136,15 +136,15 @@ t.test('a lost response: the retry with the same id gets the stored result; the 
   t.strictSame(replay.result, second.result, 'the retry of an answered call gets the same JSON')
   t.notOk(replay.messages.some(isElicitation))
   t.equal(files.count(), 2)
-  t.equal(confirmations(server), 2)
+  t.equal(await confirmations(server), 2)
 })
 
 t.test('the same id while the first call waits for confirmation or runs: 409 IDEMPOTENCY_CONFLICT', async (t) => {
   const server = await start(t)
   const files = workDir(t)
-  const app = seedApp(server, 'busy', 'gated', files)
+  const app = await seedApp(server, 'busy', 'gated', files)
   const { sessionId, headers } = await elicitingSession(server)
-  const key = keyOf(server, sessionId, 'busy-1')
+  const key = await keyOf(server, sessionId, 'busy-1')
 
   const conflict = async (what: string, status: string) => {
     const dup = await post(server.mcpUrl, callTool(TOOL, { app_id: app.id }, 'busy-1'), headers)
@@ -157,7 +157,7 @@ t.test('the same id while the first call waits for confirmation or runs: 409 IDE
 
   const live = await openCall(t, server, headers, { app_id: app.id }, 'busy-1')
   await elicitationOn(live)
-  t.equal(server.app.repos.idempotency.get(key, Date.now())?.status, 'running', 'recorded while it asks')
+  t.equal((await server.app.repos.idempotency.get(key, Date.now()))?.status, 'running', 'recorded while it asks')
   await conflict('waiting for confirmation', 'running')
 
   // The dispatcher answers an id in flight with a JSON-RPC error; for a confirmed call the 409 comes first.
@@ -184,7 +184,7 @@ t.test('the same id while the first call waits for confirmation or runs: 409 IDE
 t.test('declined, timed out and cancelled calls are answered the same way again, without asking', async (t) => {
   const server = await start(t, { elicitationTimeoutMs: 300 })
   const files = workDir(t)
-  const app = seedApp(server, 'careful', 'counted', files)
+  const app = await seedApp(server, 'careful', 'counted', files)
   const { sessionId, headers } = await elicitingSession(server)
   const args = { app_id: app.id }
   /** The retry of `id` gets `result` again, and nobody is asked. */
@@ -215,21 +215,21 @@ t.test('declined, timed out and cancelled calls are answered the same way again,
   t.equal(cancel.status, 202)
   await gone.ended(5000)
   t.strictSame(messagesOf(gone).filter((m) => m.id === 'gone-1'), [], 'no response for the cancelled call')
-  const stored = await until(() => {
-    const r = server.app.repos.idempotency.get(keyOf(server, sessionId, 'gone-1'), Date.now())
+  const stored = await until(async () => {
+    const r = await server.app.repos.idempotency.get(await keyOf(server, sessionId, 'gone-1'), Date.now())
     return r?.status === 'finished' ? r : undefined
   }, 3000, 'the cancelled call to be recorded')
   t.equal(toolError(stored.result).code, 'OPERATION_CANCELLED')
   await sameOnRetry('gone-1', stored.result, 'the retry gets OPERATION_CANCELLED')
 
   t.equal(files.count(), 0, 'nothing ever ran')
-  t.equal(confirmations(server), 3, 'one audited answer per call, none for the retries')
+  t.equal(await confirmations(server), 3, 'one audited answer per call, none for the retries')
 })
 
 t.test('the identity is session, member, organization and the id as sent', async (t) => {
   const server = await start(t)
   const files = workDir(t)
-  const app = seedApp(server, 'ids', 'counted', files)
+  const app = await seedApp(server, 'ids', 'counted', files)
   const repos = server.app.repos
   const a = await elicitingSession(server)
   const args = { app_id: app.id }
@@ -242,7 +242,7 @@ t.test('the identity is session, member, organization and the id as sent', async
   t.equal(files.count(), 2, 'and run')
 
   // Another member: its own session, its own calls.
-  const admin = createMember(server, { role: 'admin' })
+  const admin = await createMember(server, { role: 'admin' })
   const c = await elicitingSession(server, admin.key)
   await confirmedCall(t, server, c.headers, args, 'k-1')
   t.equal(files.count(), 3)
@@ -255,37 +255,37 @@ t.test('the identity is session, member, organization and the id as sent', async
   t.equal(files.count(), 5)
 
   // Unconfirmed tools are not recorded; the id space is the same for both.
-  const before = repos.idempotency.count()
+  const before = await repos.idempotency.count()
   const whoami = await post(server.mcpUrl, callTool('service_whoami', {}, 'k-2'), a.headers)
   t.equal(whoami.json.result.isError, false)
-  t.equal(repos.idempotency.count(), before, 'no record for an unconfirmed tool')
+  t.equal(await repos.idempotency.count(), before, 'no record for an unconfirmed tool')
   await confirmedCall(t, server, a.headers, args, 'k-2')
   t.equal(files.count(), 6)
 
   // The key's membership and organization parts, at the repository.
   const now = Date.now()
-  const key = keyOf(server, a.sessionId, 'k-9')
-  t.equal(repos.idempotency.begin(key, TOOL, now, now + 1000).created, true)
-  t.equal(repos.idempotency.begin(key, TOOL, now, now + 1000).created, false, 'the same key is taken')
-  t.equal(repos.idempotency.begin({ ...key, membershipId: admin.membership.id }, TOOL, now, now + 1000).created, true, 'another member')
-  t.equal(repos.idempotency.begin({ ...key, organizationId: 'org_other' }, TOOL, now, now + 1000).created, true, 'another organization')
+  const key = await keyOf(server, a.sessionId, 'k-9')
+  t.equal((await repos.idempotency.begin(key, TOOL, now, now + 1000)).created, true)
+  t.equal((await repos.idempotency.begin(key, TOOL, now, now + 1000)).created, false, 'the same key is taken')
+  t.equal((await repos.idempotency.begin({ ...key, membershipId: admin.membership.id }, TOOL, now, now + 1000)).created, true, 'another member')
+  t.equal((await repos.idempotency.begin({ ...key, organizationId: 'org_other' }, TOOL, now, now + 1000)).created, true, 'another organization')
 })
 
 t.test('a restart during a run: the call is interrupted and its retry runs nothing', async (t) => {
   const dbPath = tempDatabase(t)
   const files = workDir(t)
   const first = await start(t, { dbPath })
-  const app = seedApp(first, 'restart', 'gated', files)
+  const app = await seedApp(first, 'restart', 'gated', files)
   const { sessionId, headers } = await elicitingSession(first)
 
   const live = await openCall(t, first, headers, { app_id: app.id }, 'r-1')
   await answer(t, first, headers, live)
   await live.waitFor(() => lines(messagesOf(live)).includes('waiting'), 5000, 'the run')
   // What a crash leaves: a call recorded running that no process will ever answer.
-  const crashed = keyOf(first, sessionId, 'crash-1')
+  const crashed = await keyOf(first, sessionId, 'crash-1')
   const now = Date.now()
-  first.app.repos.idempotency.begin(crashed, TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  first.app.repos.idempotency.markRunning(crashed, now)
+  await first.app.repos.idempotency.begin(crashed, TOOL, now, now + IDEMPOTENCY_TTL_MS)
+  await first.app.repos.idempotency.markRunning(crashed, now)
 
   await first.close()
   await live.ended(3000)
@@ -302,7 +302,7 @@ t.test('a restart during a run: the call is interrupted and its retry runs nothi
   db.close()
 
   const second = await start(t, { dbPath })
-  const afterStart = second.app.repos.idempotency.get(crashed, Date.now())
+  const afterStart = await second.app.repos.idempotency.get(crashed, Date.now())
   t.equal(afterStart?.status, 'interrupted', 'marked interrupted at start')
   t.equal(afterStart?.result, null)
 
@@ -328,27 +328,27 @@ t.test('a restart during a run: the call is interrupted and its retry runs nothi
 t.test('records are kept 24 hours after the call ended, then purged', async (t) => {
   const server = await start(t)
   const files = workDir(t)
-  const app = seedApp(server, 'old', 'counted', files)
+  const app = await seedApp(server, 'old', 'counted', files)
   const repos = server.app.repos
   const { sessionId, headers } = await elicitingSession(server)
-  const key = keyOf(server, sessionId, 'p-1')
+  const key = await keyOf(server, sessionId, 'p-1')
 
   await confirmedCall(t, server, headers, { app_id: app.id }, 'p-1')
-  const record = repos.idempotency.get(key, Date.now())!
+  const record = (await repos.idempotency.get(key, Date.now()))!
   t.equal(record.status, 'finished')
   t.equal(record.expiresAt - record.updatedAt, IDEMPOTENCY_TTL_MS, 'expires 24 h after the call ended')
-  t.ok(repos.idempotency.get(key, record.expiresAt - 1), 'kept until then')
-  t.equal(repos.idempotency.get(key, record.expiresAt), undefined, 'ignored once expired, purged or not')
+  t.ok(await repos.idempotency.get(key, record.expiresAt - 1), 'kept until then')
+  t.equal(await repos.idempotency.get(key, record.expiresAt), undefined, 'ignored once expired, purged or not')
 
   // A call still running is never purged, however old.
   const live = { ...key, requestId: JSON.stringify('p-live') }
-  repos.idempotency.begin(live, TOOL, Date.now(), Date.now() + 1)
-  repos.idempotency.markRunning(live, Date.now())
+  await repos.idempotency.begin(live, TOOL, Date.now(), Date.now() + 1)
+  await repos.idempotency.markRunning(live, Date.now())
 
-  t.equal(repos.idempotency.purge(record.expiresAt - 1), 0, 'nothing has expired yet')
-  t.equal(repos.idempotency.purge(Date.now() + IDEMPOTENCY_TTL_MS + 60_000), 1, 'the sweep purges the expired record')
-  t.equal(repos.idempotency.get(key, Date.now()), undefined)
-  t.equal(repos.idempotency.get(live, Date.now() + 2 * IDEMPOTENCY_TTL_MS)?.status, 'running', 'the running one stays')
+  t.equal(await repos.idempotency.purge(record.expiresAt - 1), 0, 'nothing has expired yet')
+  t.equal(await repos.idempotency.purge(Date.now() + IDEMPOTENCY_TTL_MS + 60_000), 1, 'the sweep purges the expired record')
+  t.equal(await repos.idempotency.get(key, Date.now()), undefined)
+  t.equal((await repos.idempotency.get(live, Date.now() + 2 * IDEMPOTENCY_TTL_MS))?.status, 'running', 'the running one stays')
 
   // After expiry the id is new again.
   const again = await confirmedCall(t, server, headers, { app_id: app.id }, 'p-1')
@@ -357,8 +357,8 @@ t.test('records are kept 24 hours after the call ended, then purged', async (t) 
 
   // An expired record not yet purged is replaced by a new call with its id.
   const stale = { ...key, requestId: JSON.stringify('p-2') }
-  repos.idempotency.begin(stale, TOOL, 1000, 2000)
-  repos.idempotency.finish(stale, { isError: false, content: [] }, 1000, 2000)
-  t.equal(repos.idempotency.begin(stale, TOOL, Date.now(), Date.now() + 1000).created, true, 'the expired record gave way')
-  t.equal(repos.idempotency.get(stale, Date.now())?.status, 'pending')
+  await repos.idempotency.begin(stale, TOOL, 1000, 2000)
+  await repos.idempotency.finish(stale, { isError: false, content: [] }, 1000, 2000)
+  t.equal((await repos.idempotency.begin(stale, TOOL, Date.now(), Date.now() + 1000)).created, true, 'the expired record gave way')
+  t.equal((await repos.idempotency.get(stale, Date.now()))?.status, 'pending')
 })

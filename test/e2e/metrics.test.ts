@@ -104,7 +104,7 @@ t.test('after real calls: requests by method, era and outcome; tool calls; refus
 
   // Stateless requests: a tool call, and a refused one (a read-only key calling a write tool: 403).
   t.equal((await modernCall(server.mcpUrl, server.apiKey, 'service_apps_list', {})).status, 200)
-  const { key: readOnly } = createKey(server, ownerMembership(server).id, ['mcp:read'])
+  const { key: readOnly } = await createKey(server, (await ownerMembership(server)).id, ['mcp:read'])
   const refused = await modernCall(server.mcpUrl, readOnly, 'service_apps_create', { name: DISTINCTIVE })
   t.equal(refused.status, 403)
   // The echo tool allows 2 calls per window: the stateless one is the second, the next is refused 429.
@@ -191,7 +191,7 @@ t.test('gauges are asked of their owners: SSE streams by kind, questions awaitin
   t.match(await gauges(), { sessions: 1, standalone: 1, calls: 0, modern: 1, asking: 0, running: 0 })
 
   // A deployment in that session: its call stream is open and its confirmation awaits the user.
-  const app = seedApp(server, 'web', {}, { pipeline: 'endless' })
+  const app = await seedApp(server, 'web', {}, { pipeline: 'endless' })
   const live = await openLiveCall(t, server.mcpUrl, headers, callTool('service_deployments_create', { app_id: app.id }, 'deploy'))
   const question = await elicitationOn(live)
   t.match(await gauges(), { calls: 1, asking: 1, running: 0 })

@@ -32,31 +32,34 @@ async function serve(t: Test, config: Partial<Config> = {}, tools: ToolDefinitio
 }
 
 /** An app in the organization (default unless told) with `deployments` finished deployments. */
-function seedApp(server: TestServer, name: string, deployments = 0, organizationId = defaultOrganization(server).id) {
+async function seedApp(server: TestServer, name: string, deployments = 0, organizationId?: string) {
+  organizationId ??= (await defaultOrganization(server)).id
   const repos = server.app.repos
-  const app = repos.apps.create({ organizationId, name })
+  const app = await repos.apps.create({ organizationId, name })
   for (let i = 0; i < deployments; i++) {
-    const d = repos.deployments.create({ organizationId, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
-    repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
+    const d = await repos.deployments.create({ organizationId, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+    await repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
   }
   return app
 }
 
-function appExists(server: TestServer, appId: string, organizationId = defaultOrganization(server).id): boolean {
-  return server.app.repos.apps.byId(organizationId, appId) !== undefined
+async function appExists(server: TestServer, appId: string, organizationId?: string): Promise<boolean> {
+  organizationId ??= (await defaultOrganization(server)).id
+  return (await server.app.repos.apps.byId(organizationId, appId)) !== undefined
 }
 
-function appCount(server: TestServer): number {
-  return server.app.repos.apps.page(defaultOrganization(server).id, 100).items.length
+async function appCount(server: TestServer): Promise<number> {
+  return (await server.app.repos.apps.page((await defaultOrganization(server)).id, 100)).items.length
 }
 
 /** Audit entries of one action, oldest first. */
-function audited(server: TestServer, action: string, organizationId = defaultOrganization(server).id) {
-  return server.app.repos.audit.page(organizationId, 500, undefined, action).items.reverse()
+async function audited(server: TestServer, action: string, organizationId?: string) {
+  organizationId ??= (await defaultOrganization(server)).id
+  return (await server.app.repos.audit.page(organizationId, 500, undefined, action)).items.reverse()
 }
 
-function auditCount(server: TestServer): number {
-  return server.app.repos.audit.count(defaultOrganization(server).id)
+async function auditCount(server: TestServer): Promise<number> {
+  return server.app.repos.audit.count((await defaultOrganization(server)).id)
 }
 
 const deleteMessage = (app: { id: string; name: string }, n: number) => `Delete app ${app.name} (${app.id}) and its ${n} ${n === 1 ? 'deployment' : 'deployments'}?`
@@ -132,8 +135,8 @@ const badState = (t: Test, r: Answered, what: string) => rpcError(t, r, 200, -32
 
 t.test('round 1: input_required with one form elicitation and a sealed requestState; nothing changes yet', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing', 14)
-  const before = auditCount(server)
+  const app = await seedApp(server, 'billing', 14)
+  const before = await auditCount(server)
   const { reply, result, state } = await ask(t, server, server.apiKey, DELETE, { app_id: app.id })
 
   t.match(String(reply.headers['content-type']), /^application\/json/, 'a JSON answer: no notification was sent')
@@ -154,22 +157,22 @@ t.test('round 1: input_required with one form elicitation and a sealed requestSt
   t.match(state, /^v1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/, 'an opaque sealed state')
   t.notMatch(state, new RegExp(app.id), 'the state does not show the arguments in clear')
 
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.equal(server.app.repos.deployments.list(defaultOrganization(server).id, { appId: app.id, limit: 100, offset: 0 }).total, 14, 'its deployments too')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 0, 'no confirmation is audited before an answer')
-  t.equal(audited(server, DELETE).length, 0, 'no write is audited')
-  t.equal(auditCount(server), before, 'nothing was audited')
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.equal((await server.app.repos.deployments.list((await defaultOrganization(server)).id, { appId: app.id, limit: 100, offset: 0 })).total, 14, 'its deployments too')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 0, 'no confirmation is audited before an answer')
+  t.equal((await audited(server, DELETE)).length, 0, 'no write is audited')
+  t.equal(await auditCount(server), before, 'nothing was audited')
 
   const again = await ask(t, server, server.apiKey, DELETE, { app_id: app.id })
   t.not(again.state, state, 'another round 1 gets another state (another operation)')
-  t.not(server.app.requestStates.open(again.state)?.op, server.app.requestStates.open(state)?.op, 'naming another operation')
+  t.not((await server.app.requestStates.open(again.state))?.op, (await server.app.requestStates.open(state))?.op, 'naming another operation')
 })
 
 t.test('accept: the retry deletes the app once; the confirmation and the write are audited', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing', 2)
-  const keep = seedApp(server, 'keep')
-  const owner = ownerMembership(server)
+  const app = await seedApp(server, 'billing', 2)
+  const keep = await seedApp(server, 'keep')
+  const owner = await ownerMembership(server)
   const args = { app_id: app.id }
   const round1 = await ask(t, server, server.apiKey, DELETE, args)
   const r = await accepted(server, server.apiKey, DELETE, args, round1.state)
@@ -177,11 +180,11 @@ t.test('accept: the retry deletes the app once; the confirmation and the write a
   const data = completeOk(t, r, 'accepted retry')
   t.strictSame(data, { deleted: true, app_id: app.id, name: 'billing', deployments_deleted: 2 }, 'the structured result names what was deleted')
   t.equal(r.answer.result._meta?.['io.modelcontextprotocol/serverInfo']?.name, 'service-mcp')
-  t.notOk(appExists(server, app.id), 'the app is gone')
-  t.equal(server.app.repos.deployments.list(defaultOrganization(server).id, { appId: app.id, limit: 100, offset: 0 }).total, 0, 'with its deployments')
-  t.ok(appExists(server, keep.id), 'the other app is untouched')
+  t.notOk(await appExists(server, app.id), 'the app is gone')
+  t.equal((await server.app.repos.deployments.list((await defaultOrganization(server)).id, { appId: app.id, limit: 100, offset: 0 })).total, 0, 'with its deployments')
+  t.ok(await appExists(server, keep.id), 'the other app is untouched')
 
-  const confirmations = audited(server, `${DELETE}.confirmation`)
+  const confirmations = await audited(server, `${DELETE}.confirmation`)
   t.equal(confirmations.length, 1, 'one confirmation entry')
   const c = confirmations[0]!
   t.equal(c.outcome, 'confirmed')
@@ -190,9 +193,9 @@ t.test('accept: the retry deletes the app once; the confirmation and the write a
   t.equal(c.details?.message, deleteMessage(app, 2), 'with the message the user saw')
   t.equal(c.details?.request_id, r.id, 'and the id of the retry')
   t.type(c.details?.operation_id, 'string', 'and the operation id')
-  t.equal(c.details?.operation_id, server.app.requestStates.open(round1.state)?.op, 'the operation of the state')
+  t.equal(c.details?.operation_id, (await server.app.requestStates.open(round1.state))?.op, 'the operation of the state')
 
-  const writes = audited(server, DELETE)
+  const writes = await audited(server, DELETE)
   t.equal(writes.length, 1, 'one write entry')
   const w = writes[0]!
   t.equal(w.outcome, 'succeeded')
@@ -205,7 +208,7 @@ t.test('accept: the retry deletes the app once; the confirmation and the write a
 
 t.test('decline, cancel, and accept with confirm: false → ELICITATION_DENIED, the app stays, audited declined', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing', 1)
+  const app = await seedApp(server, 'billing', 1)
   const args = { app_id: app.id }
   const answers: Array<[string, Record<string, unknown>]> = [
     ['decline', confirmAnswer('decline')],
@@ -216,47 +219,47 @@ t.test('decline, cancel, and accept with confirm: false → ELICITATION_DENIED, 
     const { state } = await ask(t, server, server.apiKey, DELETE, args)
     const r = await retry(server, server.apiKey, DELETE, args, { requestState: state, inputResponses: { confirm: answer } })
     completeFailure(t, r, 'ELICITATION_DENIED', what)
-    t.ok(appExists(server, app.id), `${what}: the app is still there`)
+    t.ok(await appExists(server, app.id), `${what}: the app is still there`)
     // The operation has finished (declined): an accept with the same state afterwards gets the stored refusal.
     const late = await accepted(server, server.apiKey, DELETE, args, state)
     t.strictSame(late.answer?.result, r.answer.result, `${what}: a later accept of the same state gets the stored refusal`)
-    t.ok(appExists(server, app.id), `${what}: and the app is still there`)
+    t.ok(await appExists(server, app.id), `${what}: and the app is still there`)
   }
-  const entries = audited(server, `${DELETE}.confirmation`)
+  const entries = await audited(server, `${DELETE}.confirmation`)
   t.strictSame(entries.map((e) => e.outcome), ['declined', 'declined', 'declined'], 'three declined confirmations')
   t.strictSame(entries.map((e) => e.details?.action), ['decline', 'cancel', 'accept'], 'naming the action')
   t.equal(entries[2]!.details?.confirm, false, 'and confirm false')
-  t.equal(audited(server, DELETE).length, 0, 'no write was audited')
+  t.equal((await audited(server, DELETE)).length, 0, 'no write was audited')
 })
 
 t.test('expiry: a retry after elicitationTimeoutMs → ELICITATION_TIMEOUT, nothing deleted, audited timed_out', async (t) => {
   const server = await serve(t, { elicitationTimeoutMs: 150 })
-  const app = seedApp(server, 'billing')
+  const app = await seedApp(server, 'billing')
   const args = { app_id: app.id }
   const { state } = await ask(t, server, server.apiKey, DELETE, args)
   await sleep(250)
   const late = await accepted(server, server.apiKey, DELETE, args, state)
   completeFailure(t, late, 'ELICITATION_TIMEOUT', 'late accept')
-  t.ok(appExists(server, app.id), 'the app is still there')
+  t.ok(await appExists(server, app.id), 'the app is still there')
   t.strictSame((await accepted(server, server.apiKey, DELETE, args, state)).answer?.result, late.answer.result, 'a replay gets the stored timeout')
-  const entries = audited(server, `${DELETE}.confirmation`)
+  const entries = await audited(server, `${DELETE}.confirmation`)
   t.strictSame(entries.map((e) => e.outcome), ['timed_out'], 'audited timed_out')
-  t.equal(audited(server, DELETE).length, 0, 'no write')
+  t.equal((await audited(server, DELETE)).length, 0, 'no write')
 })
 
 t.test('tampered, altered, foreign and forged states → 200 -32602; nothing runs; the genuine state still works', async (t) => {
   const server = await serve(t)
   const other = await serve(t)
-  const app = seedApp(server, 'billing')
+  const app = await seedApp(server, 'billing')
   const args = { app_id: app.id }
   const { state } = await ask(t, server, server.apiKey, DELETE, args)
 
   const mid = state.lastIndexOf('.') + Math.floor((state.length - state.lastIndexOf('.')) / 2)
   const flipped = state.slice(0, mid) + (state[mid] === 'A' ? 'B' : 'A') + state.slice(mid + 1)
   t.not(flipped, state)
-  const foreignApp = seedApp(other, 'billing')
+  const foreignApp = await seedApp(other, 'billing')
   const foreign = (await ask(t, other, other.apiKey, DELETE, { app_id: foreignApp.id })).state
-  t.equal(server.app.requestStates.open(foreign), null, 'another server (another database) has another key: its state does not open here')
+  t.equal(await server.app.requestStates.open(foreign), null, 'another server (another database) has another key: its state does not open here')
   const cases: Array<[string, unknown]> = [
     ['-TAMPERED appended', `${state}-TAMPERED`],
     ['one character changed in the middle', flipped],
@@ -269,29 +272,29 @@ t.test('tampered, altered, foreign and forged states → 200 -32602; nothing run
     const r = await retry(server, server.apiKey, DELETE, args, { requestState, inputResponses: { confirm: ACCEPT } })
     badState(t, r, what)
   }
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 0, 'no confirmation was audited')
-  t.ok(appExists(other, foreignApp.id), 'the other server\'s app is untouched')
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 0, 'no confirmation was audited')
+  t.ok(await appExists(other, foreignApp.id), 'the other server\'s app is untouched')
 
   completeOk(t, await accepted(server, server.apiKey, DELETE, args, state), 'the genuine state afterwards')
-  t.notOk(appExists(server, app.id), 'the refusals did not burn the state')
+  t.notOk(await appExists(server, app.id), 'the refusals did not burn the state')
 })
 
 t.test('binding: another member, another key of the same user, another organization, tool or arguments → -32602', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
-  const app = seedApp(server, 'billing')
-  const sibling = seedApp(server, 'sibling')
+  const app = await seedApp(server, 'billing')
+  const sibling = await seedApp(server, 'sibling')
   const args = { app_id: app.id }
   const { state } = await ask(t, server, server.apiKey, DELETE, args)
 
-  const colleague = createMember(server, { role: 'owner' })
-  const ownKey = createKey(server, ownerMembership(server).id).key
-  const org2 = repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
+  const colleague = await createMember(server, { role: 'owner' })
+  const ownKey = (await createKey(server, (await ownerMembership(server)).id)).key
+  const org2 = await repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
   // The owner's own user in another organization, and a stranger there.
-  const ownerElsewhere = repos.memberships.upsert({ userId: ownerMembership(server).userId, organizationId: org2.id, role: 'owner' })
-  const ownerElsewhereKey = createKey(server, ownerElsewhere.id).key
-  const stranger = createMember(server, { role: 'owner', organizationId: org2.id })
+  const ownerElsewhere = await repos.memberships.upsert({ userId: (await ownerMembership(server)).userId, organizationId: org2.id, role: 'owner' })
+  const ownerElsewhereKey = (await createKey(server, ownerElsewhere.id)).key
+  const stranger = await createMember(server, { role: 'owner', organizationId: org2.id })
 
   const refusals: Array<[string, string, string, Record<string, unknown>]> = [
     ['another member of the organization (same role)', colleague.key, DELETE, args],
@@ -306,46 +309,46 @@ t.test('binding: another member, another key of the same user, another organizat
     const r = await accepted(server, token, tool, a, state)
     badState(t, r, what)
   }
-  t.ok(appExists(server, app.id), 'the app is still there')
-  t.ok(appExists(server, sibling.id), 'the sibling too')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 0, 'no confirmation was audited')
-  t.equal(audited(server, `${UNSET}.confirmation`).length, 0)
-  t.equal(audited(server, `${DELETE}.confirmation`, org2.id).length, 0, 'nor in the other organization')
+  t.ok(await appExists(server, app.id), 'the app is still there')
+  t.ok(await appExists(server, sibling.id), 'the sibling too')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 0, 'no confirmation was audited')
+  t.equal((await audited(server, `${UNSET}.confirmation`)).length, 0)
+  t.equal((await audited(server, `${DELETE}.confirmation`, org2.id)).length, 0, 'nor in the other organization')
 
   completeOk(t, await accepted(server, server.apiKey, DELETE, args, state), 'the rightful retry')
-  t.notOk(appExists(server, app.id))
-  t.ok(appExists(server, sibling.id), 'only the confirmed app was deleted')
+  t.notOk(await appExists(server, app.id))
+  t.ok(await appExists(server, sibling.id), 'only the confirmed app was deleted')
 
   // Arguments in another order are the same arguments (canonical digest): accepted.
-  const env = seedApp(server, 'envs')
-  repos.envVars.set({ organizationId: defaultOrganization(server).id, appId: env.id, name: 'DATABASE_URL', ciphertext: 'opaque', userId: null })
+  const env = await seedApp(server, 'envs')
+  await repos.envVars.set({ organizationId: (await defaultOrganization(server)).id, appId: env.id, name: 'DATABASE_URL', ciphertext: 'opaque', userId: null })
   const round1 = await ask(t, server, server.apiKey, UNSET, { app_id: env.id, name: 'DATABASE_URL' })
   t.equal(round1.result.inputRequests.confirm.params.message, `Remove env var DATABASE_URL from app envs (${env.id})?`)
   const reordered = await accepted(server, server.apiKey, UNSET, { name: 'DATABASE_URL', app_id: env.id }, round1.state)
   t.strictSame(completeOk(t, reordered, 'arguments re-ordered'), { app_id: env.id, name: 'DATABASE_URL', removed: true })
-  t.notOk(repos.envVars.exists(defaultOrganization(server).id, env.id, 'DATABASE_URL'), 'the env var was removed')
+  t.notOk(await repos.envVars.exists((await defaultOrganization(server)).id, env.id, 'DATABASE_URL'), 'the env var was removed')
 })
 
 t.test('at most once: a replay after the run gets the stored result; a later decline does not change it', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing', 1)
-  seedApp(server, 'keep')
+  const app = await seedApp(server, 'billing', 1)
+  await seedApp(server, 'keep')
   const args = { app_id: app.id }
   const { state } = await ask(t, server, server.apiKey, DELETE, args)
   const first = await accepted(server, server.apiKey, DELETE, args, state)
   completeOk(t, first, 'first accept')
-  const apps = appCount(server)
-  const entries = auditCount(server)
+  const apps = await appCount(server)
+  const entries = await auditCount(server)
 
   const replay = await accepted(server, server.apiKey, DELETE, args, state)
   completeOk(t, replay, 'replay')
   t.strictSame(replay.answer.result, first.answer.result, 'the identical stored result')
   const declined = await retry(server, server.apiKey, DELETE, args, { requestState: state, inputResponses: { confirm: confirmAnswer('decline') } })
   t.strictSame(declined.answer?.result, first.answer.result, 'a decline after the accept still gets the stored (accept) result')
-  t.equal(appCount(server), apps, 'nothing ran again')
-  t.equal(auditCount(server), entries, 'no new audit entry')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 1)
-  t.equal(audited(server, DELETE).length, 1)
+  t.equal(await appCount(server), apps, 'nothing ran again')
+  t.equal(await auditCount(server), entries, 'no new audit entry')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 1)
+  t.equal((await audited(server, DELETE)).length, 1)
 })
 
 /** A confirmation-gated tool whose run waits, after its confirmation, until the test releases it. */
@@ -415,13 +418,13 @@ t.test('at most once while running: a replay → 409; two identical retries at o
     const after = await accepted(server, server.apiKey, SLOW, args, state)
     t.strictSame(after.answer?.result, first.answer.result, 'afterwards: the stored result')
     t.equal(slow.runs('a'), 1, 'the tool ran once')
-    t.equal(audited(server, `${SLOW}.confirmation`).filter((e) => e.outcome === 'confirmed').length, 1, 'one confirmation audited')
+    t.equal((await audited(server, `${SLOW}.confirmation`)).filter((e) => e.outcome === 'confirmed').length, 1, 'one confirmation audited')
   })
 
   t.test('two identical accepted retries at once → exactly one run', async (t) => {
     const args = { label: 'b' }
     const { state } = await ask(t, server, server.apiKey, SLOW, args)
-    const confirmedBefore = audited(server, `${SLOW}.confirmation`).length
+    const confirmedBefore = (await audited(server, `${SLOW}.confirmation`)).length
     slow.hold()
     const both = Promise.all([accepted(server, server.apiKey, SLOW, args, state), accepted(server, server.apiKey, SLOW, args, state)])
     await until(() => slow.runs('b') >= 1, 'a run')
@@ -441,15 +444,15 @@ t.test('at most once while running: a replay → 409; two identical retries at o
     const replays = await Promise.all([accepted(server, server.apiKey, SLOW, args, state), accepted(server, server.apiKey, SLOW, args, state)])
     for (const r of replays) t.strictSame(r.answer?.result, winner.answer.result, 'a further replay: the stored result')
     t.equal(slow.runs('b'), 1, 'still one run')
-    t.equal(audited(server, `${SLOW}.confirmation`).length - confirmedBefore, 1, 'one confirmation audited')
+    t.equal((await audited(server, `${SLOW}.confirmation`)).length - confirmedBefore, 1, 'one confirmation audited')
   })
 })
 
 t.test('capability: elicitation must be declared in this request', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing')
+  const app = await seedApp(server, 'billing')
   const args = { app_id: app.id }
-  const audits = auditCount(server)
+  const audits = await auditCount(server)
   for (const [what, capabilities] of [['no capabilities', {}], ['url mode only', { elicitation: { url: {} } }], ['sampling only', { sampling: {} }]] as const) {
     const id = rid()
     const reply = await modernCall(server.mcpUrl, server.apiKey, DELETE, args, { capabilities, id })
@@ -460,17 +463,17 @@ t.test('capability: elicitation must be declared in this request', async (t) => 
   t.equal(form.result.inputRequests.confirm.params.mode, 'form', 'elicitation.form is enough')
   const both = await ask(t, server, server.apiKey, DELETE, args, { capabilities: { elicitation: { form: {}, url: {} } } })
   t.equal(both.result.inputRequests.confirm.params.mode, 'form', 'form and url: a form')
-  t.ok(appExists(server, app.id), 'nothing was deleted')
-  t.equal(auditCount(server), audits, 'nothing was audited')
+  t.ok(await appExists(server, app.id), 'nothing was deleted')
+  t.equal(await auditCount(server), audits, 'nothing was audited')
 })
 
 t.test('missing answer: a new input_required for the same operation; the old state then names the finished operation', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing', 3)
+  const app = await seedApp(server, 'billing', 3)
   const args = { app_id: app.id }
   const round1 = await ask(t, server, server.apiKey, DELETE, args)
   const sealer = server.app.requestStates
-  const op = sealer.open(round1.state)?.op
+  const op = (await sealer.open(round1.state))?.op
   t.type(op, 'string')
 
   let latest = round1.state
@@ -482,25 +485,25 @@ t.test('missing answer: a new input_required for the same operation; the old sta
     t.equal(result?.inputRequests?.confirm?.params?.message, deleteMessage(app, 3), `${what}: the same question`)
     t.type(result?.requestState, 'string')
     t.not(result?.requestState, latest, `${what}: a new state`)
-    t.equal(sealer.open(result?.requestState)?.op, op, `${what}: for the same operation`)
-    t.equal(sealer.open(result?.requestState)?.exp, sealer.open(round1.state)?.exp, `${what}: with the same deadline`)
+    t.equal((await sealer.open(result?.requestState))?.op, op, `${what}: for the same operation`)
+    t.equal((await sealer.open(result?.requestState))?.exp, (await sealer.open(round1.state))?.exp, `${what}: with the same deadline`)
     latest = result?.requestState
   }
-  t.ok(appExists(server, app.id), 'nothing ran yet')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 0, 'no answer, nothing audited')
+  t.ok(await appExists(server, app.id), 'nothing ran yet')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 0, 'no answer, nothing audited')
 
   const run = await accepted(server, server.apiKey, DELETE, args, latest)
   completeOk(t, run, 'accept with the new state')
-  t.notOk(appExists(server, app.id), 'deleted')
+  t.notOk(await appExists(server, app.id), 'deleted')
   const old = await accepted(server, server.apiKey, DELETE, args, round1.state)
   t.strictSame(old.answer?.result, run.answer.result, 'the older state names the same operation: the stored result')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 1, 'one confirmation')
-  t.equal(audited(server, DELETE).length, 1, 'one write')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 1, 'one confirmation')
+  t.equal((await audited(server, DELETE)).length, 1, 'one write')
 })
 
 t.test('junk answers → 200 -32602, nothing runs; unknown keys beside a valid accept are ignored', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing')
+  const app = await seedApp(server, 'billing')
   const args = { app_id: app.id }
   const { state } = await ask(t, server, server.apiKey, DELETE, args)
   const junk: Array<[string, unknown]> = [
@@ -515,42 +518,42 @@ t.test('junk answers → 200 -32602, nothing runs; unknown keys beside a valid a
     const r = await retry(server, server.apiKey, DELETE, args, { requestState: state, inputResponses })
     rpcError(t, r, 200, -32602, 'INVALID_PARAMS', what)
   }
-  t.ok(appExists(server, app.id), 'nothing ran')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 0, 'no confirmation audited')
+  t.ok(await appExists(server, app.id), 'nothing ran')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 0, 'no confirmation audited')
 
   const r = await retry(server, server.apiKey, DELETE, args, { requestState: state, inputResponses: { confirm: ACCEPT, unrelated: 42, note: { action: 'decline' } } })
   completeOk(t, r, 'a valid accept beside unknown keys')
-  t.notOk(appExists(server, app.id), 'deleted')
+  t.notOk(await appExists(server, app.id), 'deleted')
 })
 
 t.test('inputResponses without a requestState are not trusted: a fresh round 1', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'billing')
+  const app = await seedApp(server, 'billing')
   const id = rid()
   const reply = await modernCall(server.mcpUrl, server.apiKey, DELETE, { app_id: app.id }, { capabilities: ELICITING, id, extra: { inputResponses: { confirm: ACCEPT } } })
   t.equal(reply.status, 200)
   const result = answerOf(reply, id)?.result
   t.equal(result?.resultType, 'input_required', 'asked, as if nothing had been answered')
   t.type(result?.requestState, 'string')
-  t.ok(appExists(server, app.id), 'nothing ran')
-  t.equal(audited(server, `${DELETE}.confirmation`).length, 0)
+  t.ok(await appExists(server, app.id), 'nothing ran')
+  t.equal((await audited(server, `${DELETE}.confirmation`)).length, 0)
 })
 
 t.test('key rotation: states sealed before a rotation (API or CLI) still open; new ones use the new key', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
   const kidOf = (state: string) => state.split('.')[1]
-  const [a, b, c] = [seedApp(server, 'a'), seedApp(server, 'b'), seedApp(server, 'c')]
+  const [a, b, c] = [await seedApp(server, 'a'), await seedApp(server, 'b'), await seedApp(server, 'c')]
 
   const before = await ask(t, server, server.apiKey, DELETE, { app_id: a.id })
   const key = generateStateKey()
-  repos.requestStateKeys.rotate(key)
-  t.equal(repos.requestStateKeys.current()?.kid, key.kid, 'the new key seals')
+  await repos.requestStateKeys.rotate(key)
+  t.equal((await repos.requestStateKeys.current())?.kid, key.kid, 'the new key seals')
   const after = await ask(t, server, server.apiKey, DELETE, { app_id: b.id })
   t.equal(kidOf(after.state), key.kid, 'a new state names the new key')
   t.not(kidOf(before.state), key.kid)
   completeOk(t, await accepted(server, server.apiKey, DELETE, { app_id: a.id }, before.state), 'a state sealed before the rotation')
-  t.notOk(appExists(server, a.id))
+  t.notOk(await appExists(server, a.id))
 
   const env = { SERVICE_DATABASE: server.dbPath }
   const rotated = await cli(['state-keys', 'rotate'], env)
@@ -568,16 +571,16 @@ t.test('key rotation: states sealed before a rotation (API or CLI) still open; n
   t.equal(rows.length - 1, 3, 'three keys')
 
   completeOk(t, await accepted(server, server.apiKey, DELETE, { app_id: b.id }, after.state), 'a state sealed before the CLI rotation')
-  t.notOk(appExists(server, b.id))
+  t.notOk(await appExists(server, b.id))
   const fresh = await ask(t, server, server.apiKey, DELETE, { app_id: c.id })
   t.equal(kidOf(fresh.state), cliKid, 'the server seals with the key the CLI made')
   completeOk(t, await accepted(server, server.apiKey, DELETE, { app_id: c.id }, fresh.state), 'and opens it')
-  t.notOk(appExists(server, c.id))
+  t.notOk(await appExists(server, c.id))
 })
 
 t.test('OAuth: the state is bound to the grant (a refreshed token works), not to an API key of the same member', async (t) => {
   const server = await serve(t)
-  const [a, b, c] = [seedApp(server, 'a'), seedApp(server, 'b'), seedApp(server, 'c')]
+  const [a, b, c] = [await seedApp(server, 'a'), await seedApp(server, 'b'), await seedApp(server, 'c')]
   const { client, tokens } = await oauthTokens(server)
   const tokenA = tokens.access_token
 
@@ -588,8 +591,8 @@ t.test('OAuth: the state is bound to the grant (a refreshed token works), not to
   t.not(tokenB, tokenA, 'a new access token')
   const r = await accepted(server, tokenB, DELETE, { app_id: a.id }, round1.state)
   completeOk(t, r, 'round 2 with the refreshed token')
-  t.notOk(appExists(server, a.id), 'deleted once')
-  const entries = audited(server, `${DELETE}.confirmation`)
+  t.notOk(await appExists(server, a.id), 'deleted once')
+  const entries = await audited(server, `${DELETE}.confirmation`)
   t.equal(entries.length, 1)
   t.equal(entries[0]!.credentialKind, 'oauth', 'confirmed with the OAuth credential')
   t.equal(entries[0]!.clientId, client.client_id)
@@ -597,19 +600,19 @@ t.test('OAuth: the state is bound to the grant (a refreshed token works), not to
 
   const byKey = await ask(t, server, server.apiKey, DELETE, { app_id: b.id })
   badState(t, await accepted(server, tokenB, DELETE, { app_id: b.id }, byKey.state), 'an API key\'s state replayed with an OAuth token of the same member')
-  t.ok(appExists(server, b.id), 'nothing ran')
+  t.ok(await appExists(server, b.id), 'nothing ran')
   const byToken = await ask(t, server, tokenB, DELETE, { app_id: c.id })
   badState(t, await accepted(server, server.apiKey, DELETE, { app_id: c.id }, byToken.state), 'an OAuth state replayed with the member\'s API key')
-  t.ok(appExists(server, c.id), 'nothing ran')
+  t.ok(await appExists(server, c.id), 'nothing ran')
   const other = await oauthTokens(server)
   badState(t, await accepted(server, other.tokens.access_token, DELETE, { app_id: c.id }, byToken.state), 'an OAuth state replayed with a token of another grant')
-  t.ok(appExists(server, c.id), 'nothing ran')
+  t.ok(await appExists(server, c.id), 'nothing ran')
 })
 
 t.test('the two eras side by side: the same tool confirms by elicitation/create in a 2025-11-25 session', async (t) => {
   const server = await serve(t)
-  const legacyApp = seedApp(server, 'legacy', 1)
-  const modernApp = seedApp(server, 'modern', 1)
+  const legacyApp = await seedApp(server, 'legacy', 1)
+  const modernApp = await seedApp(server, 'modern', 1)
   const { headers } = await elicitingSession(server)
   const pending = await ask(t, server, server.apiKey, DELETE, { app_id: modernApp.id })
 
@@ -623,10 +626,10 @@ t.test('the two eras side by side: the same tool confirms by elicitation/create 
   t.equal(responses.length, 1)
   t.equal(responses[0]?.result?.isError, false, 'deleted in the session')
   t.notOk('resultType' in (responses[0]?.result ?? {}), 'a legacy result has no resultType')
-  t.notOk(appExists(server, legacyApp.id))
+  t.notOk(await appExists(server, legacyApp.id))
 
-  t.ok(appExists(server, modernApp.id), 'the modern round 1 waits, nothing ran')
+  t.ok(await appExists(server, modernApp.id), 'the modern round 1 waits, nothing ran')
   completeOk(t, await accepted(server, server.apiKey, DELETE, { app_id: modernApp.id }, pending.state), 'the modern retry')
-  t.notOk(appExists(server, modernApp.id))
-  t.strictSame(audited(server, `${DELETE}.confirmation`).map((e) => e.outcome), ['confirmed', 'confirmed'], 'both confirmations audited')
+  t.notOk(await appExists(server, modernApp.id))
+  t.strictSame((await audited(server, `${DELETE}.confirmation`)).map((e) => e.outcome), ['confirmed', 'confirmed'], 'both confirmations audited')
 })

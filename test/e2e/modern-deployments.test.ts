@@ -47,21 +47,21 @@ function responseOf(messages: any[], id: string | number): any {
   return messages.find((m) => m.id === id && ('result' in m || 'error' in m))
 }
 
-function sameStored(t: Test, server: TestServer, depId: string, logs: any[]) {
-  const stored = server.app.repos.deployments.lines(depId, 500).items
+async function sameStored(t: Test, server: TestServer, depId: string, logs: any[]) {
+  const stored = (await server.app.repos.deployments.lines(depId, 500)).items
   t.strictSame(stored.map((l) => ({ seq: l.seq, stream: l.stream, line: l.line })), logs.map((l) => ({ seq: l.data.seq, stream: l.data.stream, line: l.data.line })), 'the streamed lines are the stored lines')
 }
 
 t.test('the confirmed retry with progressToken and logLevel info streams every line and progress, then the result', async (t) => {
   const server = await serveModern(t)
-  const app = seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
+  const app = await seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
 
   const { result: asked, requestState, reply: round1 } = await ask(t, server, server.apiKey, 'service_deployments_create', { app_id: app.id })
   t.match(round1.headers['content-type'], /^application\/json/, 'round 1 is a JSON answer')
   t.equal(asked.inputRequests.confirm.method, 'elicitation/create')
   t.equal(asked.inputRequests.confirm.params.message, `Deploy app web (${app.id}) with pipeline default?`)
   t.equal(asked.inputRequests.confirm.params.requestedSchema.properties.confirm.type, 'boolean')
-  t.equal(deploymentCount(server), 0, 'round 1 runs nothing')
+  t.equal(await deploymentCount(server), 0, 'round 1 runs nothing')
 
   const live = await liveRetry(t, server, 'service_deployments_create', { app_id: app.id }, requestState, 'deploy-2', { progressToken: 'tok-1', ...LOG_INFO })
   t.equal(live.status, 200)
@@ -95,7 +95,7 @@ t.test('the confirmed retry with progressToken and logLevel info streams every l
   t.equal(logs[0].data.line, 'started deploy of web with pipeline default')
   t.ok(logs.some((l) => l.data.line === 'web is live'))
   t.match(logs.at(-1).data.line, /^succeeded: /)
-  sameStored(t, server, dep.id, logs)
+  await sameStored(t, server, dep.id, logs)
 
   const progress = progressOf(messages)
   t.equal(progress.length, logs.length, 'one progress per line')
@@ -105,15 +105,15 @@ t.test('the confirmed retry with progressToken and logLevel info streams every l
   const notes = messages.filter((m) => !('id' in m)).map((m) => m.method)
   t.strictSame([...new Set(notes)].sort(), ['notifications/message', 'notifications/progress'], 'nothing but log lines and progress')
 
-  t.equal(deploymentCount(server), 1, 'one deployment')
-  const audit = server.app.repos.audit.page(defaultOrganization(server).id, 20).items
+  t.equal(await deploymentCount(server), 1, 'one deployment')
+  const audit = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 20)).items
   t.ok(audit.some((a) => a.action === 'service_deployments_create.confirmation' && a.outcome === 'confirmed'), 'the confirmation is audited')
   t.ok(audit.some((a) => a.action === 'service_deployments_create' && a.outcome === 'succeeded' && a.targetId === dep.id), 'the deployment is audited')
 })
 
 t.test('notifications follow the request: progress needs a token, log lines a logLevel, and neither means JSON', async (t) => {
   const server = await serveModern(t)
-  const app = seedApp(server, 'quick', { PIPELINE_STEP_MS: '1' })
+  const app = await seedApp(server, 'quick', { PIPELINE_STEP_MS: '1' })
   const args = { app_id: app.id }
   let n = 0
   const deploy = async (meta: Record<string, unknown>) => {
@@ -168,22 +168,22 @@ t.test('notifications follow the request: progress needs a token, log lines a lo
     const { reply } = await deploy({ [LOG_LEVEL_KEY]: 'debug' })
     t.ok(deploymentLogs(reply.messages).length >= 10)
   })
-  t.equal(deploymentCount(server, app.id), 6, 'one deployment per confirmed retry')
+  t.equal(await deploymentCount(server, app.id), 6, 'one deployment per confirmed retry')
 })
 
 t.test('closing the connection mid-run does not stop the deployment; the confirmation then replays its stored result', async (t) => {
   const server = await serveModern(t)
-  const app = seedApp(server, 'web2', { PIPELINE_STEP_MS: '100' })
+  const app = await seedApp(server, 'web2', { PIPELINE_STEP_MS: '100' })
   const args = { app_id: app.id }
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', args)
-  const op = server.app.requestStates.open(requestState)?.op as string
+  const op = (await server.app.requestStates.open(requestState))?.op as string
   t.type(op, 'string', 'the state names an operation')
-  const owner = ownerMembership(server)
+  const owner = await ownerMembership(server)
   const key = { sessionId: '-', membershipId: owner.id, organizationId: owner.organizationId, requestId: `op:${op}` }
 
   const live = await liveRetry(t, server, 'service_deployments_create', args, requestState, 'gone-1', { progressToken: 'g', ...LOG_INFO })
   const first = await lineOn(live, (l) => l.startsWith('[1/7]'), 'the first step')
-  t.equal(server.app.repos.idempotency.get(key, Date.now())?.status, 'running', 'the operation is recorded running')
+  t.equal((await server.app.repos.idempotency.get(key, Date.now()))?.status, 'running', 'the operation is recorded running')
 
   // A replay of the accepted state while the run goes on: 409, nothing starts.
   const during = await modernCall(server.mcpUrl, server.apiKey, 'service_deployments_create', args, { capabilities: ELICITING, id: 'gone-during', extra: answered(requestState) })
@@ -193,7 +193,7 @@ t.test('closing the connection mid-run does not stop the deployment; the confirm
 
   const seen = live.text().length
   live.close()
-  t.equal(deploymentRow(server, first.deployment_id)?.status, 'running', 'still running after the close')
+  t.equal((await deploymentRow(server, first.deployment_id))?.status, 'running', 'still running after the close')
 
   const done = await poll(async () => {
     const reply = await modernCall(server.mcpUrl, server.apiKey, 'service_deployments_get', { deployment_id: first.deployment_id })
@@ -203,11 +203,11 @@ t.test('closing the connection mid-run does not stop the deployment; the confirm
   t.equal(done.status, 'succeeded', 'the run finished')
   t.equal(live.text().length, seen, 'nothing more was received for the closed request')
   t.notOk(live.endedByServer)
-  const stored = server.app.repos.deployments.lines(first.deployment_id, 500).items.map((l) => l.line)
+  const stored = (await server.app.repos.deployments.lines(first.deployment_id, 500)).items.map((l) => l.line)
   t.ok(stored.includes('web2 is live'), 'the whole output is stored')
 
-  const record = await poll(() => {
-    const r = server.app.repos.idempotency.get(key, Date.now())
+  const record = await poll(async () => {
+    const r = await server.app.repos.idempotency.get(key, Date.now())
     return r?.status === 'finished' ? r : undefined
   }, 3000, 'the record to finish')
   t.equal(record.tool, 'service_deployments_create')
@@ -220,14 +220,14 @@ t.test('closing the connection mid-run does not stop the deployment; the confirm
     t.equal(replay.json.id, id)
     t.match(replay.json.result, { resultType: 'complete', isError: false, structuredContent: { deployment: { id: first.deployment_id, status: 'succeeded' } } }, `${id}: the stored result`)
   }
-  t.equal(deploymentCount(server, app.id), 1, 'no second deployment')
-  const confirmations = server.app.repos.audit.page(defaultOrganization(server).id, 50).items.filter((a) => a.action === 'service_deployments_create.confirmation')
+  t.equal(await deploymentCount(server, app.id), 1, 'no second deployment')
+  const confirmations = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 50)).items.filter((a) => a.action === 'service_deployments_create.confirmation')
   t.equal(confirmations.length, 1, 'a replay is not a new confirmation')
 })
 
 t.test('service_deployments_cancel stops a deployment another modern request runs', async (t) => {
   const server = await serveModern(t)
-  const app = seedApp(server, 'slow', { PIPELINE_STEP_MS: '5000' })
+  const app = await seedApp(server, 'slow', { PIPELINE_STEP_MS: '5000' })
   const args = { app_id: app.id }
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', args)
   const live = await liveRetry(t, server, 'service_deployments_create', args, requestState, 'c-1', LOG_INFO)
@@ -248,8 +248,8 @@ t.test('service_deployments_cancel stops a deployment another modern request run
   t.equal(response.result.resultType, 'complete')
   t.ok(deploymentLogs(messagesOf(live)).some((l) => l.data.line === 'Received SIGTERM: stopping, nothing was switched'), 'the pipeline got SIGTERM')
 
-  const row = await poll(() => {
-    const d = deploymentRow(server, first.deployment_id)
+  const row = await poll(async () => {
+    const d = await deploymentRow(server, first.deployment_id)
     return d?.status === 'cancelled' ? d : undefined
   }, 3000, 'the cancelled status')
   t.match(row.outcome, /^cancelled: cancelled by user usr_\w+ with service_deployments_cancel$/)
@@ -260,8 +260,8 @@ t.test('service_deployments_cancel stops a deployment another modern request run
 t.test('a failing pipeline is an OPERATION_FAILED tool result naming the deployment', async (t) => {
   const server = await serveModern(t)
   const cases = [
-    { app: seedApp(server, 'fail-at-3', { PIPELINE_STEP_MS: '1', PIPELINE_FAIL_AT: '3' }), lastOut: '[3/7] Building', err: 'Step 3 failed: Building' },
-    { app: seedApp(server, 'broken', {}, { pipeline: 'broken' }), lastOut: 'building', err: 'boom' },
+    { app: await seedApp(server, 'fail-at-3', { PIPELINE_STEP_MS: '1', PIPELINE_FAIL_AT: '3' }), lastOut: '[3/7] Building', err: 'Step 3 failed: Building' },
+    { app: await seedApp(server, 'broken', {}, { pipeline: 'broken' }), lastOut: 'building', err: 'boom' },
   ]
   for (const c of cases) {
     const args = { app_id: c.app.id }
@@ -276,32 +276,32 @@ t.test('a failing pipeline is an OPERATION_FAILED tool result naming the deploym
     t.match(err.message, new RegExp(`^Deployment dep_[0-9a-z]{26} of app ${c.app.name} failed: the pipeline exited with code 1`))
     const depId = DEP_ID.exec(err.message)![0]
     t.match(err.message, `service_deployments_logs with deployment_id ${depId}`, 'it says where the output is')
-    t.match(deploymentRow(server, depId), { status: 'failed', exitCode: 1 })
+    t.match(await deploymentRow(server, depId), { status: 'failed', exitCode: 1 })
     const logs = deploymentLogs(reply.messages)
     t.ok(logs.some((l) => l.data.stream === 'stderr' && l.data.line === c.err), 'the stderr line was streamed')
     t.ok(logs.some((l) => l.data.line === c.lastOut))
     t.match(logs.at(-1).data.line, /^failed: the pipeline exited with code 1$/)
   }
-  const audit = server.app.repos.audit.page(defaultOrganization(server).id, 50).items
+  const audit = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 50)).items
   t.equal(audit.filter((a) => a.action === 'service_deployments_create' && a.outcome === 'failed').length, 2, 'each failure is audited')
 })
 
 t.test('service_deployments_rollback asks with the exact effect, then runs the rollback', async (t) => {
   const server = await serveModern(t)
-  const app = seedApp(server, 'roll', { PIPELINE_STEP_MS: '1' })
-  const target = seedSucceeded(server, app.id)
+  const app = await seedApp(server, 'roll', { PIPELINE_STEP_MS: '1' })
+  const target = await seedSucceeded(server, app.id)
   const args = { app_id: app.id, to_deployment_id: target.id }
 
   const { result: asked, requestState } = await ask(t, server, server.apiKey, 'service_deployments_rollback', args)
   t.equal(asked.inputRequests.confirm.params.message, `Roll back app roll (${app.id}) to deployment ${target.id} of ${new Date(target.createdAt).toISOString()}?`)
   t.strictSame(asked.inputRequests.confirm.params.requestedSchema.required, ['confirm'])
-  t.equal(deploymentCount(server, app.id), 1, 'round 1 runs nothing')
+  t.equal(await deploymentCount(server, app.id), 1, 'round 1 runs nothing')
 
   // The state is bound to these arguments: without to_deployment_id it is another call.
   const other = await modernCall(server.mcpUrl, server.apiKey, 'service_deployments_rollback', { app_id: app.id }, { capabilities: ELICITING, id: 'rb-other', extra: answered(requestState) })
   t.equal(other.status, 200)
   t.equal(other.json?.error?.code, -32602, 'other arguments: -32602')
-  t.equal(deploymentCount(server, app.id), 1)
+  t.equal(await deploymentCount(server, app.id), 1)
 
   const live = await liveRetry(t, server, 'service_deployments_rollback', args, requestState, 'rb-1', { progressToken: 'rb', ...LOG_INFO })
   t.equal(live.headers['content-type'], 'text/event-stream')
@@ -316,14 +316,14 @@ t.test('service_deployments_rollback asks with the exact effect, then runs the r
   t.equal(lines[0], 'started rollback of roll with pipeline default')
   t.ok(lines.includes(`[1/4] Fetching the artifact of ${target.id}`), 'the pipeline saw its target')
   t.ok(progressOf(messages).length === lines.length, 'one progress per line')
-  t.equal(deploymentCount(server, app.id), 2)
-  const audit = server.app.repos.audit.page(defaultOrganization(server).id, 20).items
+  t.equal(await deploymentCount(server, app.id), 2)
+  const audit = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 20)).items
   t.ok(audit.some((a) => a.action === 'service_deployments_rollback.confirmation' && a.outcome === 'confirmed'))
 })
 
 t.test('one run per app across eras: legacy and modern deployments of the same app conflict', async (t) => {
   const server = await serveModern(t)
-  const app = seedApp(server, 'shared', { PIPELINE_STEP_MS: '80' })
+  const app = await seedApp(server, 'shared', { PIPELINE_STEP_MS: '80' })
   const args = { app_id: app.id }
   const { headers } = await elicitingSession(server)
 
@@ -338,7 +338,7 @@ t.test('one run per app across eras: legacy and modern deployments of the same a
   t.notOk(messages.some((m) => m.method === 'elicitation/create'), 'nobody is asked')
   await live.ended(8000)
   t.equal(responseOf(messagesOf(live), 'm-1')?.result?.structuredContent?.deployment?.status, 'succeeded', 'the modern run was not disturbed')
-  t.equal(deploymentCount(server, app.id), 1)
+  t.equal(await deploymentCount(server, app.id), 1)
 
   // The other way round: a legacy deployment runs; a modern request is refused before it is even asked.
   const call = callTool('service_deployments_create', args, 'l-2')
@@ -351,5 +351,5 @@ t.test('one run per app across eras: legacy and modern deployments of the same a
   t.equal(toolError(modern.json.result).code, 'CONFLICT', 'the modern deployment is refused')
   t.equal(modern.json.result.resultType, 'complete')
   await legacy.ended(8000)
-  t.equal(deploymentCount(server, app.id), 2, 'two runs, one after the other')
+  t.equal(await deploymentCount(server, app.id), 2, 'two runs, one after the other')
 })

@@ -52,7 +52,7 @@ t.test('the acknowledgement comes first with the honoured subset; every message 
   const server = await serveModern(t, { listenCheckMs: CHECK_MS })
   for (const id of ['listen-a', 42] as const) {
     await t.test(`listen id ${JSON.stringify(id)}`, async (t) => {
-      const dev = createMember(server, { role: 'developer' })
+      const dev = await createMember(server, { role: 'developer' })
       const live = await listen(t, server, dev.key, { toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['x'] }, { id })
       t.equal(live.status, 200)
       t.equal(live.headers['content-type'], 'text/event-stream')
@@ -64,10 +64,10 @@ t.test('the acknowledgement comes first with the honoured subset; every message 
       t.strictSame(ack.params.notifications, { toolsListChanged: true, promptsListChanged: true }, 'what is honoured: a resource nothing serves is left out')
       t.equal(ack.params._meta[SUBSCRIPTION_ID_KEY], id, 'tagged with the listen request id (same type)')
 
-      server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
+      await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
       await live.waitFor(() => messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'tools/list_changed')
       t.notMatch(live.text(), /^id:/m, 'no event ids')
-      server.app.repos.apiKeys.revoke(dev.keyId)
+      await server.app.repos.apiKeys.revoke(dev.keyId)
       server.app.auth.revoked(`key:${dev.keyId}`)
       await endsWithResult(t, live, id)
       const messages = messagesOf(live)
@@ -79,7 +79,7 @@ t.test('the acknowledgement comes first with the honoured subset; every message 
 
 t.test('a role change sends tools/list_changed to streams that asked for it, and only to them', async (t) => {
   const server = await serveModern(t, { listenCheckMs: CHECK_MS })
-  const dev = createMember(server, { role: 'developer' })
+  const dev = await createMember(server, { role: 'developer' })
   const before = toolNames(await modernPost(server.mcpUrl, dev.key, 'tools/list'))
   t.ok(before.includes('service_apps_create'), 'a developer sees the write tools')
 
@@ -92,7 +92,7 @@ t.test('a role change sends tools/list_changed to streams that asked for it, and
   await sleep(CHECK_MS * 4)
   t.equal(messagesOf(tools).length, 1, 'no notification without a change')
 
-  server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
+  await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
   await tools.waitFor(() => messagesOf(tools).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'tools/list_changed')
   const changed = messagesOf(tools).find((m) => m.method === 'notifications/tools/list_changed')
   t.equal(changed.params._meta[SUBSCRIPTION_ID_KEY], 'tools')
@@ -109,7 +109,7 @@ t.test('a role change sends tools/list_changed to streams that asked for it, and
   t.ok(after.length < before.length)
 
   // Back to developer: another change, another notification.
-  server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'developer' })
+  await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'developer' })
   await tools.waitFor(() => messagesOf(tools).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the second tools/list_changed')
   t.strictSame(toolNames(await modernPost(server.mcpUrl, dev.key, 'tools/list')), before)
 })
@@ -125,7 +125,7 @@ t.test('idle listen streams carry heartbeat comments', async (t) => {
 
 t.test('task notifications for the caller\'s own tasks, with the tasks extension', async (t) => {
   const server = await serveModern(t, { listenCheckMs: CHECK_MS })
-  const app = seedApp(server, 'web', { PIPELINE_STEP_MS: '100' })
+  const app = await seedApp(server, 'web', { PIPELINE_STEP_MS: '100' })
   const args = { app_id: app.id }
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', args, { capabilities: WITH_TASKS })
   const created = await modernCall(server.mcpUrl, server.apiKey, 'service_deployments_create', args, { capabilities: WITH_TASKS, id: 'deploy', extra: answered(requestState) })
@@ -133,7 +133,7 @@ t.test('task notifications for the caller\'s own tasks, with the tasks extension
   t.type(taskId, 'string', 'a task was created')
 
   // Another member's listen may not follow it.
-  const colleague = createMember(server, { role: 'admin' })
+  const colleague = await createMember(server, { role: 'admin' })
   const foreign = await listen(t, server, colleague.key, { taskIds: [taskId] }, { id: 'foreign', capabilities: WITH_TASKS })
   t.strictSame((await ackOf(foreign)).params.notifications, { taskIds: [] }, 'another member\'s task is not honoured')
 
@@ -169,28 +169,28 @@ t.test('task notifications for the caller\'s own tasks, with the tasks extension
 t.test('revoking the credential ends the stream with the listen result', async (t) => {
   await t.test('reported revocation (repository + auth.revoked)', async (t) => {
     const server = await serveModern(t, { listenCheckMs: 60_000, sessionSweepMs: 60_000 })
-    const member = createMember(server, { role: 'developer' })
+    const member = await createMember(server, { role: 'developer' })
     const live = await listen(t, server, member.key, { toolsListChanged: true }, { id: 'rev-1' })
     await ackOf(live)
-    server.app.repos.apiKeys.revoke(member.keyId)
+    await server.app.repos.apiKeys.revoke(member.keyId)
     server.app.auth.revoked(`key:${member.keyId}`)
     await endsWithResult(t, live, 'rev-1', 1000)
   })
   await t.test('found by the stream\'s own credential check', async (t) => {
     const server = await serveModern(t, { listenCheckMs: CHECK_MS, sessionSweepMs: 60_000 })
-    const member = createMember(server, { role: 'developer' })
+    const member = await createMember(server, { role: 'developer' })
     const live = await listen(t, server, member.key, { toolsListChanged: true }, { id: 7 })
     await ackOf(live)
-    server.app.repos.apiKeys.revoke(member.keyId)
+    await server.app.repos.apiKeys.revoke(member.keyId)
     await endsWithResult(t, live, 7, 2000)
     t.notOk(messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 'no tools/list_changed for a lapsed credential')
   })
   await t.test('found by the revocation watcher', async (t) => {
     const server = await serveModern(t, { listenCheckMs: 60_000, sessionSweepMs: CHECK_MS })
-    const member = createMember(server, { role: 'developer' })
+    const member = await createMember(server, { role: 'developer' })
     const live = await listen(t, server, member.key, {}, { id: 'rev-3' })
     await ackOf(live)
-    server.app.repos.apiKeys.revoke(member.keyId)
+    await server.app.repos.apiKeys.revoke(member.keyId)
     await endsWithResult(t, live, 'rev-3', 2000)
     const again = await modernPost(server.mcpUrl, member.key, 'subscriptions/listen', { notifications: {} })
     t.equal(again.status, 401, 'a new listen with the revoked key is refused')
@@ -225,7 +225,7 @@ t.test('a member holds at most listenMaxPerMember streams; closing one frees its
   t.equal(third.headers['x-ratelimit-limit'], '2')
   t.equal(third.headers['x-ratelimit-remaining'], '0')
 
-  const other = createMember(server, { role: 'viewer' })
+  const other = await createMember(server, { role: 'viewer' })
   const theirs = await listen(t, server, other.key, {}, { id: 'theirs' })
   t.equal(theirs.status, 200, 'another member has slots of its own')
   await ackOf(theirs)

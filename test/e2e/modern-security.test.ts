@@ -109,10 +109,10 @@ const whoami = (server: TestServer, token: string) => modernCall(server.mcpUrl, 
 t.test('authentication: the same 401s as the sessions, before anything runs', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
-  const revoked = createMember(server, { role: 'owner' })
-  const expired = repos.apiKeys.create({ membershipId: ownerMembership(server).id, name: 'expired', scopes: ['mcp:read', 'mcp:write'], expiresAt: Date.now() - 1000 })
+  const revoked = await createMember(server, { role: 'owner' })
+  const expired = await repos.apiKeys.create({ membershipId: (await ownerMembership(server)).id, name: 'expired', scopes: ['mcp:read', 'mcp:write'], expiresAt: Date.now() - 1000 })
   t.equal((await modernCall(server.mcpUrl, revoked.key, 'service_whoami')).status, 200, 'the key works before it is revoked')
-  t.ok(repos.apiKeys.revoke(revoked.keyId), 'revoked')
+  t.ok(await repos.apiKeys.revoke(revoked.keyId), 'revoked')
 
   const create = (token: string | undefined, name: string) => {
     const { body, headers } = modernRequest(token ?? 'unused', 'tools/call', { name: 'service_apps_create', arguments: { name } })
@@ -143,7 +143,7 @@ t.test('authentication: the same 401s as the sessions, before anything runs', as
     t.equal(legacy.json?.error?.code, c.code, `legacy, ${c.what}: ${c.code}`)
     t.equal(legacy.headers['www-authenticate'], reply.headers['www-authenticate'], `${c.what}: the same challenge in both eras`)
   }
-  t.equal(repos.apps.page(defaultOrganization(server).id, 100).items.length, 0, 'no app was created')
+  t.equal((await repos.apps.page((await defaultOrganization(server)).id, 100)).items.length, 0, 'no app was created')
 
   // An OAuth access token revoked at /oauth/revoke (RFC 7009).
   const { tokens, client } = await oauthTokens(server)
@@ -175,7 +175,10 @@ t.test('scope ∩ role: modern tools/list equals the legacy list; tools/call ref
   const server = await serve(t)
   const repos = server.app.repos
   const catalog = builtinTools
-  const members = ROLES.flatMap((role) => SCOPE_SETS.map((scopes) => ({ role, scopes, label: `${role} [${scopes.join(' ')}]`, ...createMember(server, { role, scopes }) })))
+  const members = []
+  for (const role of ROLES) {
+    for (const scopes of SCOPE_SETS) members.push({ role, scopes, label: `${role} [${scopes.join(' ')}]`, ...(await createMember(server, { role, scopes })) })
+  }
 
   await Promise.all(members.map(async (m) => {
     const expected = catalog.filter((d) => m.scopes.includes(d.scope) && RANK[m.role] >= RANK[d.role]).map((d) => d.name)
@@ -207,7 +210,7 @@ t.test('scope ∩ role: modern tools/list equals the legacy list; tools/call ref
         t.notOk(['PERMISSION_DENIED', 'INSUFFICIENT_SCOPE', 'INTERNAL_ERROR'].includes(toolCode(answer?.result) ?? ''), `${what}: allowed (${toolCode(answer?.result) ?? 'ok'})`)
       }
     }
-    const denied = repos.audit.page(defaultOrganization(server).id, 1000).items
+    const denied = (await repos.audit.page((await defaultOrganization(server)).id, 1000)).items
       .filter((e) => e.membershipId === m.membership.id && e.outcome === 'denied')
     const expectedDenied = catalog.filter((d) => m.scopes.includes(d.scope) && RANK[m.role] < RANK[d.role]).map((d) => d.name)
     t.strictSame(denied.map((e) => e.action).sort(), expectedDenied.sort(), `${m.label}: every role denial audited, nothing else denied`)
@@ -222,11 +225,11 @@ t.test('scope ∩ role: modern tools/list equals the legacy list; tools/call ref
 t.test('organization isolation: another organization\'s app is RESOURCE_NOT_FOUND, exactly like an absent id', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
-  const org2 = repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
-  const foreign = repos.apps.create({ organizationId: org2.id, name: 'foreign' })
-  repos.envVars.set({ organizationId: org2.id, appId: foreign.id, name: 'TOKEN', ciphertext: 'opaque', userId: null })
-  const d = repos.deployments.create({ organizationId: org2.id, appId: foreign.id, kind: 'deploy', pipeline: 'default', createdBy: null })
-  repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
+  const org2 = await repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
+  const foreign = await repos.apps.create({ organizationId: org2.id, name: 'foreign' })
+  await repos.envVars.set({ organizationId: org2.id, appId: foreign.id, name: 'TOKEN', ciphertext: 'opaque', userId: null })
+  const d = await repos.deployments.create({ organizationId: org2.id, appId: foreign.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+  await repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
   const absent = `app_${'z'.repeat(26)}`
 
   const calls: Array<[string, (appId: string) => Record<string, unknown>]> = [
@@ -250,16 +253,16 @@ t.test('organization isolation: another organization\'s app is RESOURCE_NOT_FOUN
     }
     t.strictSame(answers[0], answers[1], `${name}: another organization's id is indistinguishable from an absent one`)
   }
-  const kept = repos.apps.byId(org2.id, foreign.id)
+  const kept = await repos.apps.byId(org2.id, foreign.id)
   t.equal(kept?.name, 'foreign', 'the foreign app is untouched')
-  t.ok(repos.envVars.exists(org2.id, foreign.id, 'TOKEN'), 'with its env var')
-  t.equal(repos.deployments.list(org2.id, { appId: foreign.id, limit: 10, offset: 0 }).total, 1, 'and only its own deployment')
-  t.equal(repos.audit.count(org2.id), 0, 'nothing was audited in the other organization')
+  t.ok(await repos.envVars.exists(org2.id, foreign.id, 'TOKEN'), 'with its env var')
+  t.equal((await repos.deployments.list(org2.id, { appId: foreign.id, limit: 10, offset: 0 })).total, 1, 'and only its own deployment')
+  t.equal(await repos.audit.count(org2.id), 0, 'nothing was audited in the other organization')
 })
 
 t.test('rate limit per API-key member: modern and legacy requests share one budget; recovery after the window', async (t) => {
   const server = await serve(t, { ...ROOMY, rateLimitApiKeyMember: 6 })
-  const colleague = createMember(server, { role: 'viewer' })
+  const colleague = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, server.apiKey) // 2 requests: initialize, notifications/initialized
   t.equal((await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, headers)).status, 200, 'legacy request 3')
   for (let i = 4; i <= 6; i++) modernOk(t, await whoami(server, server.apiKey), `modern request ${i}`)
@@ -286,9 +289,9 @@ t.test('rate limit per OAuth member: modern and legacy share the budget', async 
 
 t.test('rate limit per organization: members of one organization share it, another organization does not', async (t) => {
   const server = await serve(t, { ...ROOMY, rateLimitOrganization: 4 })
-  const dev = createMember(server, { role: 'developer' })
-  const org2 = server.app.repos.organizations.create({ slug: 'elsewhere' })
-  const outsider = createMember(server, { role: 'viewer', organizationId: org2.id })
+  const dev = await createMember(server, { role: 'developer' })
+  const org2 = await server.app.repos.organizations.create({ slug: 'elsewhere' })
+  const outsider = await createMember(server, { role: 'viewer', organizationId: org2.id })
   modernOk(t, await whoami(server, server.apiKey), 'owner 1')
   modernOk(t, await whoami(server, dev.key), 'developer 1')
   modernOk(t, await whoami(server, server.apiKey), 'owner 2')
@@ -314,8 +317,8 @@ t.test('per-tool limit: the declared limit times rateLimitToolFactor, per member
     handler: () => ({ ok: true }),
   })
   const server = await serve(t, { ...ROOMY, rateLimitToolFactor: 2 }, [...builtinTools, limited])
-  const app = server.app.repos.apps.create({ organizationId: defaultOrganization(server).id, name: 'web' })
-  const colleague = createMember(server, { role: 'viewer' })
+  const app = await server.app.repos.apps.create({ organizationId: (await defaultOrganization(server)).id, name: 'web' })
+  const colleague = await createMember(server, { role: 'viewer' })
   const call = (token: string) => modernCall(server.mcpUrl, token, 'test_limited', {}, { id: rid() })
 
   for (let i = 1; i <= 3; i++) modernOk(t, await call(server.apiKey), `test_limited ${i} (modern)`)
@@ -343,9 +346,9 @@ t.test('per-tool limit: the declared limit times rateLimitToolFactor, per member
 t.test('audit on the modern path: writes with member, credential and request id; failures; never argument values', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
-  const orgId = defaultOrganization(server).id
-  const owner = ownerMembership(server)
-  const ownerKeyId = repos.apiKeys.listForMembership(owner.id)[0]!.id
+  const orgId = (await defaultOrganization(server)).id
+  const owner = await ownerMembership(server)
+  const ownerKeyId = (await repos.apiKeys.listForMembership(owner.id))[0]!.id
   const secret = `hunter2-${Math.random().toString(36).slice(2)}`
 
   const created = await modernCall(server.mcpUrl, server.apiKey, 'service_apps_create', { name: 'web' }, { id: 'create-1' })
@@ -360,7 +363,7 @@ t.test('audit on the modern path: writes with member, credential and request id;
   const viaOauth = await modernCall(server.mcpUrl, tokens.access_token, 'service_env_set', { app_id: appId, name: 'OTHER', value: secret }, { id: 'oauth-1' })
   t.equal(viaOauth.json?.result?.isError, false, 'env var set with OAuth')
 
-  const creates = repos.audit.page(orgId, 100, undefined, 'service_apps_create').items.reverse()
+  const creates = (await repos.audit.page(orgId, 100, undefined, 'service_apps_create')).items.reverse()
   t.strictSame(creates.map((e) => e.outcome), ['succeeded', 'failed'], 'the create succeeded, the duplicate failed')
   const [ok, failed] = creates
   t.equal(ok?.membershipId, owner.id, 'the member')
@@ -374,7 +377,7 @@ t.test('audit on the modern path: writes with member, credential and request id;
   t.equal(failed?.details?.error, 'CONFLICT', 'the failure names its code')
   t.equal(failed?.membershipId, owner.id)
 
-  const sets = repos.audit.page(orgId, 100, undefined, 'service_env_set').items.reverse()
+  const sets = (await repos.audit.page(orgId, 100, undefined, 'service_env_set')).items.reverse()
   t.equal(sets.length, 2)
   t.equal(sets[0]?.outcome, 'succeeded')
   t.equal(sets[0]?.details?.request_id, 77, 'a numeric request id stays a number')
@@ -386,7 +389,7 @@ t.test('audit on the modern path: writes with member, credential and request id;
   t.equal(sets[1]?.membershipId, owner.id)
   t.equal(sets[1]?.details?.request_id, 'oauth-1')
 
-  const rows = server.app.database.sqlite.prepare('SELECT * FROM audit_log').all()
+  const rows = server.app.database!.sqlite.prepare('SELECT * FROM audit_log').all()
   t.ok(rows.length >= 4)
   t.notOk(JSON.stringify(rows).includes(secret), 'the env var value never appears in the audit log')
   t.notOk(JSON.stringify(rows).includes('hunter2'), 'not even in part')
@@ -406,7 +409,7 @@ t.test('Origin: a disallowed Origin → 403 FORBIDDEN_ORIGIN before authenticati
   const legacy = await post(server.mcpUrl, initializeMessage(), { origin: evil })
   t.equal(legacy.status, 403, 'legacy: 403 too')
   t.equal(legacy.json?.error?.code, 'FORBIDDEN_ORIGIN')
-  t.equal(server.app.repos.apps.page(defaultOrganization(server).id, 100).items.length, 0, 'nothing ran')
+  t.equal((await server.app.repos.apps.page((await defaultOrganization(server)).id, 100)).items.length, 0, 'nothing ran')
 
   const allowed = await modernCall(server.mcpUrl, server.apiKey, 'service_whoami', {}, { headers: { origin: server.url } })
   t.equal(allowed.status, 200, 'the server\'s own origin is allowed')

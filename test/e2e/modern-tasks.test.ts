@@ -74,7 +74,7 @@ t.test('server/discover advertises the tasks extension, not a tasks capability',
 
 t.test('a confirmed deployment becomes a task: handle, immediate tasks/get, completion with the tool result', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'web', { PIPELINE_STEP_MS: '60' })
+  const app = await seedApp(server, 'web', { PIPELINE_STEP_MS: '60' })
   const before = Date.now()
   // Progress token and log level are ignored: a task sends no notifications.
   const { reply, handle } = await startTask(t, server, app.id, server.apiKey, { meta: { progressToken: 'p', [LOG_LEVEL_KEY]: 'info' } })
@@ -110,13 +110,13 @@ t.test('a confirmed deployment becomes a task: handle, immediate tasks/get, comp
   t.equal(result.isError, false)
   t.match(result.structuredContent.deployment, { app_id: app.id, status: 'succeeded', exit_code: 0 })
   t.strictSame(JSON.parse(result.content[0].text), result.structuredContent)
-  t.equal(deploymentRow(server, result.structuredContent.deployment.id)?.status, 'succeeded')
-  t.equal(deploymentCount(server, app.id), 1)
+  t.equal((await deploymentRow(server, result.structuredContent.deployment.id))?.status, 'succeeded')
+  t.equal(await deploymentCount(server, app.id), 1)
 })
 
 t.test('replaying the accepted state returns the same task handle and starts nothing', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'once', { PIPELINE_STEP_MS: '40' })
+  const app = await seedApp(server, 'once', { PIPELINE_STEP_MS: '40' })
   const { handle, requestState, id, args } = await startTask(t, server, app.id)
   const replay = (replayId: string) => modernCall(server.mcpUrl, server.apiKey, 'service_deployments_create', args, { capabilities: WITH_TASKS, id: replayId, extra: answered(requestState) })
 
@@ -133,7 +133,7 @@ t.test('replaying the accepted state returns the same task handle and starts not
   t.equal(after.json.result.status, 'completed', 'the handle shows where the task is now, not where it was')
   t.equal(after.json.result.createdAt, handle.createdAt)
   t.notOk('result' in after.json.result, 'a task handle carries no result: tasks/get does')
-  t.equal(deploymentCount(server, app.id), 1, 'no second deployment')
+  t.equal(await deploymentCount(server, app.id), 1, 'no second deployment')
 })
 
 t.test('only long-running calls become tasks, and only for clients declaring the extension', async (t) => {
@@ -144,7 +144,7 @@ t.test('only long-running calls become tasks, and only for clients declaring the
   t.notOk('taskId' in whoami.json.result)
   t.equal(whoami.json.result.structuredContent.role, 'owner')
 
-  const app = seedApp(server, 'sync', { PIPELINE_STEP_MS: '1' })
+  const app = await seedApp(server, 'sync', { PIPELINE_STEP_MS: '1' })
   const args = { app_id: app.id }
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', args, { capabilities: ELICITING })
   const plain = await modernCall(server.mcpUrl, server.apiKey, 'service_deployments_create', args, { capabilities: ELICITING, id: 'plain', extra: answered(requestState) })
@@ -164,27 +164,27 @@ t.test('only long-running calls become tasks, and only for clients declaring the
 
 t.test('tasks/cancel acknowledges, stops the pipeline, and the task ends cancelled', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server).id
-  const app = seedApp(server, 'slow', { PIPELINE_STEP_MS: '5000' })
+  const org = (await defaultOrganization(server)).id
+  const app = await seedApp(server, 'slow', { PIPELINE_STEP_MS: '5000' })
   const { handle } = await startTask(t, server, app.id)
-  const running = await poll(() => {
-    const d = server.app.repos.deployments.active(org, app.id)
+  const running = await poll(async () => {
+    const d = await server.app.repos.deployments.active(org, app.id)
     return d?.status === 'running' ? d : undefined
   }, 5000, 'the pipeline to run')
   // Past its first step, the pipeline has its SIGTERM handler in place.
-  await poll(() => server.app.repos.deployments.lines(running.id, 100).items.some((l) => l.line.startsWith('[1/7]')) || undefined, 5000, 'the first step')
+  await poll(async () => (await server.app.repos.deployments.lines(running.id, 100)).items.some((l) => l.line.startsWith('[1/7]')) || undefined, 5000, 'the first step')
 
   const ack = await taskCall(server, 'tasks/cancel', handle.taskId)
   t.equal(ack.status, 200)
   t.equal(ack.json.result.resultType, 'complete')
   t.strictSame(Object.keys(ack.json.result).sort(), ['_meta', 'resultType'], 'an empty ack: no task fields')
 
-  const row = await poll(() => {
-    const d = deploymentRow(server, running.id)
+  const row = await poll(async () => {
+    const d = await deploymentRow(server, running.id)
     return d?.status === 'cancelled' ? d : undefined
   }, 4000, 'the deployment to be cancelled')
   t.equal(row.outcome, 'cancelled: cancelled by the client', 'the pipeline was stopped')
-  const lines = server.app.repos.deployments.lines(running.id, 100).items.map((l) => l.line)
+  const lines = (await server.app.repos.deployments.lines(running.id, 100)).items.map((l) => l.line)
   t.ok(lines.includes('Received SIGTERM: stopping, nothing was switched'), 'the pipeline got SIGTERM')
 
   const task = await waitTask(t, server, handle.taskId, ['cancelled', 'completed', 'failed'])
@@ -197,7 +197,7 @@ t.test('tasks/cancel acknowledges, stops the pipeline, and the task ends cancell
   t.strictSame(Object.keys(again.json.result).sort(), ['_meta', 'resultType'], 'cancelling a terminal task is acknowledged again')
   t.equal((await taskCall(server, 'tasks/get', handle.taskId)).json.result.status, 'cancelled', 'and changes nothing')
 
-  const audit = server.app.repos.audit.page(org, 20).items
+  const audit = (await server.app.repos.audit.page(org, 20)).items
   const entry = audit.find((a) => a.action === 'service_deployments_create' && a.outcome === 'cancelled')
   t.ok(entry, 'the cancellation is audited')
   t.equal(entry?.targetId, running.id)
@@ -206,7 +206,7 @@ t.test('tasks/cancel acknowledges, stops the pipeline, and the task ends cancell
 
 t.test('a failing pipeline completes the task with an isError result', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'broken', { PIPELINE_STEP_MS: '1', PIPELINE_FAIL_AT: '2' })
+  const app = await seedApp(server, 'broken', { PIPELINE_STEP_MS: '1', PIPELINE_FAIL_AT: '2' })
   const { handle } = await startTask(t, server, app.id)
   const task = await waitTask(t, server, handle.taskId, ['completed', 'failed', 'cancelled'])
   t.equal(task.status, 'completed', 'completed, not failed (failed is for JSON-RPC errors)')
@@ -221,7 +221,7 @@ t.test('a failing pipeline completes the task with an isError result', async (t)
 
 t.test('tasks/* errors: unknown and foreign ids, capability, Mcp-Name, removed methods', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'mine', { PIPELINE_STEP_MS: '1' })
+  const app = await seedApp(server, 'mine', { PIPELINE_STEP_MS: '1' })
   const { handle } = await startTask(t, server, app.id)
   const taskId = handle.taskId as string
 
@@ -229,9 +229,9 @@ t.test('tasks/* errors: unknown and foreign ids, capability, Mcp-Name, removed m
   const unknownErr = rpcErrorOf(t, unknown, 200, -32602, 'INVALID_PARAMS', 'unknown id')
   t.equal(unknown.json.id, 77, 'the id is echoed')
 
-  const colleague = createMember(server, { role: 'admin' })
-  const otherOrg = server.app.repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
-  const stranger = createMember(server, { role: 'owner', organizationId: otherOrg.id })
+  const colleague = await createMember(server, { role: 'admin' })
+  const otherOrg = await server.app.repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
+  const stranger = await createMember(server, { role: 'owner', organizationId: otherOrg.id })
   for (const [who, key] of [['a member of the same organization', colleague.key], ['a member of another organization', stranger.key]] as const) {
     for (const method of ['tasks/get', 'tasks/cancel', 'tasks/update']) {
       const reply = await taskCall(server, method, taskId, key, {}, method === 'tasks/update' ? { inputResponses: {} } : {})
@@ -273,14 +273,14 @@ t.test('tasks/* errors: unknown and foreign ids, capability, Mcp-Name, removed m
 
 t.test('tasks/cancel needs the tool\'s scope and role', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'guarded', { PIPELINE_STEP_MS: '3000' })
+  const app = await seedApp(server, 'guarded', { PIPELINE_STEP_MS: '3000' })
   const { handle } = await startTask(t, server, app.id)
 
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   const byViewer = await taskCall(server, 'tasks/cancel', handle.taskId, viewer.key)
   rpcErrorOf(t, byViewer, 200, -32602, 'INVALID_PARAMS', 'a viewer cancelling the owner\'s task (not theirs)')
 
-  const readOnly = createKey(server, ownerMembership(server).id, ['mcp:read'])
+  const readOnly = await createKey(server, (await ownerMembership(server)).id, ['mcp:read'])
   const byReadOnly = await taskCall(server, 'tasks/cancel', handle.taskId, readOnly.key)
   t.equal(byReadOnly.status, 403, 'the owner\'s read-only key: 403')
   t.equal(byReadOnly.json?.error?.code, 'INSUFFICIENT_SCOPE', 'service body')
@@ -289,10 +289,10 @@ t.test('tasks/cancel needs the tool\'s scope and role', async (t) => {
   t.equal((await taskCall(server, 'tasks/get', handle.taskId, readOnly.key)).json.result.status, 'working', 'the read-only key may read it; it still runs')
 
   // A developer whose role drops to viewer may no longer stop its own deployment.
-  const dev = createMember(server, { role: 'developer' })
-  const devApp = seedApp(server, 'devs', { PIPELINE_STEP_MS: '3000' })
+  const dev = await createMember(server, { role: 'developer' })
+  const devApp = await seedApp(server, 'devs', { PIPELINE_STEP_MS: '3000' })
   const { handle: devTask } = await startTask(t, server, devApp.id, dev.key)
-  server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
+  await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
   const demoted = await taskCall(server, 'tasks/cancel', devTask.taskId, dev.key)
   rpcErrorOf(t, demoted, 200, -31000, 'PERMISSION_DENIED', 'a demoted member cancelling its task')
   t.equal((await taskCall(server, 'tasks/get', devTask.taskId, dev.key)).json.result.status, 'working', 'it still runs')
@@ -305,17 +305,17 @@ t.test('tasks/cancel needs the tool\'s scope and role', async (t) => {
 t.test('after a restart, tasks left working are completed as interrupted', async (t) => {
   const dbPath = tempDatabase(t)
   const first = await serve(t, {}, dbPath)
-  const org = defaultOrganization(first).id
-  const app = seedApp(first, 'long', { PIPELINE_STEP_MS: '10000' })
+  const org = (await defaultOrganization(first)).id
+  const app = await seedApp(first, 'long', { PIPELINE_STEP_MS: '10000' })
   const { handle } = await startTask(t, first, app.id)
-  const running = await poll(() => {
-    const d = first.app.repos.deployments.active(org, app.id)
+  const running = await poll(async () => {
+    const d = await first.app.repos.deployments.active(org, app.id)
     return d?.status === 'running' ? d : undefined
   }, 5000, 'the pipeline to run')
   // A crash leaves a task working with no process behind it.
-  const owner = ownerMembership(first)
+  const owner = await ownerMembership(first)
   const now = Date.now()
-  const crashed = first.app.repos.tasks.create({
+  const crashed = await first.app.repos.tasks.create({
     id: 'crashedTask0123456789AB', membershipId: owner.id, organizationId: org, tool: 'service_deployments_create',
     status: 'working', statusMessage: 'service_deployments_create is running', createdAt: now, updatedAt: now, expiresAt: now + TTL_MS,
   })
@@ -330,7 +330,7 @@ t.test('after a restart, tasks left working are completed as interrupted', async
   const cutErr = failureText(cut.result)!
   t.equal(cutErr.code, 'OPERATION_FAILED')
   t.match(cutErr.message, new RegExp(`^Deployment ${running.id} of app long was interrupted`), 'it says the deployment was interrupted')
-  t.equal(deploymentRow(second, running.id)?.status, 'interrupted')
+  t.equal((await deploymentRow(second, running.id))?.status, 'interrupted')
 
   const lost = (await taskCall(second, 'tasks/get', crashed.id)).json.result
   t.equal(lost.status, 'completed', 'the task a crash left working is completed at start')
@@ -344,7 +344,7 @@ t.test('after a restart, tasks left working are completed as interrupted', async
 
 t.test('an expired task is gone', async (t) => {
   const server = await serve(t, { taskTtlMs: 1000 })
-  const app = seedApp(server, 'brief', { PIPELINE_STEP_MS: '1' })
+  const app = await seedApp(server, 'brief', { PIPELINE_STEP_MS: '1' })
   const { handle } = await startTask(t, server, app.id)
   t.equal(handle.ttlMs, 1000)
   t.equal((await taskCall(server, 'tasks/get', handle.taskId)).status, 200, 'readable at first')

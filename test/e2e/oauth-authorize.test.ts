@@ -300,7 +300,7 @@ t.test('consent: escaped client name, asked every time, and only for the signed-
   t.match(c.page.text, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/, 'it is shown escaped')
 
   // Another member's membership id slipped into the form is refused, and the request stays answerable.
-  const stranger = createMember(server, { role: 'owner' })
+  const stranger = await createMember(server, { role: 'owner' })
   const tampered = await browser.post(c.action, { csrf: c.csrf, decision: 'approve', membership: stranger.membership.id })
   t.equal(tampered.status, 400, "approving for another user's membership: 400")
   t.equal(tampered.location, undefined, 'no redirect, no code')
@@ -416,12 +416,12 @@ t.test('sign-in: a wrong password or a disabled user is refused without a sign-i
   t.equal(unknown.res.status, 401, 'unknown email: 401, like a wrong password')
   t.match(unknown.res.text, /Incorrect email or password/)
 
-  const member = createMember(server, { role: 'developer' })
-  repos.users.setPasswordHash(member.user.id, await hashPassword('member password 1'))
+  const member = await createMember(server, { role: 'developer' })
+  await repos.users.setPasswordHash(member.user.id, await hashPassword('member password 1'))
   const ok = await trySignIn(member.user.email, 'member password 1')
   t.equal(ok.res.status, 303, 'the enabled member can sign in')
 
-  repos.users.setDisabled(member.user.id, true)
+  await repos.users.setDisabled(member.user.id, true)
   const disabled = await trySignIn(member.user.email, 'member password 1')
   t.equal(disabled.res.status, 401, 'a disabled user is refused')
   t.strictSame(disabled.setCookie.filter((l) => /signin/i.test(l)), [], 'no sign-in cookie for a disabled user')

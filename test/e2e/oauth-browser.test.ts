@@ -223,7 +223,7 @@ t.test('the whole flow as a person would', async (t) => {
   t.ok(old.status === 401 || old.status === 404, `the first session with its token is refused (401 or 404): ${old.status}`)
   // What this server does: the credential is checked before the session is looked up.
   revoked(t, old, 'the first session with the first token')
-  t.equal(server.app.sessions.get(session1.sessionId), undefined, 'the first session is ended')
+  t.equal(await server.app.sessions.get(session1.sessionId), undefined, 'the first session is ended')
 
   // --- Second authorization in the same browser: already signed in, straight to consent ---------------------------
   callback.hits.length = 0
@@ -258,7 +258,7 @@ t.test('the whole flow as a person would', async (t) => {
   t.equal(revocation.status, 200, 'revocation answers 200')
   await live.ended(3000)
   t.ok(live.endedByServer, 'the server ended the stream')
-  t.equal(server.app.sessions.get(session3.sessionId), undefined, 'the session is gone')
+  t.equal(await server.app.sessions.get(session3.sessionId), undefined, 'the session is gone')
   revoked(t, await post(server.mcpUrl, { jsonrpc: '2.0', id: 4, method: 'ping' }, session3.headers), 'the revoked token on its session')
   revoked(t, await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${access3}` }), 'the revoked token on initialize')
 
@@ -284,7 +284,7 @@ t.test('Deny sends access_denied to the callback, with state and iss and no code
   t.equal(landed.searchParams.get('iss'), server.url, 'iss is the server base URL')
   t.equal(landed.searchParams.get('code'), null, 'no code')
   t.same(callback.hits.map((h) => new URL(h, callback.base).href), [landed.href], 'the callback server received exactly that request')
-  t.same(server.app.repos.oauthGrants.authorizedClients(server.app.repos.users.byEmail(OWNER_EMAIL)!.id, Date.now()), [], 'nothing was granted')
+  t.same(await server.app.repos.oauthGrants.authorizedClients((await server.app.repos.users.byEmail(OWNER_EMAIL))!.id, Date.now()), [], 'nothing was granted')
 
   // The answered request cannot be answered again (back button, then Allow).
   await page.goBack()

@@ -97,7 +97,7 @@ t.test('a sign-in link that can no longer be used says so in user terms', async 
   noJargon(t, expired.text, 'expired')
 
   // Purged by the sweep, the request is unknown: still "expired", without a name to give.
-  server.app.repos.authorizations.purge(Date.now())
+  await server.app.repos.authorizations.purge(Date.now())
   t.equal(readPage((await waiting.get(started.location!)).text).alert, 'This sign-in link has expired. Go back to the application and connect again.')
 
   // A consent form left open too long.
@@ -198,13 +198,13 @@ t.test('account page refusals speak to the person, with a way back', async (t) =
   })
   noJargon(t, missing.text, 'unknown key')
 
-  const noToken = await visitor.post('/account/keys', { name: 'x', membership: ownerMembership(server).id, scope: 'mcp:read' })
+  const noToken = await visitor.post('/account/keys', { name: 'x', membership: (await ownerMembership(server)).id, scope: 'mcp:read' })
   t.equal(noToken.status, 403)
   t.match(readPage(noToken.text), { title: 'Form expired', next: 'Reload the page and submit the form again.', link: ['/account', 'Back to your account'] })
 
   const signedOut = new FormBrowser(server.url)
   const anon = await signedOut.get('/account/signin')
-  const refused = await signedOut.post('/account/keys', { csrf: formValue(anon.text, 'csrf') ?? '', name: 'x', membership: ownerMembership(server).id, scope: 'mcp:read' })
+  const refused = await signedOut.post('/account/keys', { csrf: formValue(anon.text, 'csrf') ?? '', name: 'x', membership: (await ownerMembership(server)).id, scope: 'mcp:read' })
   t.equal(refused.status, 401)
   t.match(readPage(refused.text), { title: 'Sign in again', alert: 'Sign in to continue', next: 'Your sign-in has ended. Sign in again, then repeat what you were doing.' })
   t.equal((await signedOut.get('/account/keys/key_nope/revoke')).location, '/account/signin', 'a confirmation page asks a signed-out browser to sign in')

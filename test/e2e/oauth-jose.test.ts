@@ -67,7 +67,7 @@ t.test('access tokens verify with jose and the published JWKS', async (t) => {
   const jwks = await fetchJwks(server)
   t.equal(jwks.status, 200)
   t.equal(jwks.keys.length, 1, 'one signing key on a fresh server')
-  const current = server.app.repos.signingKeys.current()!
+  const current = (await server.app.repos.signingKeys.current())!
   const published = jwks.keys[0]!
   t.same(published, { kty: 'EC', crv: 'P-256', x: current.publicJwk.x, y: current.publicJwk.y, kid: current.kid, alg: 'ES256', use: 'sig' }, 'the public half only')
   t.notOk('d' in published, 'no private component in the JWKS')
@@ -75,19 +75,19 @@ t.test('access tokens verify with jose and the published JWKS', async (t) => {
   const { payload, protectedHeader } = await jwtVerify(tokens.access_token, createRemoteJWKSet(jwksUrl(server)), verifyOptions(server))
   t.same(protectedHeader, { alg: 'ES256', typ: 'at+jwt', kid: current.kid }, 'header: alg, typ and the kid of the current key')
 
-  const owner = server.app.repos.users.byEmail(OWNER_EMAIL)!
+  const owner = (await server.app.repos.users.byEmail(OWNER_EMAIL))!
   const claims = payload as JWTPayload & Record<string, unknown>
   t.same(Object.keys(claims).sort(), ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'mid', 'org', 'scope', 'sub'], 'exactly the claims of decisions.md §5')
   t.equal(claims.iss, server.url)
   t.equal(claims.aud, server.url, 'audience: the base address (a string, not an array)')
   t.equal(claims.sub, owner.id, 'sub: the user')
-  t.equal(claims.org, defaultOrganization(server).id, 'org: the organization')
-  t.equal(claims.mid, ownerMembership(server).id, 'mid: the membership')
+  t.equal(claims.org, (await defaultOrganization(server)).id, 'org: the organization')
+  t.equal(claims.mid, (await ownerMembership(server)).id, 'mid: the membership')
   t.equal(claims.scope, 'mcp:read mcp:write')
   t.equal(claims.client_id, client.client_id)
   t.type(claims.jti, 'string')
   t.ok((claims.jti as string).length >= 16, 'jti is random')
-  t.ok(server.app.repos.oauthGrants.accessTokenState(claims.jti as string), 'jti is recorded on the server')
+  t.ok(await server.app.repos.oauthGrants.accessTokenState(claims.jti as string), 'jti is recorded on the server')
   t.type(claims.iat, 'number')
   t.ok(Math.abs(claims.iat! - Date.now() / 1000) < 60, 'iat is now')
   t.equal(claims.exp! - claims.iat!, 3600, 'valid 3600 s')
@@ -105,12 +105,12 @@ t.test('access tokens verify with jose and the published JWKS', async (t) => {
 t.test('signing-key rotation: both keys published, old tokens keep working, new tokens carry the new kid', async (t) => {
   const server = await startServer(t)
   const first = await oauthTokens(server)
-  const oldKid = server.app.repos.signingKeys.current()!.kid
+  const oldKid = (await server.app.repos.signingKeys.current())!.kid
   t.equal(decodeProtectedHeader(first.tokens.access_token).kid, oldKid)
 
   const next = generateSigningKey()
-  server.app.repos.signingKeys.rotate(next)
-  t.equal(server.app.repos.signingKeys.current()?.kid, next.kid, 'the new key signs from now on')
+  await server.app.repos.signingKeys.rotate(next)
+  t.equal((await server.app.repos.signingKeys.current())?.kid, next.kid, 'the new key signs from now on')
 
   const jwks = await fetchJwks(server)
   t.same(jwks.keys.map((k) => k.kid).sort(), [oldKid, next.kid].sort(), 'the JWKS publishes the retired key and the new one')
@@ -141,7 +141,7 @@ t.test('signing-key rotation: both keys published, old tokens keep working, new 
   const stale = createRemoteJWKSet(jwksUrl(server), { cooldownDuration: 0 })
   t.ok(await jwtVerify(newToken, stale, verifyOptions(server)), 'the key set is fetched and cached')
   t.equal(stale.jwks()?.keys.length, 2)
-  server.app.repos.signingKeys.rotate(generateSigningKey())
+  await server.app.repos.signingKeys.rotate(generateSigningKey())
   const third = await oauthTokens(server)
   t.equal((await jwtVerify(first.tokens.access_token, stale, verifyOptions(server))).protectedHeader.kid, oldKid, 'two rotations later the first key still verifies')
   t.ok(await jwtVerify(third.tokens.access_token, stale, verifyOptions(server)), 'a cached key set picks up the newest key')
@@ -155,7 +155,7 @@ t.test('forged tokens are refused on /mcp with 401 INVALID_TOKEN', async (t) => 
   const real = tokens.access_token
   const [header, payload, signature] = parts(real)
   const claims = payloadOf(real)
-  const current = server.app.repos.signingKeys.current()!
+  const current = (await server.app.repos.signingKeys.current())!
   const kid = current.kid
   const jwkSet = createRemoteJWKSet(jwksUrl(server))
 

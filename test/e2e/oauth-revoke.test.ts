@@ -76,8 +76,8 @@ t.test('revoking an access token ends its sessions and streams', async (t) => {
   revokedOk(t, await revoke(server, { token: tok.access_token, client_id: client.client_id }), 'revoke access token')
   await live.ended(2000)
   t.ok(live.endedByServer, 'the open GET stream was closed by the server')
-  t.equal(server.app.sessions.get(a.sessionId), undefined, 'the session with the stream ended')
-  t.equal(server.app.sessions.get(b.sessionId), undefined, 'every session bound to the token ended')
+  t.equal(await server.app.sessions.get(a.sessionId), undefined, 'the session with the stream ended')
+  t.equal(await server.app.sessions.get(b.sessionId), undefined, 'every session bound to the token ended')
 
   const refused = await post(server.mcpUrl, callTool('service_whoami'), a.headers)
   t.equal(refused.status, 401, 'the token on its old session: 401')
@@ -111,7 +111,7 @@ t.test('revoking a refresh token revokes its family with every access token', as
   t.equal(refresh.json.error, 'invalid_grant', 'the revoked refresh token is invalid_grant')
   await live.ended(2000)
   t.ok(live.endedByServer, 'the stream of a family session was closed by the server')
-  t.equal(server.app.sessions.get(session.sessionId), undefined, 'the session ended')
+  t.equal(await server.app.sessions.get(session.sessionId), undefined, 'the session ended')
 })
 
 t.test('a wrong token_type_hint does not stop the revocation', async (t) => {
@@ -149,14 +149,14 @@ t.test("another client's tokens: 200, and they keep working", async (t) => {
 t.test('an API key at /oauth/revoke: 200, and the key still works', async (t) => {
   const { server, mcp } = await setup(t)
   const client = await registerClient(server)
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const session = await openSession(server.mcpUrl, member.key)
   revokedOk(t, await revoke(server, { token: member.key, client_id: client.client_id }), 'an API key')
   revokedOk(t, await revoke(server, { token: server.apiKey, client_id: client.client_id }), "the owner's API key")
   t.equal((await mcp(member.key)).status, 200, 'the API key still works')
   t.equal((await mcp(server.apiKey)).status, 200, "the owner's key still works")
   t.equal((await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'ping' }, session.headers)).status, 200, 'and its session is untouched')
-  t.equal(server.app.repos.apiKeys.byId(member.keyId)?.revokedAt ?? null, null, 'the key is not revoked in the database')
+  t.equal((await server.app.repos.apiKeys.byId(member.keyId))?.revokedAt ?? null, null, 'the key is not revoked in the database')
 })
 
 t.test('missing token: invalid_request; unknown client: 401 invalid_client', async (t) => {

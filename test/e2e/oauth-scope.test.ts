@@ -92,8 +92,8 @@ t.test('an mcp:read token: the write tool is hidden and refused with 403 insuffi
   t.strictSame(call.json.result.structuredContent, { stored: 'write token' })
 
   // An API key carrying only mcp:read is held to the same rule.
-  const owner = server.app.repos.memberships.find(server.app.repos.users.byEmail('owner@example.com')!.id, defaultOrganization(server).id)!
-  const readKey = createKey(server, owner.id, ['mcp:read']).key
+  const owner = (await server.app.repos.memberships.find((await server.app.repos.users.byEmail('owner@example.com'))!.id, (await defaultOrganization(server)).id))!
+  const readKey = (await createKey(server, owner.id, ['mcp:read'])).key
   const k = await openSession(server.mcpUrl, readKey)
   insufficientScope(t, server, await post(server.mcpUrl, callTool('team_note_write', { note: 'key' }, 2), k.headers), 'API key with mcp:read')
 })
@@ -103,10 +103,10 @@ t.test('an mcp:read token: the write tool is hidden and refused with 403 insuffi
 t.test('an mcp:write token of a member demoted to viewer: the role decides, and role changes apply to the next request', async (t) => {
   const server = await startServer(t, { tools: [...builtinTools, teamWrite] })
   const repos = server.app.repos
-  const member = createMember(server, { role: 'developer' })
-  repos.users.setPasswordHash(member.user.id, await hashPassword('viewer password 1'))
+  const member = await createMember(server, { role: 'developer' })
+  await repos.users.setPasswordHash(member.user.id, await hashPassword('viewer password 1'))
   const token = await tokenFor(server, { scope: 'mcp:read mcp:write', email: member.user.email, password: 'viewer password 1' })
-  repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'viewer' })
+  await repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, token)
   const list = () => post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers)
   let id = 10
@@ -120,7 +120,7 @@ t.test('an mcp:write token of a member demoted to viewer: the role decides, and 
   t.equal(toolError(denied)?.code, 'PERMISSION_DENIED', 'PERMISSION_DENIED as a tool result')
   t.equal(writes.length, before, 'the handler did not run')
 
-  repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'developer' })
+  await repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'developer' })
   t.ok(names(await list()).includes('team_note_write'), 'promoted to developer: listed on the next request, same token and session')
   const allowed = await call()
   t.equal(allowed.json.result.isError, false, 'and callable')
@@ -128,11 +128,11 @@ t.test('an mcp:write token of a member demoted to viewer: the role decides, and 
   const who = await post(server.mcpUrl, callTool('service_whoami', {}, 99), headers)
   t.equal(who.json.result.structuredContent.role, 'developer', 'whoami sees the current role')
 
-  repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'viewer' })
+  await repos.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'viewer' })
   t.equal(toolError(await call())?.code, 'PERMISSION_DENIED', 'demoted again: refused on the next request')
   t.notOk(names(await list()).includes('team_note_write'), 'and hidden again')
 
-  t.ok(repos.memberships.remove(member.user.id, member.membership.organizationId), 'membership removed')
+  t.ok(await repos.memberships.remove(member.user.id, member.membership.organizationId), 'membership removed')
   const gone = await list()
   t.equal(gone.status, 401, 'the token of a removed membership: 401 on the next request')
   t.match(String(gone.headers['www-authenticate']), /error="invalid_token"/)

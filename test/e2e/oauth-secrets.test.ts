@@ -116,7 +116,7 @@ t.test('secrets never reach the database file or the logs in the clear', async (
   t.equal(await whoamiKind(server, rotatedKey), 'api_key')
 
   // --- A key made through the repositories, and the bootstrap key, used on /mcp.
-  const repoKey = secret('repository API key', createKey(server, ownerMembership(server).id).key)
+  const repoKey = secret('repository API key', (await createKey(server, (await ownerMembership(server)).id)).key)
   t.equal(await whoamiKind(server, repoKey), 'api_key')
   t.equal(await whoamiKind(server, OWNER_KEY), 'api_key')
   const bad = await request(server.mcpUrl, { method: 'POST', headers: { authorization: `Bearer ${OWNER_KEY}x`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' })

@@ -163,7 +163,7 @@ t.test('authorization code reused: invalid_grant, and what it issued is revoked'
   oauthError(t, await refresh(client, first.refresh_token!), 400, 'invalid_grant', 'refresh token of the first exchange')
   await live.ended(2000)
   t.ok(live.endedByServer, 'the stream of the session bound to it was ended by the server')
-  t.equal(server.app.sessions.get(sessionId), undefined, 'the session ended')
+  t.equal(await server.app.sessions.get(sessionId), undefined, 'the session ended')
   oauthError(t, await exchange(client, p, c), 400, 'invalid_grant', 'third exchange')
 })
 
@@ -302,7 +302,7 @@ t.test('refresh: rotation, and reuse of a rotated token revokes the whole family
   for (const [label, tok] of [['first', first], ['second', second], ['third', third]] as const) revoked(t, await mcp(tok.access_token), `${label} access token`)
   await live.ended(2000)
   t.ok(live.endedByServer, 'the open stream of a family session was ended by the server')
-  t.equal(server.app.sessions.get(sessionId), undefined, 'the session opened with a family token ended')
+  t.equal(await server.app.sessions.get(sessionId), undefined, 'the session opened with a family token ended')
   const after = await post(server.mcpUrl, { jsonrpc: '2.0', id: 2, method: 'ping' }, headers)
   t.equal(after.status, 401, 'the session cannot be used any more')
 })
@@ -368,8 +368,8 @@ t.test('membership removed or user disabled: the code and refresh token stop wor
   const repos = server.app.repos
 
   async function memberTokens(role: 'developer' | 'viewer') {
-    const member = createMember(server, { role })
-    repos.users.setPasswordHash(member.user.id, await hashPassword('member password 1'))
+    const member = await createMember(server, { role })
+    await repos.users.setPasswordHash(member.user.id, await hashPassword('member password 1'))
     const client = await registerClient(server)
     const p = pkce()
     const { redirect } = await browserAuthorize(server, authorizeUrl(server, client, p), { email: member.user.email, password: 'member password 1' })
@@ -377,23 +377,23 @@ t.test('membership removed or user disabled: the code and refresh token stop wor
   }
 
   const removedBeforeExchange = await memberTokens('developer')
-  repos.memberships.remove(removedBeforeExchange.member.user.id, removedBeforeExchange.member.membership.organizationId)
+  await repos.memberships.remove(removedBeforeExchange.member.user.id, removedBeforeExchange.member.membership.organizationId)
   oauthError(t, await exchange(removedBeforeExchange.client, removedBeforeExchange.p, removedBeforeExchange.code), 400, 'invalid_grant', 'code of a removed membership')
 
   const removed = await memberTokens('developer')
   const removedTokens = ok(t, await exchange(removed.client, removed.p, removed.code), 'exchange')
-  repos.memberships.remove(removed.member.user.id, removed.member.membership.organizationId)
+  await repos.memberships.remove(removed.member.user.id, removed.member.membership.organizationId)
   oauthError(t, await refresh(removed.client, removedTokens.refresh_token!), 400, 'invalid_grant', 'refresh of a removed membership')
   t.equal((await mcp(removedTokens.access_token)).status, 401, 'its access token: 401')
 
   const disabled = await memberTokens('developer')
   const disabledTokens = ok(t, await exchange(disabled.client, disabled.p, disabled.code), 'exchange')
-  repos.users.setDisabled(disabled.member.user.id, true)
+  await repos.users.setDisabled(disabled.member.user.id, true)
   t.equal((await mcp(disabledTokens.access_token)).status, 401, 'the access token of a disabled user: 401')
   oauthError(t, await refresh(disabled.client, disabledTokens.refresh_token!), 400, 'invalid_grant', 'refresh of a disabled user')
 
   const disabledBeforeExchange = await memberTokens('viewer')
-  repos.users.setDisabled(disabledBeforeExchange.member.user.id, true)
+  await repos.users.setDisabled(disabledBeforeExchange.member.user.id, true)
   oauthError(t, await exchange(disabledBeforeExchange.client, disabledBeforeExchange.p, disabledBeforeExchange.code), 400, 'invalid_grant', 'code of a user disabled before the exchange')
 })
 

@@ -49,7 +49,7 @@ interface Session {
 async function serve(t: Test, config: Partial<Config> = {}): Promise<Served> {
   const defs = primitives()
   const server = await startServer(t, { tools: defs.tools, resources: defs.resources, prompts: defs.prompts, config: { pageSize: 3, ...config } })
-  const orgId = defaultOrganization(server).id
+  const orgId = (await defaultOrganization(server)).id
   defs.records.items.set(orgId, ['a1', 'a2'])
   return { server, records: defs.records, orgId }
 }
@@ -197,8 +197,8 @@ t.test('resources/list: pages, cursors, and what each caller may see', async (t)
   const { server } = served
   const STATICS = [URI.text, URI.blob, URI.admin, URI.write, URI.nullReader, URI.throwing, URI.garbage, URI.asking, URI.sampling, URI.page(1), URI.page(2), URI.page(3)]
   const EVERYTHING = [...STATICS, URI.item('a1'), URI.item('a2')]
-  const viewer = createMember(server, { role: 'viewer' })
-  const readOnlyAdmin = createMember(server, { role: 'admin', scopes: ['mcp:read'] })
+  const viewer = await createMember(server, { role: 'viewer' })
+  const readOnlyAdmin = await createMember(server, { role: 'admin', scopes: ['mcp:read'] })
 
   for (const revision of LEGACY_REVISIONS) {
     await t.test(revision, async (t) => {
@@ -242,9 +242,9 @@ t.test('resources/list: pages, cursors, and what each caller may see', async (t)
 t.test('resources/read: text and blob contents; not found is one answer for every reason', async (t) => {
   const served = await serve(t)
   const { server } = served
-  const viewer = createMember(server, { role: 'viewer' })
-  const readOnly = createMember(server, { role: 'owner', scopes: ['mcp:read'] })
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
+  const viewer = await createMember(server, { role: 'viewer' })
+  const readOnly = await createMember(server, { role: 'owner', scopes: ['mcp:read'] })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
   served.records.items.set(acme.id, ['z9'])
 
   for (const revision of LEGACY_REVISIONS) {
@@ -302,7 +302,7 @@ t.test('2025-03-26 batches of resources, prompts and completion requests', async
 
 t.test('resources/templates/list: titles and icons as each revision has them; an admin template hidden from others', async (t) => {
   const served = await serve(t, { pageSize: 1 })
-  const viewer = createMember(served.server, { role: 'viewer' })
+  const viewer = await createMember(served.server, { role: 'viewer' })
   for (const revision of LEGACY_REVISIONS) {
     const s = await session(t, served, revision)
     const { pages } = await allPages(t, served, s, 'resources/templates/list', 'resourceTemplates')
@@ -330,8 +330,8 @@ t.test('resources/templates/list: titles and icons as each revision has them; an
 t.test('prompts/list: arguments, titles and icons per revision; visibility by role and scope', async (t) => {
   const served = await serve(t)
   const ALL = ['greet', 'rich', 'team_prompt', 'many_values', 'admin_prompt', 'write_prompt', 'ask_name', 'sampled', 'rooted', 'two_rounds', 'at_once', 'asking_completer', 'broken_prompt', 'throwing_prompt']
-  const viewer = createMember(served.server, { role: 'viewer' })
-  const readOnly = createMember(served.server, { role: 'owner', scopes: ['mcp:read'] })
+  const viewer = await createMember(served.server, { role: 'viewer' })
+  const readOnly = await createMember(served.server, { role: 'owner', scopes: ['mcp:read'] })
   for (const revision of LEGACY_REVISIONS) {
     await t.test(revision, async (t) => {
       const owner = await session(t, served, revision)
@@ -362,7 +362,7 @@ t.test('prompts/list: arguments, titles and icons per revision; visibility by ro
 
 t.test('prompts/get: arguments checked before the prompt runs; unknown and hidden prompts are one answer', async (t) => {
   const served = await serve(t)
-  const viewer = createMember(served.server, { role: 'viewer' })
+  const viewer = await createMember(served.server, { role: 'viewer' })
   for (const revision of LEGACY_REVISIONS) {
     await t.test(revision, async (t) => {
       const owner = await session(t, served, revision)
@@ -405,9 +405,9 @@ t.test('prompts/get: every content kind, rendered for the revision', async (t) =
 t.test('completion/complete: prompt arguments, template variables, context, limits and errors', async (t) => {
   const served = await serve(t)
   const { server } = served
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
   served.records.items.set(acme.id, ['a9-foreign'])
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   const complete = (ref: Record<string, unknown>, name: string, value: string, context?: Record<string, string>) => ({
     ref,
     argument: { name, value },
@@ -676,8 +676,8 @@ const updatedFor = (uri: string) => (m: any) => m.method === 'notifications/reso
 t.test('resources/subscribe: notifications/resources/updated on the GET stream until resources/unsubscribe', async (t) => {
   const served = await serve(t, { resourceSubscriptionsMax: 3 })
   const { server, orgId } = served
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
-  const viewer = createMember(server, { role: 'viewer' })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
+  const viewer = await createMember(server, { role: 'viewer' })
   for (const revision of LEGACY_REVISIONS) {
     await t.test(revision, async (t) => {
       const s = await session(t, served, revision)
@@ -719,7 +719,7 @@ t.test('resources/subscribe: notifications/resources/updated on the GET stream u
 t.test('resources/subscribe: a member who may no longer read a resource stops hearing of its updates', async (t) => {
   const served = await serve(t)
   const { server, orgId } = served
-  const admin = createMember(server, { role: 'admin' })
+  const admin = await createMember(server, { role: 'admin' })
   const s = await session(t, served, '2025-11-25', admin.key)
   const live = await getStream(t, served, s)
   t.strictSame(await result(t, served, s, 'resources/subscribe', { uri: URI.admin }), {}, 'an admin may subscribe to the admin resource')
@@ -727,7 +727,7 @@ t.test('resources/subscribe: a member who may no longer read a resource stops he
   server.app.resources.updated(URI.admin, orgId)
   await notified(live, updatedFor(URI.admin), 'the update while an admin')
 
-  server.app.repos.memberships.upsert({ userId: admin.user.id, organizationId: orgId, role: 'viewer' })
+  await server.app.repos.memberships.upsert({ userId: admin.user.id, organizationId: orgId, role: 'viewer' })
   t.strictSame(await error(t, served, s, 'resources/read', { uri: URI.admin }), notFound(URI.admin), 'once a viewer, the resource is not found')
   server.app.resources.updated(URI.admin, orgId)
   server.app.resources.updated(URI.text, orgId)
@@ -738,7 +738,7 @@ t.test('resources/subscribe: a member who may no longer read a resource stops he
 t.test('list_changed notifications on the GET stream when an embedder adds or removes tools, prompts or resources', async (t) => {
   const served = await serve(t, { pageSize: 100 })
   const { server } = served
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
   for (const [i, revision] of LEGACY_REVISIONS.entries()) {
     await t.test(revision, async (t) => {
       const s = await session(t, served, revision)

@@ -61,7 +61,7 @@ async function serve(t: Test, config: Partial<Config> = {}): Promise<Served> {
     prompts: defs.prompts,
     config: { pageSize: 3, listTtlMs: LIST_TTL, readTtlMs: READ_TTL, ...config },
   })
-  const orgId = defaultOrganization(server).id
+  const orgId = (await defaultOrganization(server)).id
   defs.records.items.set(orgId, ['a1', 'a2'])
   return { server, records: defs.records, orgId }
 }
@@ -183,14 +183,14 @@ t.test('resources/list and resources/templates/list: pages, caching hints, visib
   invalidParams(t, await error(t, served, 'resources/list', { cursor: forged }), 'Invalid cursor for resources/list', { param: 'cursor' }, 'a past-the-end cursor')
   invalidParams(t, await error(t, served, 'resources/list', { cursor: '%%%' }), 'Invalid cursor for resources/list', { param: 'cursor' }, 'a forged cursor')
 
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   t.strictSame((await allPages(t, served, 'resources/list', 'resources', { key: viewer.key })).flat().map((r) => r.uri), EVERYTHING.filter((u) => u !== URI.admin), 'a viewer does not list the admin resource')
-  const reader = createMember(server, { role: 'owner', scopes: ['mcp:read'] })
+  const reader = await createMember(server, { role: 'owner', scopes: ['mcp:read'] })
   t.strictSame((await allPages(t, served, 'resources/list', 'resources', { key: reader.key })).flat().map((r) => r.uri), EVERYTHING.filter((u) => u !== URI.write), 'a read-only token does not list the write resource')
 
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
   served.records.items.set(acme.id, ['z9'])
-  const foreign = createMember(server, { role: 'owner', organizationId: acme.id })
+  const foreign = await createMember(server, { role: 'owner', organizationId: acme.id })
   const theirs = (await allPages(t, served, 'resources/list', 'resources', { key: foreign.key })).flat().map((r) => r.uri)
   t.ok(theirs.includes(URI.item('z9')) && !theirs.includes(URI.item('a1')), 'each organization lists its own items')
 
@@ -214,9 +214,9 @@ t.test('resources/read: contents with caching hints; not found is -32602 with da
   t.strictSame(bare(await result(t, served, 'resources/read', { uri: URI.blob })), { contents: [{ uri: URI.blob, mimeType: 'image/png', blob: PNG }] }, 'blob contents')
   t.strictSame(bare(await result(t, served, 'resources/read', { uri: URI.item('a2') })), { contents: [{ uri: URI.item('a2'), mimeType: 'application/json', text: '{"id":"a2"}' }] }, 'a templated resource')
 
-  const viewer = createMember(server, { role: 'viewer' })
-  const reader = createMember(server, { role: 'owner', scopes: ['mcp:read'] })
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
+  const viewer = await createMember(server, { role: 'viewer' })
+  const reader = await createMember(server, { role: 'owner', scopes: ['mcp:read'] })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
   served.records.items.set(acme.id, ['z9'])
   const cases: Array<[string, string, string]> = [
     [server.apiKey, 'test://nothing/here', 'a URI nothing serves'],
@@ -261,9 +261,9 @@ t.test('prompts: list (titles, icons, visibility), get (arguments checked first,
     description: 'Greets someone',
     arguments: [{ name: 'name', title: 'Name', description: 'Who to greet', required: true }, { name: 'style', description: 'How', required: false }],
   })
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   t.strictSame((await allPages(t, served, 'prompts/list', 'prompts', { key: viewer.key })).flat().map((p) => p.name), ALL.filter((n) => n !== 'admin_prompt'))
-  const reader = createMember(server, { role: 'owner', scopes: ['mcp:read'] })
+  const reader = await createMember(server, { role: 'owner', scopes: ['mcp:read'] })
   t.strictSame((await allPages(t, served, 'prompts/list', 'prompts', { key: reader.key })).flat().map((p) => p.name), ALL.filter((n) => n !== 'write_prompt'))
 
   const greeted = await result(t, served, 'prompts/get', { name: 'greet', arguments: { name: 'Ann' } })
@@ -302,7 +302,7 @@ t.test('completion/complete: values, context, limits and errors', async (t) => {
   await expect(complete({ type: 'ref/prompt', name: 'many_values' }, 'n', ''), { values: MANY.slice(0, 100), total: 150, hasMore: true }, 'at most 100 values')
   invalidParams(t, await error(t, served, 'completion/complete', complete({ type: 'ref/prompt', name: 'nope' }, 'x', '')), 'Unknown prompt: nope', { name: 'nope' }, 'an unknown prompt')
   invalidParams(t, await error(t, served, 'completion/complete', complete({ type: 'ref/resource', uri: 'test://x/{y}' }, 'y', '')), 'Unknown resource template: test://x/{y}', { uri: 'test://x/{y}' }, 'an unknown template')
-  const viewer = createMember(served.server, { role: 'viewer' })
+  const viewer = await createMember(served.server, { role: 'viewer' })
   await expect(complete({ type: 'ref/resource', uri: VAULT_TEMPLATE }, 'key', ''), { values: ['k1', 'k2'], total: 2, hasMore: false }, 'the admin template, for an admin')
   invalidParams(t, await error(t, served, 'completion/complete', complete({ type: 'ref/resource', uri: VAULT_TEMPLATE }, 'key', ''), { key: viewer.key }), `Unknown resource template: ${VAULT_TEMPLATE}`, { uri: VAULT_TEMPLATE }, 'the admin template, for a viewer')
 
@@ -364,7 +364,7 @@ t.test('resources/read and prompts/get that ask: input_required, then the retry 
     /requestState is not one this server issued/, { param: 'requestState' }, 'a forged requestState')
   invalidParams(t, await error(t, served, 'prompts/get', { name: 'ask_name', arguments: { topic: 'x' }, requestState: state, inputResponses: {} }, { capabilities: ELICITING }),
     /requestState belongs to another request/, { param: 'requestState' }, 'the state of another request')
-  const colleague = createMember(server, { role: 'owner' })
+  const colleague = await createMember(server, { role: 'owner' })
   invalidParams(t, await error(t, served, 'resources/read', { uri: URI.asking, requestState: state, inputResponses: { elicit: { action: 'accept', content: { color: 'red' } } } }, { capabilities: ELICITING, key: colleague.key }),
     /requestState belongs to another request/, { param: 'requestState' }, 'another member\'s retry')
   t.equal(records.runs.get('asking_reader'), runs, 'the reader did not run for any of them')
@@ -480,7 +480,7 @@ function checkAll(t: Test, live: LiveStream, id: string): void {
 t.test('subscriptions/listen: resource updates, prompt, resource and tool list changes, as filtered', async (t) => {
   const served = await serve(t, { listenCheckMs: 50 })
   const { server, orgId } = served
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   const all = await listen(t, served, {
     resourceSubscriptions: [URI.text, URI.item('a1'), URI.admin, 'test://nothing'],
     resourcesListChanged: true,
@@ -499,7 +499,7 @@ t.test('subscriptions/listen: resource updates, prompt, resource and tool list c
   t.strictSame(messagesOf(viewerLive)[0].params.notifications, { resourceSubscriptions: [URI.text] }, 'a resource the caller may not read is left out')
   const toolsOnly = await listen(t, served, { toolsListChanged: true }, 'tools-only')
 
-  const acme = server.app.repos.organizations.create({ slug: 'acme' })
+  const acme = await server.app.repos.organizations.create({ slug: 'acme' })
   server.app.resources.updated(URI.text, acme.id)
   server.app.resources.updated(URI.blob, orgId)
   server.app.resources.updated(URI.text, orgId)
@@ -545,7 +545,7 @@ t.test('subscriptions/listen: resource updates, prompt, resource and tool list c
 t.test('subscriptions/listen: a member who may no longer read a resource stops hearing of its updates', async (t) => {
   const served = await serve(t, { listenCheckMs: 40 })
   const { server, orgId } = served
-  const admin = createMember(server, { role: 'admin' })
+  const admin = await createMember(server, { role: 'admin' })
   const live = await listen(t, served, { resourceSubscriptions: [URI.admin, URI.text], toolsListChanged: true }, 'demoted', admin.key)
   t.strictSame(messagesOf(live)[0].params.notifications, { toolsListChanged: true, resourceSubscriptions: [URI.admin, URI.text] }, 'an admin may follow the admin resource')
   server.app.resources.updated(URI.admin, orgId)
@@ -554,7 +554,7 @@ t.test('subscriptions/listen: a member who may no longer read a resource stops h
   // Demoted to viewer: the stream's next check notices (its tools change), and the admin resource is no longer its to follow.
   server.app.tools.add(defineTool({ name: 'admins_only', title: 'Admins', description: 'For admins', inputSchema: { type: 'object' }, scope: 'mcp:read', role: 'admin', handler: () => toolResult([text('a')]) }))
   await live.waitFor(() => messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'the tool change')
-  server.app.repos.memberships.upsert({ userId: admin.user.id, organizationId: orgId, role: 'viewer' })
+  await server.app.repos.memberships.upsert({ userId: admin.user.id, organizationId: orgId, role: 'viewer' })
   await live.waitFor(() => messagesOf(live).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the demotion seen by the stream')
   server.app.resources.updated(URI.admin, orgId)
   server.app.resources.updated(URI.text, orgId)

@@ -49,10 +49,10 @@ function facts(d: Deployment, appName: string): string {
   ].join('\n')
 }
 
-function appJson(server: TestServer, appId: string): string {
+async function appJson(server: TestServer, appId: string): Promise<string> {
   const repos = server.app.repos
-  const app = repos.apps.byId(defaultOrganization(server).id, appId)!
-  const env = repos.envVars.list(app.organizationId, app.id).map((v) => ({ name: v.name, created_at: iso(v.createdAt), updated_at: iso(v.updatedAt) }))
+  const app = (await repos.apps.byId((await defaultOrganization(server)).id, appId))!
+  const env = (await repos.envVars.list(app.organizationId, app.id)).map((v) => ({ name: v.name, created_at: iso(v.createdAt), updated_at: iso(v.updatedAt) }))
   return JSON.stringify({ app: { id: app.id, name: app.name, description: app.description, pipeline: app.pipeline, created_at: iso(app.createdAt), updated_at: iso(app.updatedAt) }, env })
 }
 
@@ -64,11 +64,11 @@ t.test('prompts/list: exact descriptors by role and scope, in every revision and
   t.strictSame((await owner.rpc('prompts/list')).result, { prompts: [REVIEW, ACTIVITY] }, 'owner: both')
   const expected = { viewer: [REVIEW], developer: [REVIEW], admin: [REVIEW, ACTIVITY] } as const
   for (const role of ['viewer', 'developer', 'admin'] as const) {
-    const member = createMember(server, { role, scopes: ['mcp:read'] })
+    const member = await createMember(server, { role, scopes: ['mcp:read'] })
     t.strictSame((await (await legacyClient(server, member.key)).rpc('prompts/list')).result.prompts, expected[role], `${role} with mcp:read`)
     t.strictSame((await modernClient(server, member.key).rpc('prompts/list')).result.prompts, expected[role], `${role} with mcp:read, 2026-07-28`)
   }
-  const writeOnly = createMember(server, { role: 'owner', scopes: ['mcp:write'] })
+  const writeOnly = await createMember(server, { role: 'owner', scopes: ['mcp:write'] })
   t.strictSame((await (await legacyClient(server, writeOnly.key)).rpc('prompts/list')).result.prompts, [], 'without mcp:read: none')
   const old = await legacyClient(server, server.apiKey, '2025-03-26')
   t.strictSame((await old.rpc('prompts/list')).result.prompts, [untitled(REVIEW), untitled(ACTIVITY)], '2025-03-26: no titles')
@@ -80,13 +80,13 @@ t.test('prompts/list: exact descriptors by role and scope, in every revision and
 
 t.test('review_failed_deployment: the request and facts, the app and the log embedded, in both eras', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'alpha', { description: 'Front end', env: ['API_URL'] })
-  const d = seedDeployment(server, app)
+  const app = await seedApp(server, 'alpha', { description: 'Front end', env: ['API_URL'] })
+  const d = await seedDeployment(server, app)
   const expected = {
     description: `Review of the deploy ${d.id} of alpha (failed)`,
     messages: [
       { role: 'user', content: { type: 'text', text: `The deploy ${d.id} of alpha failed. ${CAUSE}\n\n${facts(d, 'alpha')}\n\nThe app and the deployment's log follow.` } },
-      { role: 'user', content: { type: 'resource', resource: { uri: appUri(app.id), mimeType: 'application/json', text: appJson(server, app.id) } } },
+      { role: 'user', content: { type: 'resource', resource: { uri: appUri(app.id), mimeType: 'application/json', text: await appJson(server, app.id) } } },
       {
         role: 'user',
         content: {
@@ -115,13 +115,13 @@ t.test('review_failed_deployment: the request and facts, the app and the log emb
   t.equal((await s.rpc('resources/read', { uri: appUri(app.id) })).result.contents[0].text, expected.messages[1]!.content.resource!.text)
   t.equal((await s.rpc('resources/read', { uri: logUri(d.id) })).result.contents[0].text, expected.messages[2]!.content.resource!.text)
   // A viewer with mcp:read may use it (deployments are viewer-readable).
-  const viewer = createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
+  const viewer = await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
   t.strictSame((await getPrompt(await legacyClient(server, viewer.key), REVIEW.name, { deployment_id: d.id })).result, expected, 'a viewer gets the same')
 })
 
 t.test('review_failed_deployment: a deployment that did not fail is rendered, saying how it stands', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'beta')
+  const app = await seedApp(server, 'beta')
   const s = await legacyClient(server, server.apiKey)
   const cases = [
     ['succeeded', `The deploy %s of beta did not fail: it succeeded. Review its log for warnings or anything that could make a later deployment fail.`],
@@ -130,7 +130,7 @@ t.test('review_failed_deployment: a deployment that did not fail is rendered, sa
     ['running', `The deploy %s of beta has not ended: it is running. Its log so far is attached; say whether anything in it already points to a failure.`],
   ] as const
   for (const [status, sentence] of cases) {
-    const d = seedDeployment(server, app, { status, lines: [['stdout', `a ${status} run`]] })
+    const d = await seedDeployment(server, app, { status, lines: [['stdout', `a ${status} run`]] })
     const got = (await getPrompt(s, REVIEW.name, { deployment_id: d.id })).result
     t.equal(got.description, `Review of the deploy ${d.id} of beta (${status})`, status)
     t.equal(got.messages[0].content.text, `${sentence.replace('%s', d.id)}\n\n${facts(d, 'beta')}\n\nThe app and the deployment's log follow.`, `${status}: the request fits the status`)
@@ -140,18 +140,18 @@ t.test('review_failed_deployment: a deployment that did not fail is rendered, sa
 
 t.test('review_failed_deployment embeds the last 200 lines of a long log, saying how many came before', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'verbose')
-  const d = seedDeployment(server, app, { lines: Array.from({ length: 250 }, (_, i) => ['stdout', `line ${i}`] as ['stdout', string]) })
+  const app = await seedApp(server, 'verbose')
+  const d = await seedDeployment(server, app, { lines: Array.from({ length: 250 }, (_, i) => ['stdout', `line ${i}`] as ['stdout', string]) })
   const got = (await getPrompt(await legacyClient(server, server.apiKey), REVIEW.name, { deployment_id: d.id })).result
   const text: string = got.messages[2].content.resource.text
-  const lines = storedLines(server, d.id)
+  const lines = await storedLines(server, d.id)
   t.equal(text, '[50 earlier lines not shown: service_deployments_logs returns every line]\n' + logText(lines.slice(50)))
 })
 
 t.test('review_failed_deployment: absent and foreign ids are one -32602; arguments are checked', async (t) => {
   const server = await serve(t)
-  const b = otherOrganization(server)
-  const foreign = seedDeployment(server, b.app)
+  const b = await otherOrganization(server)
+  const foreign = await seedDeployment(server, b.app)
   const notFound = { code: -32602, message: 'No deployment with this id in your organization', data: { code: 'INVALID_PARAMS', details: { argument: 'deployment_id' }, action: 'Fix the params listed in details and retry' } }
   for (const [era, c] of [['session', await legacyClient(server, server.apiKey)], ['2026-07-28', modernClient(server, server.apiKey)]] as const) {
     const absent = await getPrompt(c, REVIEW.name, { deployment_id: 'dep_01aaaaaaaaaaaaaaaaaaaaaaaa' })
@@ -166,7 +166,7 @@ t.test('review_failed_deployment: absent and foreign ids are one -32602; argumen
     t.strictSame(unknown.error.data.details, { unknown: ['verbose'] })
   }
   // Org B's member reviews its own deployment, never org A's.
-  const a = seedDeployment(server, seedApp(server, 'alpha'))
+  const a = await seedDeployment(server, await seedApp(server, 'alpha'))
   const theirs = await legacyClient(server, b.member.key)
   t.equal((await getPrompt(theirs, REVIEW.name, { deployment_id: foreign.id })).result.messages[2].content.resource.uri, logUri(foreign.id))
   t.strictSame((await getPrompt(theirs, REVIEW.name, { deployment_id: a.id })).error, notFound)
@@ -179,13 +179,13 @@ t.test('summarize_recent_activity: the audit log and the deployments as lines, f
   const web = await created('web', 11)
   const api = await created('api', 12)
   await callToEnd(server.mcpUrl, s.headers, 'service_env_set', { app_id: web.id, name: 'API_URL', value: 'https://secret.example' }, 13)
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   const denied = await callToEnd(server.mcpUrl, (await legacyClient(server, viewer.key)).headers, 'service_apps_create', { name: 'nope' }, 14)
   t.equal(denied.result.isError, true, 'a viewer\'s write is denied (and audited)')
-  const webRun = seedDeployment(server, server.app.repos.apps.byId(defaultOrganization(server).id, web.id)!)
-  const apiRun = seedDeployment(server, server.app.repos.apps.byId(defaultOrganization(server).id, api.id)!, { status: 'succeeded', outcome: 'succeeded: the pipeline exited with code 0' })
-  const org = defaultOrganization(server)
-  const audit = server.app.repos.audit.page(org.id, 10).items
+  const webRun = await seedDeployment(server, (await server.app.repos.apps.byId((await defaultOrganization(server)).id, web.id))!)
+  const apiRun = await seedDeployment(server, (await server.app.repos.apps.byId((await defaultOrganization(server)).id, api.id))!, { status: 'succeeded', outcome: 'succeeded: the pipeline exited with code 0' })
+  const org = await defaultOrganization(server)
+  const audit = (await server.app.repos.audit.page(org.id, 10)).items
   t.equal(audit.length, 4)
   const [deniedEntry, envEntry, apiEntry, webEntry] = audit as [typeof audit[0], typeof audit[0], typeof audit[0], typeof audit[0]]
   const lines = {
@@ -225,7 +225,7 @@ t.test('summarize_recent_activity: the audit log and the deployments as lines, f
   }, 'one app: its own entries (the app, its env vars) and deployments')
   t.strictSame((await getPrompt(s, ACTIVITY.name, { app_id: '' })).result, whole, 'an empty app_id means the organization')
 
-  const b = otherOrganization(server, 'admin')
+  const b = await otherOrganization(server, 'admin')
   const appNotFound = { code: -32602, message: 'No app with this id in your organization', data: { code: 'INVALID_PARAMS', details: { argument: 'app_id' }, action: 'Fix the params listed in details and retry' } }
   t.strictSame((await getPrompt(s, ACTIVITY.name, { app_id: 'app_01aaaaaaaaaaaaaaaaaaaaaaaa' })).error, appNotFound, 'an absent app')
   t.strictSame((await getPrompt(s, ACTIVITY.name, { app_id: b.app.id })).error, appNotFound, 'another organization\'s app: the same')
@@ -236,23 +236,23 @@ t.test('summarize_recent_activity: the audit log and the deployments as lines, f
 
   const unknownPrompt = { code: -32602, message: `Unknown prompt: ${ACTIVITY.name}`, data: { code: 'INVALID_PARAMS', details: { name: ACTIVITY.name }, action: 'Fix the params listed in details and retry' } }
   for (const role of ['viewer', 'developer'] as const) {
-    const member = createMember(server, { role })
+    const member = await createMember(server, { role })
     t.strictSame((await getPrompt(await legacyClient(server, member.key), ACTIVITY.name, {})).error, unknownPrompt, `${role}: an unknown prompt`)
     t.strictSame((await getPrompt(modernClient(server, member.key), ACTIVITY.name, {})).error, unknownPrompt, `${role}: an unknown prompt (2026-07-28)`)
   }
-  const readless = createMember(server, { role: 'owner', scopes: ['mcp:write'] })
+  const readless = await createMember(server, { role: 'owner', scopes: ['mcp:write'] })
   t.strictSame((await getPrompt(await legacyClient(server, readless.key), ACTIVITY.name, {})).error, unknownPrompt, 'an owner without mcp:read: unknown too')
 })
 
 t.test('completion of prompt arguments: the caller\'s organization only, failed deployments first, hidden prompts unknown', async (t) => {
   const server = await serve(t)
-  const web = seedApp(server, 'web')
-  const api = seedApp(server, 'api')
-  const failed = seedDeployment(server, web)
-  const succeeded = seedDeployment(server, web, { status: 'succeeded' })
-  const interrupted = seedDeployment(server, api, { status: 'interrupted' })
-  const b = otherOrganization(server, 'admin')
-  const bRun = seedDeployment(server, b.app)
+  const web = await seedApp(server, 'web')
+  const api = await seedApp(server, 'api')
+  const failed = await seedDeployment(server, web)
+  const succeeded = await seedDeployment(server, web, { status: 'succeeded' })
+  const interrupted = await seedDeployment(server, api, { status: 'interrupted' })
+  const b = await otherOrganization(server, 'admin')
+  const bRun = await seedDeployment(server, b.app)
   const complete = (c: { rpc(m: string, p?: Record<string, unknown>): Promise<any> }, name: string, argument: string, value: string) =>
     c.rpc('completion/complete', { ref: { type: 'ref/prompt', name }, argument: { name: argument, value } })
 
@@ -270,7 +270,7 @@ t.test('completion of prompt arguments: the caller\'s organization only, failed 
   t.strictSame((await complete(theirs, REVIEW.name, 'deployment_id', '')).result.completion, { values: [bRun.id], total: 1, hasMore: false }, 'org B: its own deployment')
   t.strictSame((await complete(theirs, ACTIVITY.name, 'app_id', '')).result.completion, { values: [b.app.id], total: 1, hasMore: false }, 'org B: its own app')
 
-  const viewer = createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
+  const viewer = await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
   const v = await legacyClient(server, viewer.key)
   t.strictSame((await complete(v, REVIEW.name, 'deployment_id', 'web')).result.completion.values, [failed.id, succeeded.id], 'a viewer completes the prompt it sees')
   t.strictSame((await complete(v, ACTIVITY.name, 'app_id', '')).error, { code: -32602, message: `Unknown prompt: ${ACTIVITY.name}`, data: { code: 'INVALID_PARAMS', details: { name: ACTIVITY.name }, action: 'Fix the params listed in details and retry' } }, 'but not the admin prompt: unknown to it')

@@ -52,9 +52,9 @@ function toolOk(t: Test, res: RpcReply, what: string) {
 
 /** Another user of the server, with a password, through the whole OAuth flow. */
 async function oauthTokensFor(server: TestServer, role: 'viewer' | 'developer' | 'admin' | 'owner', organizationId?: string) {
-  const member = createMember(server, { role, ...(organizationId ? { organizationId } : {}) })
+  const member = await createMember(server, { role, ...(organizationId ? { organizationId } : {}) })
   const password = 'another correct horse battery'
-  server.app.repos.users.setPasswordHash(member.user.id, await hashPassword(password))
+  await server.app.repos.users.setPasswordHash(member.user.id, await hashPassword(password))
   const client = await registerClient(server)
   const p = pkce()
   const { redirect } = await browserAuthorize(server, authorizeUrl(server, client, p), { email: member.user.email, password })
@@ -81,8 +81,8 @@ t.test('the defaults are the contract\'s', async (t) => {
 
 t.test('/mcp per API-key member', async (t) => {
   const server = await startServer(t, { config: { ...ROOMY, rateLimitApiKeyMember: 3, rateLimitOAuthMember: 100 } })
-  const limited = createMember(server, { role: 'viewer' })
-  const other = createMember(server, { role: 'viewer' })
+  const limited = await createMember(server, { role: 'viewer' })
+  const other = await createMember(server, { role: 'viewer' })
   const auth = { authorization: `Bearer ${limited.key}` }
 
   // Every /mcp request counts: initialize (1), the initialized notification (2), tools/list (3).
@@ -135,10 +135,10 @@ t.test('/mcp per OAuth member', async (t) => {
 t.test('/mcp per organization', async (t) => {
   const server = await startServer(t, { config: { ...ROOMY, rateLimitOrganization: 4 } })
   const repos = server.app.repos
-  const elsewhere = repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
-  const a = createMember(server, { role: 'viewer' })
-  const b = createMember(server, { role: 'developer' })
-  const c = createMember(server, { role: 'viewer', organizationId: elsewhere.id })
+  const elsewhere = await repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
+  const a = await createMember(server, { role: 'viewer' })
+  const b = await createMember(server, { role: 'developer' })
+  const c = await createMember(server, { role: 'viewer', organizationId: elsewhere.id })
 
   // Two members of one organization share its 4 requests.
   const sa = await openSession(server.mcpUrl, a.key) // 2 requests
@@ -174,8 +174,8 @@ const withProgress = (id: string) => ({ jsonrpc: '2.0', id, method: 'tools/call'
 
 t.test('tool calls: the limit each tool declares', async (t) => {
   const server = await startServer(t, { tools: [...builtinTools, limitedTool], config: ROOMY })
-  const member = createMember(server, { role: 'viewer' })
-  const other = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
+  const other = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
 
   const listed = await post(server.mcpUrl, list(), headers)
@@ -206,7 +206,7 @@ t.test('tool calls: the limit each tool declares', async (t) => {
 
 t.test('rateLimitToolFactor multiplies every declared limit', async (t) => {
   const server = await startServer(t, { tools: [...builtinTools, limitedTool], config: { ...ROOMY, rateLimitToolFactor: 3 } })
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
   const listed = await post(server.mcpUrl, list(), headers)
   const descriptor = listed.json.result.tools.find((x: { name: string }) => x.name === 'test_limited')

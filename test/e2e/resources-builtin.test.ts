@@ -36,11 +36,11 @@ const TEMPLATES = [
 ]
 
 /** Org A: two apps (alpha with a description and an env var), a failed deploy of alpha, then a succeeded one of beta. */
-function seedOrgA(server: TestServer) {
-  const alpha = seedApp(server, 'alpha', { description: 'Front end', env: ['API_URL'] })
-  const beta = seedApp(server, 'beta')
-  const failed = seedDeployment(server, alpha)
-  const succeeded = seedDeployment(server, beta, { status: 'succeeded', outcome: 'succeeded: the pipeline exited with code 0', lines: [['system', 'started deploy of beta with pipeline default'], ['stdout', 'beta is live'], ['system', 'succeeded: the pipeline exited with code 0']] })
+async function seedOrgA(server: TestServer) {
+  const alpha = await seedApp(server, 'alpha', { description: 'Front end', env: ['API_URL'] })
+  const beta = await seedApp(server, 'beta')
+  const failed = await seedDeployment(server, alpha)
+  const succeeded = await seedDeployment(server, beta, { status: 'succeeded', outcome: 'succeeded: the pipeline exited with code 0', lines: [['system', 'started deploy of beta with pipeline default'], ['stdout', 'beta is live'], ['system', 'succeeded: the pipeline exited with code 0']] })
   return { alpha, beta, failed, succeeded }
 }
 
@@ -70,13 +70,13 @@ const updatesOf = (live: LiveStream) => messagesOf(live).filter((m) => m.method 
 const listChangesOf = (live: LiveStream) => messagesOf(live).filter((m) => m.method === 'notifications/resources/list_changed')
 
 /** Starts a run of `app`'s pipeline the way the deployment tools do (the runner), without a client attached. */
-function run(server: TestServer, app: { id: string; organizationId: string }) {
+async function run(server: TestServer, app: { id: string; organizationId: string }) {
   return server.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
 }
 
 t.test('templates and lists: exact entries in every revision and in 2026-07-28', async (t) => {
   const server = await serve(t)
-  const { alpha, beta, failed, succeeded } = seedOrgA(server)
+  const { alpha, beta, failed, succeeded } = await seedOrgA(server)
   const expected = [appEntry(alpha), appEntry(beta), logEntry(succeeded, 'beta'), logEntry(failed, 'alpha')]
 
   const s = await legacyClient(server, server.apiKey)
@@ -105,20 +105,22 @@ t.test('templates and lists: exact entries in every revision and in 2026-07-28',
 
 t.test('the deployment log list is bounded to the 20 most recent deployments', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'busy')
-  const all = Array.from({ length: 23 }, () => seedDeployment(server, app, { status: 'succeeded', lines: [['stdout', 'ok']] }))
+  const app = await seedApp(server, 'busy')
+  // One after another, as before: all[0] is the oldest.
+  const all = []
+  for (let i = 0; i < 23; i++) all.push(await seedDeployment(server, app, { status: 'succeeded', lines: [['stdout', 'ok']] }))
   const s = await legacyClient(server, server.apiKey)
   const list = await s.rpc('resources/list')
   const logs = list.result.resources.filter((r: any) => r.uri.startsWith('service://deployments/'))
   t.strictSame(logs.map((r: any) => r.uri), all.slice(-20).reverse().map((d) => logUri(d.id)), 'the 20 newest, newest first')
   // An older one is not listed but still reads.
   const read = await s.rpc('resources/read', { uri: logUri(all[0]!.id) })
-  t.equal(read.result.contents[0].text, logText(storedLines(server, all[0]!.id)))
+  t.equal(read.result.contents[0].text, logText(await storedLines(server, all[0]!.id)))
 })
 
 t.test('reads: an app is what service_apps_get returns; a log is its stored lines, in order, in the stated format', async (t) => {
   const server = await serve(t)
-  const { alpha, failed } = seedOrgA(server)
+  const { alpha, failed } = await seedOrgA(server)
   const s = await legacyClient(server, server.apiKey)
 
   const got = await callToEnd(server.mcpUrl, s.headers, 'service_apps_get', { app_id: alpha.id }, 7)
@@ -147,16 +149,16 @@ t.test('reads: an app is what service_apps_get returns; a log is its stored line
   t.strictSame(modernLog.result.contents, log.result.contents)
 
   // A deployment still running reads as far as it got; a queued one with no output is empty text.
-  const running = seedDeployment(server, alpha, { status: 'running', lines: [['system', 'started deploy of alpha with pipeline default']] })
+  const running = await seedDeployment(server, alpha, { status: 'running', lines: [['system', 'started deploy of alpha with pipeline default']] })
   const partial = await s.rpc('resources/read', { uri: logUri(running.id) })
   t.equal(partial.result.contents[0].text, '2026-01-02T03:04:05.000Z [system] started deploy of alpha with pipeline default\n')
 })
 
 t.test('a log longer than 10 000 lines gives the last 10 000 and says how many came before', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'verbose')
+  const app = await seedApp(server, 'verbose')
   const lines = Array.from({ length: 10_003 }, (_, i) => ['stdout', `line ${i}`] as ['stdout', string])
-  const d = seedDeployment(server, app, { status: 'succeeded', lines })
+  const d = await seedDeployment(server, app, { status: 'succeeded', lines })
   const s = await legacyClient(server, server.apiKey)
   const text: string = (await s.rpc('resources/read', { uri: logUri(d.id) })).result.contents[0].text
   const out = text.split('\n')
@@ -168,9 +170,9 @@ t.test('a log longer than 10 000 lines gives the last 10 000 and says how many c
 
 t.test('absent and foreign ids are one answer: same code, same message, same data (but the URI asked)', async (t) => {
   const server = await serve(t)
-  const { alpha } = seedOrgA(server)
-  const b = otherOrganization(server)
-  const foreignDeployment = seedDeployment(server, b.app)
+  const { alpha } = await seedOrgA(server)
+  const b = await otherOrganization(server)
+  const foreignDeployment = await seedDeployment(server, b.app)
   const s = await legacyClient(server, server.apiKey)
   const m = modernClient(server, server.apiKey)
   const shape = (answer: any, uri: string) => JSON.parse(JSON.stringify(answer.error).split(uri).join('<uri>'))
@@ -194,17 +196,17 @@ t.test('absent and foreign ids are one answer: same code, same message, same dat
     t.strictSame(answer.error, { code: -32002, message: `Resource not found: ${uri}`, data: { uri, code: 'RESOURCE_NOT_FOUND', action: 'List the resources to find a valid id' } }, uri)
   }
   // A deleted app is gone from reads and lists.
-  server.app.repos.apps.delete(alpha.organizationId, alpha.id)
+  await server.app.repos.apps.delete(alpha.organizationId, alpha.id)
   t.equal((await s.rpc('resources/read', { uri: appUri(alpha.id) })).error.code, -32002)
   t.notOk((await s.rpc('resources/list')).result.resources.some((r: any) => r.uri === appUri(alpha.id)))
 })
 
 t.test('visibility is scope ∩ role: without mcp:read nothing is listed, read, completed or followed', async (t) => {
   const server = await serve(t)
-  const { alpha, failed } = seedOrgA(server)
+  const { alpha, failed } = await seedOrgA(server)
   const ownerList = (await (await legacyClient(server, server.apiKey)).rpc('resources/list')).result.resources
 
-  const writeOnly = createMember(server, { role: 'owner', scopes: ['mcp:write'] })
+  const writeOnly = await createMember(server, { role: 'owner', scopes: ['mcp:write'] })
   for (const [era, c] of [['session', await legacyClient(server, writeOnly.key)], ['2026-07-28', modernClient(server, writeOnly.key)]] as const) {
     t.strictSame((await c.rpc('resources/templates/list')).result.resourceTemplates, [], `${era}: no templates`)
     t.strictSame((await c.rpc('resources/list')).result.resources, [], `${era}: no resources`)
@@ -218,7 +220,7 @@ t.test('visibility is scope ∩ role: without mcp:read nothing is listed, read, 
 
   // Every role reads apps and deployments (decisions.md §8: the read tools are viewer): a viewer sees what an owner sees.
   for (const role of ['viewer', 'developer', 'admin'] as const) {
-    const member = createMember(server, { role, scopes: ['mcp:read'] })
+    const member = await createMember(server, { role, scopes: ['mcp:read'] })
     const c = await legacyClient(server, member.key)
     t.strictSame((await c.rpc('resources/templates/list')).result.resourceTemplates, TEMPLATES, `${role}: both templates`)
     t.strictSame((await c.rpc('resources/list')).result.resources, ownerList, `${role}: the owner's list`)
@@ -228,9 +230,9 @@ t.test('visibility is scope ∩ role: without mcp:read nothing is listed, read, 
 
 t.test('organization isolation: org B never lists, reads or completes org A\'s apps and deployments', async (t) => {
   const server = await serve(t)
-  const a = seedOrgA(server)
-  const b = otherOrganization(server)
-  const bDeployment = seedDeployment(server, b.app)
+  const a = await seedOrgA(server)
+  const b = await otherOrganization(server)
+  const bDeployment = await seedDeployment(server, b.app)
   for (const [era, c] of [['session', await legacyClient(server, b.member.key)], ['2026-07-28', modernClient(server, b.member.key)]] as const) {
     const list = await c.rpc('resources/list')
     t.strictSame(list.result.resources, [appEntry(b.app), logEntry(bDeployment, 'gamma')], `${era}: only its own app and deployment`)
@@ -248,7 +250,7 @@ t.test('organization isolation: org B never lists, reads or completes org A\'s a
 
 t.test('completions of app and deployment ids: by app name, then by id prefix; bounded to 100 with total and hasMore', async (t) => {
   const server = await serve(t)
-  const { alpha, beta, failed, succeeded } = seedOrgA(server)
+  const { alpha, beta, failed, succeeded } = await seedOrgA(server)
   const c = await legacyClient(server, server.apiKey)
   const complete = async (name: string, uri: string, value: string) => (await c.rpc('completion/complete', { ref: { type: 'ref/resource', uri }, argument: { name, value } })).result.completion
 
@@ -265,17 +267,18 @@ t.test('completions of app and deployment ids: by app name, then by id prefix; b
   const unknown = await c.rpc('completion/complete', { ref: { type: 'ref/resource', uri: 'service://apps/{id}' }, argument: { name: 'id', value: '' } })
   t.equal(unknown.error.code, -32602, 'a template the server does not have')
 
-  for (let i = 0; i < 105; i++) seedApp(server, `bulk-${String(i).padStart(3, '0')}`)
+  for (let i = 0; i < 105; i++) await seedApp(server, `bulk-${String(i).padStart(3, '0')}`)
   const many = await complete('app_id', APP_TEMPLATE, 'app_')
   t.equal(many.values.length, 100, 'at most 100 values')
   t.equal(many.total, 107)
   t.equal(many.hasMore, true)
   t.strictSame(many.values.slice(0, 2), [alpha.id, beta.id], 'by id: oldest first')
   const byName = await complete('app_id', APP_TEMPLATE, '')
-  t.strictSame(byName.values.slice(0, 3), [alpha.id, beta.id, server.app.repos.apps.page(alpha.organizationId, 200).items.find((a) => a.name === 'bulk-000')!.id], 'by name: alpha, beta, bulk-000…')
+  t.strictSame(byName.values.slice(0, 3), [alpha.id, beta.id, (await server.app.repos.apps.page(alpha.organizationId, 200)).items.find((a) => a.name === 'bulk-000')!.id], 'by name: alpha, beta, bulk-000…')
   const named = await complete('app_id', APP_TEMPLATE, 'bulk-10')
   t.equal(named.total, 5, 'bulk-100 … bulk-104 by name')
-  t.strictSame(named.values, [...Array(5).keys()].map((i) => server.app.repos.apps.page(alpha.organizationId, 200).items.find((a) => a.name === `bulk-10${i}`)!.id), 'in name order')
+  const stored = (await server.app.repos.apps.page(alpha.organizationId, 200)).items
+  t.strictSame(named.values, [...Array(5).keys()].map((i) => stored.find((a) => a.name === `bulk-10${i}`)!.id), 'in name order')
 
   const m = modernClient(server, server.apiKey)
   const modern = await m.rpc('completion/complete', { ref: { type: 'ref/resource', uri: APP_TEMPLATE }, argument: { name: 'app_id', value: 'BE' } })
@@ -284,12 +287,12 @@ t.test('completions of app and deployment ids: by app name, then by id prefix; b
 
 t.test('sessions: a subscriber hears notifications/resources/updated on its GET stream; others do not', async (t) => {
   const server = await serve(t, { resourceUpdateIntervalMs: 50 })
-  const { failed } = seedOrgA(server)
-  const late = seedApp(server, 'late', { pipeline: 'late' })
-  const b = otherOrganization(server)
+  const { failed } = await seedOrgA(server)
+  const late = await seedApp(server, 'late', { pipeline: 'late' })
+  const b = await otherOrganization(server)
 
   const subscriber = await legacyClient(server, server.apiKey)
-  const bystander = await legacyClient(server, createMember(server, { role: 'viewer', scopes: ['mcp:read'] }).key)
+  const bystander = await legacyClient(server, (await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })).key)
   const elsewhere = await legacyClient(server, server.apiKey)
   const foreign = await legacyClient(server, b.member.key)
   const streams = {
@@ -300,7 +303,7 @@ t.test('sessions: a subscriber hears notifications/resources/updated on its GET 
   }
   t.strictSame((await elsewhere.rpc('resources/subscribe', { uri: logUri(failed.id) })).result, {}, 'subscribed to another log')
 
-  const handle = run(server, late) // waits 300 ms before any output of its own
+  const handle = await run(server, late) // waits 300 ms before any output of its own
   const uri = logUri(handle.deployment.id)
   t.strictSame((await subscriber.rpc('resources/subscribe', { uri })).result, {}, 'subscribe answers an empty result')
   t.strictSame((await foreign.rpc('resources/subscribe', { uri })).result, {}, 'org B may subscribe to the same URI: it names nothing it can read')
@@ -313,7 +316,7 @@ t.test('sessions: a subscriber hears notifications/resources/updated on its GET 
   t.ok(updates.every((m) => JSON.stringify(m) === JSON.stringify({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } })), 'each names the log\'s URI, nothing else')
   const text: string = (await subscriber.rpc('resources/read', { uri })).result.contents[0].text
   t.match(text, /\[stdout\] building\n.*\[stderr\] boom\n.*\[system\] failed: the pipeline exited with code 3\n$/s, 'after the last update the log is complete')
-  t.equal(text, logText(storedLines(server, handle.deployment.id)))
+  t.equal(text, logText(await storedLines(server, handle.deployment.id)))
 
   t.strictSame(updatesOf(streams.bystander), [], 'a session that did not subscribe hears no update')
   t.strictSame(updatesOf(streams.elsewhere), [], 'a session subscribed to another log hears none for this one')
@@ -322,7 +325,7 @@ t.test('sessions: a subscriber hears notifications/resources/updated on its GET 
   t.strictSame(listChangesOf(streams.foreign), [], 'other organizations do not')
 
   // Unsubscribed before the run speaks: nothing for it.
-  const second = run(server, late)
+  const second = await run(server, late)
   const secondUri = logUri(second.deployment.id)
   await subscriber.rpc('resources/subscribe', { uri: secondUri })
   t.strictSame((await subscriber.rpc('resources/unsubscribe', { uri: secondUri })).result, {})
@@ -335,11 +338,11 @@ t.test('sessions: a subscriber hears notifications/resources/updated on its GET 
 t.test('updates are coalesced: many lines, few announcements; the end is announced at once', async (t) => {
   await t.test('a long interval: one announcement for the whole run, at its end, and nothing after', async (t) => {
     const server = await serve(t, { resourceUpdateIntervalMs: 4000 })
-    const app = seedApp(server, 'late', { pipeline: 'late' })
+    const app = await seedApp(server, 'late', { pipeline: 'late' })
     const s = await legacyClient(server, server.apiKey)
     const live = await getStream(t, server, s.headers)
     const started = Date.now()
-    const handle = run(server, app)
+    const handle = await run(server, app)
     const uri = logUri(handle.deployment.id)
     await s.rpc('resources/subscribe', { uri }) // after the announcement of the start line, before the output
     await handle.done
@@ -348,21 +351,21 @@ t.test('updates are coalesced: many lines, few announcements; the end is announc
     t.ok(Date.now() - ended < 1000 && Date.now() - started < 3900, 'announced when the run ended, not at the end of the interval')
     await sleep(4300 - (Date.now() - started))
     t.equal(updatesOf(live).length, 1, 'the output lines and the end made one announcement, and the interval\'s timer was dropped')
-    t.equal(storedLines(server, handle.deployment.id).length, 4, 'for four stored lines')
+    t.equal((await storedLines(server, handle.deployment.id)).length, 4, 'for four stored lines')
   })
 
   await t.test('a short interval: announcements keep coming while the log grows, fewer than its lines', async (t) => {
     const server = await serve(t, { resourceUpdateIntervalMs: 60 })
-    const app = seedApp(server, 'drip', { pipeline: 'drip' })
+    const app = await seedApp(server, 'drip', { pipeline: 'drip' })
     const s = await legacyClient(server, server.apiKey)
     const live = await getStream(t, server, s.headers)
-    const handle = run(server, app)
+    const handle = await run(server, app)
     const uri = logUri(handle.deployment.id)
     await s.rpc('resources/subscribe', { uri })
     const final = await handle.done
     const whileRunning = updatesOf(live).length
     await sleep(150)
-    const lines = storedLines(server, handle.deployment.id).length
+    const lines = (await storedLines(server, handle.deployment.id)).length
     t.equal(final.status, 'succeeded')
     t.equal(lines, 14, 'start, 12 lines, outcome')
     t.ok(whileRunning >= 3, `updates arrived while it ran (${whileRunning})`)
@@ -372,10 +375,10 @@ t.test('updates are coalesced: many lines, few announcements; the end is announc
 
 t.test('2026-07-28: subscriptions/listen with resourceSubscriptions hears the log grow; other organizations do not', async (t) => {
   const server = await serve(t, { resourceUpdateIntervalMs: 50 })
-  const app = seedApp(server, 'late', { pipeline: 'late' })
-  const b = otherOrganization(server)
-  const writeOnly = createMember(server, { role: 'owner', scopes: ['mcp:write'] })
-  const handle = run(server, app)
+  const app = await seedApp(server, 'late', { pipeline: 'late' })
+  const b = await otherOrganization(server)
+  const writeOnly = await createMember(server, { role: 'owner', scopes: ['mcp:write'] })
+  const handle = await run(server, app)
   const uri = logUri(handle.deployment.id)
 
   const listen = async (key: string, id: string) => {
@@ -404,9 +407,9 @@ t.test('2026-07-28: subscriptions/listen with resourceSubscriptions hears the lo
 
 t.test('announcements of app changes: created, changed, env vars, deleted; to the organization only', async (t) => {
   const server = await serve(t)
-  const app = seedApp(server, 'late', { pipeline: 'late' })
-  const alpha = seedApp(server, 'alpha')
-  const b = otherOrganization(server)
+  const app = await seedApp(server, 'late', { pipeline: 'late' })
+  const alpha = await seedApp(server, 'alpha')
+  const b = await otherOrganization(server)
   const s = await legacyClient(server, server.apiKey)
   const other = await legacyClient(server, b.member.key)
   const live = await getStream(t, server, s.headers)
@@ -418,7 +421,7 @@ t.test('announcements of app changes: created, changed, env vars, deleted; to th
   const changes = () => listChangesOf(live).length
   const appUpdates = () => updatesOf(live).filter((m) => m.params.uri === appUri(alpha.id)).length
 
-  const handle = run(server, app)
+  const handle = await run(server, app)
   await live.waitFor(() => listChangesOf(live).length >= 1, 3000, 'resources/list_changed for the new deployment')
   t.strictSame(listChangesOf(live)[0], { jsonrpc: '2.0', method: 'notifications/resources/list_changed' }, 'a new deployment (its log is listed)')
   await handle.done

@@ -31,7 +31,7 @@ const primingId = (text: string) => parseSse(text).events.find((e) => e.data ===
 
 t.test('a confirmation interrupted by a dropped connection is resumed with Last-Event-ID and answered', async (t) => {
   const server = await startServer(t)
-  const app = server.app.repos.apps.create({ organizationId: defaultOrganization(server).id, name: 'resumable' })
+  const app = await server.app.repos.apps.create({ organizationId: (await defaultOrganization(server)).id, name: 'resumable' })
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', { elicitation: {} })
   const call = await openLive(server.mcpUrl, { method: 'POST', headers: { ...headers, 'content-type': 'application/json', accept: ACCEPT_BOTH }, body: JSON.stringify(callTool('service_apps_delete', { app_id: app.id }, 'del-1')) })
   await call.waitFor((text) => text.includes('elicitation/create'), 5000, 'the confirmation request')
@@ -52,7 +52,7 @@ t.test('a confirmation interrupted by a dropped connection is resumed with Last-
   const all = await resumed.ended(5000)
   const result = messages(all).find((m) => m.msg.id === 'del-1')
   t.equal(result?.msg.result?.isError, false, 'the tool result arrives on the resumed stream')
-  t.equal(server.app.repos.apps.byId(app.organizationId, app.id), undefined, 'and the app is deleted')
+  t.equal(await server.app.repos.apps.byId(app.organizationId, app.id), undefined, 'and the app is deleted')
 })
 
 t.test('a call that ended while the client was away is read back, and only what was missed is replayed', async (t) => {

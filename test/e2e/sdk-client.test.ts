@@ -59,10 +59,10 @@ t.test('SDK client: initialize, list, call, terminate', async (t) => {
     t.ok(tool.outputSchema, `${tool.name} has an outputSchema`)
   }
 
-  const org = server.app.repos.organizations.bySlug('default')
+  const org = await server.app.repos.organizations.bySlug('default')
   t.ok(org, 'the default organization exists')
-  const a = server.app.repos.apps.create({ organizationId: org!.id, name: 'Alpha' })
-  const b = server.app.repos.apps.create({ organizationId: org!.id, name: 'Beta' })
+  const a = await server.app.repos.apps.create({ organizationId: org!.id, name: 'Alpha' })
+  const b = await server.app.repos.apps.create({ organizationId: org!.id, name: 'Beta' })
 
   const list = await client.callTool({ name: 'service_apps_list', arguments: {} })
   t.equal(list.isError, false)
@@ -88,7 +88,7 @@ t.test('SDK client: initialize, list, call, terminate', async (t) => {
   const sessionId = transport.sessionId!
   await transport.terminateSession()
   t.equal(transport.sessionId, undefined, 'the SDK forgot the session after DELETE')
-  t.notOk(server.app.sessions.get(sessionId), 'the server ended the session')
+  t.notOk(await server.app.sessions.get(sessionId), 'the server ended the session')
   await client.close()
   t.same(afterEnd(errors), [], 'closing reported nothing beyond the ended standalone stream')
 })

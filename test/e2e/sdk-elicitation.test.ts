@@ -56,9 +56,9 @@ function toolError(result: Record<string, unknown>): { code: string; message: st
 
 t.test('SDK client accepting: the app is deleted, and a deployment streams progress and log lines to success', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
-  const doomed = seedApp(server, 'doomed')
-  const web = seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
+  const org = await defaultOrganization(server)
+  const doomed = await seedApp(server, 'doomed')
+  const web = await seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
   const { client, transport, asked, logs, errors } = sdkClient(server, () => ({ action: 'accept', content: { confirm: true } }))
   t.teardown(() => client.close())
   await client.connect(transport)
@@ -66,7 +66,7 @@ t.test('SDK client accepting: the app is deleted, and a deployment streams progr
   const deleted = await client.callTool({ name: 'service_apps_delete', arguments: { app_id: doomed.id } })
   t.equal(deleted.isError, false, 'the delete ran')
   t.strictSame(deleted.structuredContent, { deleted: true, app_id: doomed.id, name: 'doomed', deployments_deleted: 0 })
-  t.equal(server.app.repos.apps.byId(org.id, doomed.id), undefined, 'the app is gone')
+  t.equal(await server.app.repos.apps.byId(org.id, doomed.id), undefined, 'the app is gone')
   t.equal(asked.length, 1, 'the handler was asked once')
   t.equal(asked[0]!.params.mode, 'form')
   t.equal(asked[0]!.params.message, `Delete app doomed (${doomed.id}) and its 0 deployments?`)
@@ -84,7 +84,7 @@ t.test('SDK client accepting: the app is deleted, and a deployment streams progr
   t.equal(deployed.isError, false, `the deployment succeeded${deployed.isError ? ': ' + JSON.stringify(deployed.content) : ''}`)
   const dep = (deployed.structuredContent as { deployment: { id: string; status: string; app_id: string; exit_code: number } }).deployment
   t.match(dep, { app_id: web.id, status: 'succeeded', exit_code: 0 })
-  t.equal(server.app.repos.deployments.byId(org.id, dep.id)?.status, 'succeeded', 'stored as succeeded')
+  t.equal((await server.app.repos.deployments.byId(org.id, dep.id))?.status, 'succeeded', 'stored as succeeded')
 
   const lines = logs.filter((l) => l.logger === 'deployment').map((l) => l.data)
   t.ok(lines.length >= 10, `log lines arrived (${lines.length})`)
@@ -98,7 +98,7 @@ t.test('SDK client accepting: the app is deleted, and a deployment streams progr
   t.equal(progress.length, lines.length, 'one progress notification per line')
   t.strictSame(progress.map((p) => p.message), lines.map((l) => l.line), 'with the line as message')
 
-  const audit = server.app.repos.audit.page(org.id, 50).items
+  const audit = (await server.app.repos.audit.page(org.id, 50)).items
   t.ok(audit.some((e) => e.action === 'service_apps_delete.confirmation' && e.outcome === 'confirmed'), 'the delete confirmation is audited')
   t.ok(audit.some((e) => e.action === 'service_deployments_create.confirmation' && e.outcome === 'confirmed'), 'the deploy confirmation is audited')
 
@@ -110,8 +110,8 @@ t.test('SDK client accepting: the app is deleted, and a deployment streams progr
 
 t.test('SDK client declining: ELICITATION_DENIED, the app remains, nothing is deployed', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
-  const keeper = seedApp(server, 'keeper', { PIPELINE_STEP_MS: '5' })
+  const org = await defaultOrganization(server)
+  const keeper = await seedApp(server, 'keeper', { PIPELINE_STEP_MS: '5' })
   const { client, transport, asked, logs, errors } = sdkClient(server, () => ({ action: 'decline' }))
   t.teardown(() => client.close())
   await client.connect(transport)
@@ -120,7 +120,7 @@ t.test('SDK client declining: ELICITATION_DENIED, the app remains, nothing is de
   t.equal(deleted.isError, true, 'a tool failure')
   t.equal(toolError(deleted).code, 'ELICITATION_DENIED')
   t.equal(deleted.structuredContent, undefined, 'a failure carries no structuredContent')
-  t.ok(server.app.repos.apps.byId(org.id, keeper.id), 'the app remains')
+  t.ok(await server.app.repos.apps.byId(org.id, keeper.id), 'the app remains')
 
   const progress: Progress[] = []
   const deployed = await client.callTool({ name: 'service_deployments_create', arguments: { app_id: keeper.id } }, CallToolResultSchema, {
@@ -129,11 +129,11 @@ t.test('SDK client declining: ELICITATION_DENIED, the app remains, nothing is de
   t.equal(deployed.isError, true)
   t.equal(toolError(deployed).code, 'ELICITATION_DENIED')
   t.equal(asked.length, 2, 'both calls asked')
-  t.equal(server.app.repos.deployments.list(org.id, { appId: keeper.id, limit: 10, offset: 0 }).total, 0, 'no deployment was created')
+  t.equal((await server.app.repos.deployments.list(org.id, { appId: keeper.id, limit: 10, offset: 0 })).total, 0, 'no deployment was created')
   t.strictSame(progress, [], 'no progress')
   t.strictSame(logs.filter((l) => l.logger === 'deployment'), [], 'no deployment log lines')
 
-  const outcomes = server.app.repos.audit.page(org.id, 50).items.filter((e) => e.action.endsWith('.confirmation')).map((e) => e.outcome)
+  const outcomes = (await server.app.repos.audit.page(org.id, 50)).items.filter((e) => e.action.endsWith('.confirmation')).map((e) => e.outcome)
   t.strictSame(outcomes, ['declined', 'declined'], 'both declines are audited')
 
   t.strictSame(errors.map(String), [], 'the transport reported no errors')

@@ -182,7 +182,7 @@ t.test('SDK client: its own OAuth flow, discovery, registration, tools and refre
   t.equal(registrations[0]!.json?.token_endpoint_auth_method, 'none')
   const clientId = provider.clientInfo?.client_id
   t.type(clientId, 'string', 'the SDK saved the client id it was given')
-  const row = server.app.repos.oauthClients.byId(clientId!)
+  const row = await server.app.repos.oauthClients.byId(clientId!)
   t.ok(row, 'the registration is a client row on the server')
   t.equal(row?.name, 'SDK OAuth test client')
   t.same(row?.redirectUris, [provider.redirectUrl])

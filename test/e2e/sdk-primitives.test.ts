@@ -49,8 +49,8 @@ const appCard = defineTool<{ app_id: string }, { app_id: string; name: string; b
   scope: 'mcp:read',
   role: 'developer',
   annotations: { readOnlyHint: true },
-  handler(args, ctx) {
-    const app = ctx.repos.apps.byId(ctx.principal.organizationId, args.app_id)
+  async handler(args, ctx) {
+    const app = await ctx.repos.apps.byId(ctx.principal.organizationId, args.app_id)
     if (!app) throw fail('RESOURCE_NOT_FOUND', { message: 'No app with this id in your organization' })
     return toolResult([
       text(`App ${app.name}`),
@@ -105,12 +105,12 @@ async function codeOf(promise: Promise<unknown>): Promise<number | string> {
 }
 
 /** Org A (owner's): apps alpha and beta, a failed deploy of alpha; org B: app gamma and a failed deploy of it. */
-function seed(server: TestServer) {
-  const alpha = seedApp(server, 'alpha', { description: 'Front end', env: ['API_URL'] })
-  const beta = seedApp(server, 'beta')
-  const failed = seedDeployment(server, alpha)
-  const b = otherOrganization(server)
-  const bFailed = seedDeployment(server, b.app)
+async function seed(server: TestServer) {
+  const alpha = await seedApp(server, 'alpha', { description: 'Front end', env: ['API_URL'] })
+  const beta = await seedApp(server, 'beta')
+  const failed = await seedDeployment(server, alpha)
+  const b = await otherOrganization(server)
+  const bFailed = await seedDeployment(server, b.app)
   return { alpha, beta, failed, b, bFailed }
 }
 
@@ -119,7 +119,7 @@ for (const sdk of ['v1', 'v2'] as const) {
 
   t.test(`SDK ${sdk}: resources, templates, reads and completions, by role, scope and organization`, async (t) => {
     const server = await start(t)
-    const { alpha, beta, failed, b, bFailed } = seed(server)
+    const { alpha, beta, failed, b, bFailed } = await seed(server)
     const owner = await connect(t, server, server.apiKey)
     if (sdk === 'v2') t.equal((owner.client as V2Client).getProtocolEra(), 'modern', 'v2 speaks 2026-07-28')
     const caps = owner.client.getServerCapabilities()
@@ -146,7 +146,7 @@ for (const sdk of ['v1', 'v2'] as const) {
     t.strictSame(JSON.parse(appContents.text!).env.map((e: { name: string }) => e.name), ['API_URL'])
     t.equal(JSON.parse(appContents.text!).app.name, 'alpha')
     const log = await owner.client.readResource({ uri: logUri(failed.id) })
-    t.strictSame(log.contents, [{ uri: logUri(failed.id), mimeType: 'text/plain', text: logText(storedLines(server, failed.id)) }], 'the log, exactly')
+    t.strictSame(log.contents, [{ uri: logUri(failed.id), mimeType: 'text/plain', text: logText(await storedLines(server, failed.id)) }], 'the log, exactly')
     t.equal(await codeOf(owner.client.readResource({ uri: appUri(b.app.id) })), sdk === 'v1' ? -32002 : -32602, 'org B\'s app is not found')
     t.equal(await codeOf(owner.client.readResource({ uri: logUri('dep_01aaaaaaaaaaaaaaaaaaaaaaaa') })), sdk === 'v1' ? -32002 : -32602, 'an absent deployment: the same')
 
@@ -156,10 +156,10 @@ for (const sdk of ['v1', 'v2'] as const) {
     t.strictSame(deployments.completion, { values: [failed.id], total: 1, hasMore: false })
 
     // A viewer reads what the owner reads; a token without mcp:read sees nothing.
-    const viewer = await connect(t, server, createMember(server, { role: 'viewer', scopes: ['mcp:read'] }).key)
+    const viewer = await connect(t, server, (await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })).key)
     t.strictSame((await viewer.client.listResources()).resources.map((r) => r.uri), resources.map((r) => r.uri), 'a viewer lists the same')
-    t.equal(((await viewer.client.readResource({ uri: logUri(failed.id) })).contents[0] as { text: string }).text, logText(storedLines(server, failed.id)))
-    const blind = await connect(t, server, createMember(server, { role: 'owner', scopes: ['mcp:write'] }).key)
+    t.equal(((await viewer.client.readResource({ uri: logUri(failed.id) })).contents[0] as { text: string }).text, logText(await storedLines(server, failed.id)))
+    const blind = await connect(t, server, (await createMember(server, { role: 'owner', scopes: ['mcp:write'] })).key)
     t.strictSame((await blind.client.listResources()).resources, [], 'without mcp:read: no resources')
     t.strictSame((await blind.client.listResourceTemplates()).resourceTemplates, [], 'and no templates')
     t.equal(await codeOf(blind.client.readResource({ uri: appUri(alpha.id) })), sdk === 'v1' ? -32002 : -32602, 'a read is not found')
@@ -176,7 +176,7 @@ for (const sdk of ['v1', 'v2'] as const) {
 
   t.test(`SDK ${sdk}: prompts with arguments and completions, by role, scope and organization`, async (t) => {
     const server = await start(t)
-    const { alpha, failed, b, bFailed } = seed(server)
+    const { alpha, failed, b, bFailed } = await seed(server)
     const owner = await connect(t, server, server.apiKey)
     t.strictSame((await owner.client.listPrompts()).prompts.map((p) => [p.name, p.title, p.arguments?.map((a) => [a.name, a.required])]), [
       ['review_failed_deployment', 'Review a failed deployment', [['deployment_id', true]]],
@@ -192,7 +192,7 @@ for (const sdk of ['v1', 'v2'] as const) {
     t.strictSame(appBlock.type, 'resource')
     t.equal(appBlock.resource.uri, appUri(alpha.id))
     t.equal(appBlock.resource.mimeType, 'application/json')
-    t.strictSame(logBlock, { type: 'resource', resource: { uri: logUri(failed.id), mimeType: 'text/plain', text: logText(storedLines(server, failed.id)) } }, 'the log embedded as a resource')
+    t.strictSame(logBlock, { type: 'resource', resource: { uri: logUri(failed.id), mimeType: 'text/plain', text: logText(await storedLines(server, failed.id)) } }, 'the log embedded as a resource')
     const activity = await owner.client.getPrompt({ name: 'summarize_recent_activity', arguments: { app_id: alpha.id } })
     t.equal(activity.description, `Recent activity of app alpha (${alpha.id}) of organization Default organization (default)`)
     t.match((activity.messages[2]!.content as { text: string }).text, new RegExp(`${failed.id} deploy of alpha: failed`))
@@ -203,11 +203,11 @@ for (const sdk of ['v1', 'v2'] as const) {
     t.strictSame(appCompletion.completion, { values: [alpha.id], total: 1, hasMore: false })
     t.equal(await codeOf(owner.client.getPrompt({ name: 'review_failed_deployment', arguments: { deployment_id: bFailed.id } })), -32602, 'org B\'s deployment: invalid params')
 
-    const viewer = await connect(t, server, createMember(server, { role: 'viewer', scopes: ['mcp:read'] }).key)
+    const viewer = await connect(t, server, (await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })).key)
     t.strictSame((await viewer.client.listPrompts()).prompts.map((p) => p.name), ['review_failed_deployment'], 'a viewer: the review only')
     t.equal(await codeOf(viewer.client.getPrompt({ name: 'summarize_recent_activity', arguments: {} })), -32602, 'the admin prompt is unknown to a viewer')
     t.equal(await codeOf(viewer.client.complete({ ref: { type: 'ref/prompt', name: 'summarize_recent_activity' }, argument: { name: 'app_id', value: '' } })), -32602)
-    const blind = await connect(t, server, createMember(server, { role: 'owner', scopes: ['mcp:write'] }).key)
+    const blind = await connect(t, server, (await createMember(server, { role: 'owner', scopes: ['mcp:write'] })).key)
     t.strictSame((await blind.client.listPrompts()).prompts, [], 'without mcp:read: no prompts')
 
     const other = await connect(t, server, b.member.key)
@@ -220,7 +220,7 @@ for (const sdk of ['v1', 'v2'] as const) {
 
   t.test(`SDK ${sdk}: rich tool content (text, image, audio, resource link, embedded resource, structured output)`, async (t) => {
     const server = await start(t)
-    const { alpha, b } = seed(server)
+    const { alpha, b } = await seed(server)
     const owner = await connect(t, server, server.apiKey)
     const { tools } = await owner.client.listTools()
     const card = tools.find((x) => x.name === 'team_app_card')
@@ -239,9 +239,9 @@ for (const sdk of ['v1', 'v2'] as const) {
     const linked = await owner.client.readResource({ uri: (result.content as Array<{ type: string; uri?: string }>)[3]!.uri! })
     t.equal((linked.contents[0] as { uri: string }).uri, appUri(alpha.id), 'the link reads')
 
-    const viewer = await connect(t, server, createMember(server, { role: 'viewer' }).key)
+    const viewer = await connect(t, server, (await createMember(server, { role: 'viewer' })).key)
     t.notOk((await viewer.client.listTools()).tools.some((x) => x.name === 'team_app_card'), 'a viewer does not see a developer tool')
-    const blind = await connect(t, server, createMember(server, { role: 'owner', scopes: ['mcp:write'] }).key)
+    const blind = await connect(t, server, (await createMember(server, { role: 'owner', scopes: ['mcp:write'] })).key)
     t.notOk((await blind.client.listTools()).tools.some((x) => x.name === 'team_app_card'), 'nor does a token without mcp:read')
     const other = await connect(t, server, b.member.key)
     const mine = await other.client.callTool({ name: 'team_app_card', arguments: { app_id: b.app.id } })
@@ -255,12 +255,12 @@ for (const sdk of ['v1', 'v2'] as const) {
 
 t.test('SDK v1: subscribeResource, then notifications/resources/updated while a deployment runs; not to org B', async (t) => {
   const server = await start(t, { resourceUpdateIntervalMs: 50 })
-  const { b } = seed(server)
-  const app = seedApp(server, 'late', { pipeline: 'late' })
+  const { b } = await seed(server)
+  const app = await seedApp(server, 'late', { pipeline: 'late' })
   const owner = await v1(t, server, server.apiKey)
   const other = await v1(t, server, b.member.key)
   await sleep(100) // the SDK opens its GET stream after initialize
-  const handle = server.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
+  const handle = await server.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
   const uri = logUri(handle.deployment.id)
   t.strictSame(await owner.client.subscribeResource({ uri }), {}, 'subscribed')
   t.strictSame(await other.client.subscribeResource({ uri }), {}, 'org B may subscribe to the string, and hears nothing')
@@ -279,13 +279,13 @@ t.test('SDK v1: subscribeResource, then notifications/resources/updated while a 
 
 t.test('SDK v2: listen({resourceSubscriptions}) on 2026-07-28, and subscribeResource in its legacy mode', async (t) => {
   const server = await start(t, { resourceUpdateIntervalMs: 50 })
-  const { b } = seed(server)
-  const app = seedApp(server, 'late', { pipeline: 'late' })
+  const { b } = await seed(server)
+  const app = await seedApp(server, 'late', { pipeline: 'late' })
   const modern = await v2(t, server, server.apiKey)
   const legacy = await v2(t, server, server.apiKey, 'legacy')
   const other = await v2(t, server, b.member.key)
   t.equal(legacy.client.getProtocolEra(), 'legacy')
-  const handle = server.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
+  const handle = await server.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
   const uri = logUri(handle.deployment.id)
   const sub = await modern.client.listen({ resourceSubscriptions: [uri] })
   t.strictSame(sub.honoredFilter, { resourceSubscriptions: [uri] }, 'the log is honoured')

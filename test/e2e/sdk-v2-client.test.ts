@@ -57,12 +57,12 @@ async function serve(t: Test, config: Partial<Config> = {}): Promise<TestServer>
 }
 
 
-function appExists(server: TestServer, appId: string): boolean {
-  return server.app.repos.apps.byId(defaultOrganization(server).id, appId) !== undefined
+async function appExists(server: TestServer, appId: string): Promise<boolean> {
+  return (await server.app.repos.apps.byId((await defaultOrganization(server)).id, appId)) !== undefined
 }
 
-function auditOf(server: TestServer, action: string) {
-  return server.app.repos.audit.page(defaultOrganization(server).id, 100, undefined, action).items
+async function auditOf(server: TestServer, action: string) {
+  return (await server.app.repos.audit.page((await defaultOrganization(server)).id, 100, undefined, action)).items
 }
 
 /** One HTTP exchange the SDK made, as its fetch saw it. */
@@ -226,7 +226,7 @@ t.test('pinned to 2026-07-28 with an API key: discover, tools, calls, no session
   t.equal(created.isError, false)
   const app = (created.structuredContent as { app: { id: string; name: string } }).app
   t.equal(app.name, 'v2-app')
-  t.ok(appExists(server, app.id), 'stored')
+  t.ok(await appExists(server, app.id), 'stored')
   const listedApps = await client.callTool({ name: 'service_apps_list', arguments: {} })
   t.strictSame((listedApps.structuredContent as { apps: Array<{ id: string }> }).apps.map((a) => a.id), [app.id], 'service_apps_list sees it')
 
@@ -307,14 +307,14 @@ t.test('both eras on one endpoint at once: a pinned and a legacy v2 client side 
 
 t.test('confirmation accepted through the elicitation handler on the modern path: deleted exactly once', async (t) => {
   const server = await serve(t)
-  const doomed = seedApp(server, 'doomed')
+  const doomed = await seedApp(server, 'doomed')
   const { client, transport, sent, asked } = v2Client(t, server, { decide: () => ACCEPT })
   await client.connect(transport)
 
   const deleted = await client.callTool({ name: 'service_apps_delete', arguments: { app_id: doomed.id } })
   t.equal(deleted.isError, false, 'the delete ran')
   t.strictSame(deleted.structuredContent, { deleted: true, app_id: doomed.id, name: 'doomed', deployments_deleted: 0 })
-  t.notOk(appExists(server, doomed.id), 'the app is gone')
+  t.notOk(await appExists(server, doomed.id), 'the app is gone')
 
   t.equal(asked.length, 1, 'the handler was asked once')
   const params = asked[0]!.params as { mode?: string; message: string; requestedSchema: { type: string; properties: Record<string, { type: string }>; required?: string[] } }
@@ -337,17 +337,17 @@ t.test('confirmation accepted through the elicitation handler on the modern path
   t.strictSame(r2.rpc?.params?.inputResponses, { confirm: ACCEPT }, 'the handler\'s answer under the key asked')
   t.equal(r2.json?.result?.resultType, 'complete')
 
-  const writes = auditOf(server, 'service_apps_delete')
+  const writes = await auditOf(server, 'service_apps_delete')
   t.equal(writes.length, 1, 'exactly one deletion')
   t.equal(writes[0]?.outcome, 'succeeded')
   t.equal(writes[0]?.targetId, doomed.id)
-  const answers = auditOf(server, 'service_apps_delete.confirmation')
+  const answers = await auditOf(server, 'service_apps_delete.confirmation')
   t.strictSame(answers.map((e) => e.outcome), ['confirmed'], 'the confirmation is audited')
 })
 
 t.test('confirmation declined through the handler: ELICITATION_DENIED, the app remains', async (t) => {
   const server = await serve(t)
-  const keeper = seedApp(server, 'keeper')
+  const keeper = await seedApp(server, 'keeper')
   const { client, transport, sent, asked } = v2Client(t, server, { decide: () => ({ action: 'decline' }) })
   await client.connect(transport)
 
@@ -356,15 +356,15 @@ t.test('confirmation declined through the handler: ELICITATION_DENIED, the app r
   t.equal(toolError(result).code, 'ELICITATION_DENIED')
   t.equal(result.structuredContent, undefined)
   t.equal(asked.length, 1)
-  t.ok(appExists(server, keeper.id), 'the app remains')
+  t.ok(await appExists(server, keeper.id), 'the app remains')
   t.strictSame(posts(sent, 'tools/call').at(-1)?.rpc?.params?.inputResponses, { confirm: { action: 'decline' } })
-  t.equal(auditOf(server, 'service_apps_delete').length, 0, 'no deletion recorded')
-  t.strictSame(auditOf(server, 'service_apps_delete.confirmation').map((e) => e.outcome), ['declined'])
+  t.equal((await auditOf(server, 'service_apps_delete')).length, 0, 'no deletion recorded')
+  t.strictSame((await auditOf(server, 'service_apps_delete.confirmation')).map((e) => e.outcome), ['declined'])
 })
 
 t.test('a pinned client that does not declare elicitation: -32021, nothing deleted', async (t) => {
   const server = await serve(t)
-  const keeper = seedApp(server, 'keeper')
+  const keeper = await seedApp(server, 'keeper')
   const { client, transport, sent } = v2Client(t, server, { capabilities: {} })
   await client.connect(transport)
 
@@ -379,14 +379,14 @@ t.test('a pinned client that does not declare elicitation: -32021, nothing delet
   t.equal(call[0]?.json?.error?.data?.code, 'MISSING_CLIENT_CAPABILITY', 'the catalog code on the wire (the SDK keeps only requiredCapabilities in data)')
   t.equal(call[0]?.json?.id, call[0]?.rpc?.id, 'the error echoes the request id')
   t.strictSame(call[0]?.rpc?.params?._meta?.['io.modelcontextprotocol/clientCapabilities'], {}, 'the request declared nothing')
-  t.ok(appExists(server, keeper.id), 'the app remains')
-  t.equal(auditOf(server, 'service_apps_delete').length, 0)
+  t.ok(await appExists(server, keeper.id), 'the app remains')
+  t.equal((await auditOf(server, 'service_apps_delete')).length, 0)
 })
 
 t.test('a streamed deployment on the modern path: progress, log lines in order, succeeded', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
-  const web = seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
+  const org = await defaultOrganization(server)
+  const web = await seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
   const { client, transport, sent, asked, logs } = v2Client(t, server, { decide: () => ACCEPT })
   await client.connect(transport)
 
@@ -398,7 +398,7 @@ t.test('a streamed deployment on the modern path: progress, log lines in order, 
   t.equal(result.isError, false, `succeeded${result.isError ? ': ' + JSON.stringify(result.content) : ''}`)
   const dep = (result.structuredContent as { deployment: { id: string; status: string; app_id: string; exit_code: number } }).deployment
   t.match(dep, { app_id: web.id, status: 'succeeded', exit_code: 0 })
-  t.equal(server.app.repos.deployments.byId(org.id, dep.id)?.status, 'succeeded', 'stored as succeeded')
+  t.equal((await server.app.repos.deployments.byId(org.id, dep.id))?.status, 'succeeded', 'stored as succeeded')
   t.equal(asked.length, 1)
   t.equal((asked[0]!.params as { message: string }).message, `Deploy app web (${web.id}) with pipeline default?`)
 
@@ -428,8 +428,8 @@ t.test('a streamed deployment on the modern path: progress, log lines in order, 
 
 t.test('tasks extension: callTool rejects the task answer; tasks/get through client.request follows it', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
-  const web = seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
+  const org = await defaultOrganization(server)
+  const web = await seedApp(server, 'web', { PIPELINE_STEP_MS: '5' })
   const { client, transport, sent, asked } = v2Client(t, server, {
     capabilities: { elicitation: { form: {} }, extensions: { [TASKS_EXTENSION]: {} } },
     decide: () => ACCEPT,
@@ -467,7 +467,7 @@ t.test('tasks extension: callTool rejects the task answer; tasks/get through cli
   const sdkResult = done.result as { isError: boolean; structuredContent: { deployment: { id: string; status: string } } }
   t.equal(sdkResult.isError, false)
   t.equal(sdkResult.structuredContent.deployment.status, 'succeeded')
-  t.equal(server.app.repos.deployments.byId(org.id, sdkResult.structuredContent.deployment.id)?.status, 'succeeded', 'the deployment the rejected call started ran')
+  t.equal((await server.app.repos.deployments.byId(org.id, sdkResult.structuredContent.deployment.id))?.status, 'succeeded', 'the deployment the rejected call started ran')
   const gets = posts(sent, 'tasks/get')
   t.ok(gets.length >= 1)
   t.ok(gets.every((s) => s.headers['mcp-name'] === handle.taskId), 'Mcp-Name carries the task id')
@@ -483,7 +483,7 @@ t.test('tasks extension: callTool rejects the task answer; tasks/get through cli
   const rawDone = await follow(raw.taskId)
   t.equal(rawDone.status, 'completed')
   t.equal((rawDone.result as { isError: boolean }).isError, false)
-  t.equal(server.app.repos.deployments.list(org.id, { appId: web.id, limit: 10, offset: 0 }).total, 2, 'two deployments: one per task')
+  t.equal((await server.app.repos.deployments.list(org.id, { appId: web.id, limit: 10, offset: 0 })).total, 2, 'two deployments: one per task')
 
   // tasks/get for an unknown id: the server's -32602 surfaces as a ProtocolError.
   const unknown = await client.request({ method: 'tasks/get', params: { taskId: 'task_nope' } }, TaskView).then(() => null, (e: unknown) => e)
@@ -493,7 +493,7 @@ t.test('tasks extension: callTool rejects the task answer; tasks/get through cli
 
 t.test('listen: the honoured filter, then tools/list_changed after the member\'s role changes', async (t) => {
   const server = await serve(t, { listenCheckMs: 30 })
-  const member = createMember(server, { role: 'developer' })
+  const member = await createMember(server, { role: 'developer' })
   const { client, transport, sent, listChanged } = v2Client(t, server, { key: member.key })
   await client.connect(transport)
 
@@ -508,7 +508,7 @@ t.test('listen: the honoured filter, then tools/list_changed after the member\'s
 
   await sleep(100)
   t.equal(listChanged.length, 0, 'nothing changes while the role stays')
-  server.app.repos.memberships.upsert({ userId: member.user.id, organizationId: defaultOrganization(server).id, role: 'admin' })
+  await server.app.repos.memberships.upsert({ userId: member.user.id, organizationId: (await defaultOrganization(server)).id, role: 'admin' })
   await until(() => listChanged.length > 0, 5000, 'notifications/tools/list_changed')
   t.equal(listChanged.length, 1, 'one list_changed for one change')
 
@@ -616,7 +616,7 @@ t.test('OAuth refreshed mid-use on the modern path: calls keep working, a confir
   const { client: registered, tokens } = await oauthTokens(server)
   // Stored as the SDK stores them: stamped with the issuer of the authorization server (SEP-2352).
   const provider = new GrantProvider(registered, { ...tokens, issuer: server.url })
-  const doomed = seedApp(server, 'doomed')
+  const doomed = await seedApp(server, 'doomed')
   /** The token the handler held when it was asked: it answers only once that token has expired. */
   const heldWhenAsked: string[] = []
   const { client, transport, sent, asked } = v2Client(t, server, {
@@ -664,7 +664,7 @@ t.test('OAuth refreshed mid-use on the modern path: calls keep working, a confir
   mark = sent.length
   const deleted = await client.callTool({ name: 'service_apps_delete', arguments: { app_id: doomed.id } })
   t.equal(deleted.isError, false, `the confirmed delete ran after the refresh${deleted.isError ? ': ' + JSON.stringify(deleted.content) : ''}`)
-  t.notOk(appExists(server, doomed.id), 'the app is gone')
+  t.notOk(await appExists(server, doomed.id), 'the app is gone')
   t.equal(asked.length, 1)
   t.strictSame(heldWhenAsked, [tokenB], 'asked while token B was current')
   const during = sent.slice(mark)
@@ -684,7 +684,7 @@ t.test('OAuth refreshed mid-use on the modern path: calls keep working, a confir
   t.equal(round2.json?.result?.resultType, 'complete')
   t.equal(jwtPayload(tokenC).client_id, claimsA.client_id, 'the same client (and grant)')
   t.equal(during.filter((s) => s.path === '/oauth/token').length, 1, 'one refresh for the round')
-  t.equal(auditOf(server, 'service_apps_delete').length, 1, 'deleted once')
+  t.equal((await auditOf(server, 'service_apps_delete')).length, 1, 'deleted once')
 
   t.strictSame(provider.redirects, [], 'never sent back to the browser')
   t.strictSame([...new Set(provider.saved.map((x) => x.access_token))].filter((x) => x !== tokenA), [tokenB, tokenC], 'the refreshed tokens were saved')

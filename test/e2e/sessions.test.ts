@@ -116,8 +116,8 @@ t.test('an idle session is refused even before the sweeper runs', async (t) => {
 t.test('a session is usable only with the credential that created it', async (t) => {
   const server = await startServer(t)
   const { headers, sessionId } = await openSession(server.mcpUrl, server.apiKey)
-  const sameMember = createKey(server, ownerMembership(server).id).key
-  const otherMember = createMember(server, { role: 'owner' }).key
+  const sameMember = (await createKey(server, (await ownerMembership(server)).id)).key
+  const otherMember = (await createMember(server, { role: 'owner' })).key
 
   for (const [label, key] of [['another key of the same member', sameMember], ['a key of another member', otherMember]] as const) {
     const foreign = { ...headers, authorization: `Bearer ${key}` }
@@ -132,19 +132,19 @@ t.test('a session is usable only with the credential that created it', async (t)
   t.equal(still.status, 200, 'the session survives attempts with other keys (a foreign DELETE did not close it)')
   t.equal(still.json.result.isError, false)
   t.equal(JSON.parse(still.json.result.content[0].text).user.email, 'owner@example.com')
-  t.equal(server.app.sessions.get(sessionId)?.id, sessionId)
+  t.equal((await server.app.sessions.get(sessionId))?.id, sessionId)
 })
 
 t.test('a revoked key is refused and its sessions end', async (t) => {
   const server = await startServer(t)
-  const member = createMember(server, { role: 'developer' })
+  const member = await createMember(server, { role: 'developer' })
   const first = await openSession(server.mcpUrl, member.key)
   const second = await openSession(server.mcpUrl, member.key)
   const owner = await openSession(server.mcpUrl, server.apiKey)
   const live = await openGet(t, server.mcpUrl, first.headers)
   t.equal((await post(server.mcpUrl, callTool('service_whoami'), first.headers)).status, 200)
 
-  t.ok(server.app.repos.apiKeys.revoke(member.keyId), 'key revoked in the database')
+  t.ok(await server.app.repos.apiKeys.revoke(member.keyId), 'key revoked in the database')
 
   const refused = await post(server.mcpUrl, PING, first.headers)
   t.equal(refused.status, 401)
@@ -155,15 +155,15 @@ t.test('a revoked key is refused and its sessions end', async (t) => {
 
   await live.ended(1000)
   t.ok(live.endedByServer, 'the open GET stream of the revoked credential ends')
-  t.equal(server.app.sessions.get(first.sessionId), undefined, 'the first session ended')
-  t.equal(server.app.sessions.get(second.sessionId), undefined, 'every session bound to the key ended')
-  t.not(server.app.repos.sessions.byId(first.sessionId)?.endedAt ?? null, null, 'the end is recorded in the database')
+  t.equal(await server.app.sessions.get(first.sessionId), undefined, 'the first session ended')
+  t.equal(await server.app.sessions.get(second.sessionId), undefined, 'every session bound to the key ended')
+  t.not((await server.app.repos.sessions.byId(first.sessionId))?.endedAt ?? null, null, 'the end is recorded in the database')
 
   const initialize = await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${member.key}` })
   t.equal(initialize.status, 401)
   t.equal(initialize.json.error.code, 'TOKEN_REVOKED')
 
-  const replacement = createKey(server, member.membership.id).key
+  const replacement = (await createKey(server, member.membership.id)).key
   for (const s of [first, second]) {
     sessionNotFound(t, await post(server.mcpUrl, PING, { ...s.headers, authorization: `Bearer ${replacement}` }), 'old session with a new valid key')
   }

@@ -111,11 +111,11 @@ t.test('SIGTERM during a deployment: exit 0, streams ended, pipeline gone, run r
   const handle = openDatabase(dbPath, { migrate: false })
   t.teardown(() => handle.close())
   const repos = createRepos(handle.db)
-  const org = repos.organizations.bySlug('default')!
-  const row = repos.deployments.byId(org.id, deploymentId)
+  const org = (await repos.organizations.bySlug('default'))!
+  const row = await repos.deployments.byId(org.id, deploymentId)
   t.match(row, { status: 'interrupted', outcome: 'interrupted: the server stopped while it ran', appId })
   t.type(row?.finishedAt, 'number')
-  const stored = repos.deployments.lines(deploymentId, 1000).items
+  const stored = (await repos.deployments.lines(deploymentId, 1000)).items
   t.strictSame(stored.map((l) => l.seq), stored.map((_, i) => i), 'lines stored in order, without a gap')
   t.equal(stored[0]?.line, 'started deploy of longrun with pipeline long', 'the first line is the start')
   t.ok(stored.some((l) => l.line === `pid=${pipelinePid}`), 'the pid line is stored')

@@ -70,13 +70,15 @@ function checkConfirmRequest(t: Test, request: any, message: string): void {
   t.strictSame(schema.required, ['confirm'])
 }
 
-function finishedDeployments(server: TestServer, organizationId: string, appId: string, n: number): string[] {
+async function finishedDeployments(server: TestServer, organizationId: string, appId: string, n: number): Promise<string[]> {
   const repos = server.app.repos
-  return Array.from({ length: n }, () => {
-    const d = repos.deployments.create({ organizationId, appId, kind: 'deploy', pipeline: 'default', createdBy: null })
-    repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
-    return d.id
-  })
+  const ids: string[] = []
+  for (let i = 0; i < n; i++) {
+    const d = await repos.deployments.create({ organizationId, appId, kind: 'deploy', pipeline: 'default', createdBy: null })
+    await repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'exit 0')
+    ids.push(d.id)
+  }
+  return ids
 }
 
 const APP_KEYS = ['created_at', 'description', 'id', 'name', 'pipeline', 'updated_at']
@@ -96,7 +98,7 @@ t.test('the tools are listed with their declarations', async (t) => {
   t.strictSame(byName.get('service_apps_create')._meta['service/rate_limit'], { limit: 10, window_seconds: 60 })
   t.match(byName.get('service_apps_get').description, /never returned/)
 
-  const viewer = createMember(server, { role: 'viewer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   const v = await openSession(server.mcpUrl, viewer.key)
   const viewerList = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, v.headers)
   const viewerNames = viewerList.json.result.tools.map((x: any) => x.name)
@@ -104,16 +106,16 @@ t.test('the tools are listed with their declarations', async (t) => {
   t.notOk(viewerNames.includes('service_apps_create'), 'a viewer does not see service_apps_create')
   failure(t, await call(t, server, v.headers, 'service_apps_create', { name: 'nope' }), 'PERMISSION_DENIED')
 
-  const developer = createMember(server, { role: 'developer' })
+  const developer = await createMember(server, { role: 'developer' })
   const d = await openSession(server.mcpUrl, developer.key, '2025-11-25', ELICIT)
   const app = okData(t, await call(t, server, d.headers, 'service_apps_create', { name: 'dev-app' })).app
   failure(t, await call(t, server, d.headers, 'service_apps_delete', { app_id: app.id }), 'PERMISSION_DENIED')
-  t.ok(server.app.repos.apps.byId(defaultOrganization(server).id, app.id), 'a developer cannot delete')
+  t.ok(await server.app.repos.apps.byId((await defaultOrganization(server)).id, app.id), 'a developer cannot delete')
 })
 
 t.test('create, get, update and list round trip', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
+  const org = await defaultOrganization(server)
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
 
   const created = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'billing', description: 'Invoices', pipeline: 'staging' })).app
@@ -124,9 +126,9 @@ t.test('create, get, update and list round trip', async (t) => {
   t.equal(created.pipeline, 'staging')
   t.match(created.created_at, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
   t.equal(created.created_at, created.updated_at)
-  const row = server.app.repos.apps.byId(org.id, created.id)
+  const row = await server.app.repos.apps.byId(org.id, created.id)
   t.equal(row?.pipeline, 'staging', 'stored with its pipeline')
-  t.equal(row?.createdBy, server.app.repos.users.byEmail('owner@example.com')?.id, 'created by the caller')
+  t.equal(row?.createdBy, (await server.app.repos.users.byEmail('owner@example.com'))?.id, 'created by the caller')
 
   const plain = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'web' })).app
   t.equal(plain.description, '', 'description defaults to empty')
@@ -156,7 +158,7 @@ t.test('create, get, update and list round trip', async (t) => {
   for (const a of list.apps) t.strictSame(Object.keys(a).sort(), APP_KEYS)
 
   // A viewer reads.
-  const viewer = createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
+  const viewer = await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
   const v = await openSession(server.mcpUrl, viewer.key, '2025-06-18')
   t.strictSame(okData(t, await call(t, server, v.headers, 'service_apps_get', { app_id: plain.id })).app, plain)
 })
@@ -170,11 +172,11 @@ t.test('names, pipelines and conflicts', async (t) => {
   const dup = failure(t, await call(t, server, headers, 'service_apps_create', { name: 'api' }), 'CONFLICT')
   t.match(dup.message, /api/)
   failure(t, await call(t, server, headers, 'service_apps_update', { app_id: second.id, name: 'api' }), 'CONFLICT')
-  t.equal(server.app.repos.apps.byId(defaultOrganization(server).id, second.id)?.name, 'worker', 'not renamed')
+  t.equal((await server.app.repos.apps.byId((await defaultOrganization(server)).id, second.id))?.name, 'worker', 'not renamed')
 
   // The same name in another organization is fine.
-  const other = server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
-  const outsider = createMember(server, { role: 'developer', organizationId: other.id })
+  const other = await server.app.repos.organizations.create({ slug: 'other', name: 'Other' })
+  const outsider = await createMember(server, { role: 'developer', organizationId: other.id })
   const o = await openSession(server.mcpUrl, outsider.key)
   t.equal(okData(t, await call(t, server, o.headers, 'service_apps_create', { name: 'api' })).app.name, 'api', 'names are unique per organization')
 
@@ -183,8 +185,8 @@ t.test('names, pipelines and conflicts', async (t) => {
   t.match(unknown.message, /default, staging/, 'names the configured pipelines')
   failure(t, await call(t, server, headers, 'service_apps_create', { name: 'fresh', pipeline: 'constructor' }), 'INVALID_ARGUMENTS')
   failure(t, await call(t, server, headers, 'service_apps_update', { app_id: first.id, pipeline: 'production' }), 'INVALID_ARGUMENTS')
-  t.equal(server.app.repos.apps.byId(defaultOrganization(server).id, first.id)?.pipeline, 'default', 'pipeline unchanged')
-  t.notOk(server.app.repos.apps.page(defaultOrganization(server).id, 100).items.some((a) => a.name === 'fresh'), 'nothing created')
+  t.equal((await server.app.repos.apps.byId((await defaultOrganization(server)).id, first.id))?.pipeline, 'default', 'pipeline unchanged')
+  t.notOk((await server.app.repos.apps.page((await defaultOrganization(server)).id, 100)).items.some((a) => a.name === 'fresh'), 'nothing created')
 
   for (const name of ['', 'Upper', '-lead', 'under_score', 'with space', 'dot.ted', 'a'.repeat(64), 'é']) {
     failure(t, await call(t, server, headers, 'service_apps_create', { name }), 'INVALID_ARGUMENTS')
@@ -218,9 +220,9 @@ t.test('names, pipelines and conflicts', async (t) => {
 t.test('an app of another organization is not found, exactly like an absent one', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
-  const other = repos.organizations.create({ slug: 'other', name: 'Other' })
-  const theirs = repos.apps.create({ organizationId: other.id, name: 'secret-project', description: 'theirs' })
-  repos.envVars.set({ organizationId: other.id, appId: theirs.id, name: 'TOKEN', ciphertext: 'v1.x.y.z', userId: null })
+  const other = await repos.organizations.create({ slug: 'other', name: 'Other' })
+  const theirs = await repos.apps.create({ organizationId: other.id, name: 'secret-project', description: 'theirs' })
+  await repos.envVars.set({ organizationId: other.id, appId: theirs.id, name: 'TOKEN', ciphertext: 'v1.x.y.z', userId: null })
   const absent = newId('app')
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
 
@@ -241,29 +243,29 @@ t.test('an app of another organization is not found, exactly like an absent one'
     t.strictSame(foreign, resultOf(t, absentReply), `${tool}: the same result as for an absent id`)
   }
 
-  const after = repos.apps.byId(other.id, theirs.id)
+  const after = await repos.apps.byId(other.id, theirs.id)
   t.equal(after?.name, 'secret-project', 'their app is untouched')
   t.equal(after?.description, 'theirs')
-  t.strictSame(repos.envVars.ciphertexts(other.id, theirs.id), [{ name: 'TOKEN', ciphertext: 'v1.x.y.z' }], 'their env var is untouched')
+  t.strictSame(await repos.envVars.ciphertexts(other.id, theirs.id), [{ name: 'TOKEN', ciphertext: 'v1.x.y.z' }], 'their env var is untouched')
 })
 
 t.test('delete', async (t) => {
   const server = await serve(t)
   const repos = server.app.repos
-  const org = defaultOrganization(server)
+  const org = await defaultOrganization(server)
 
   t.test('accepted: the app, its env vars and deployments are gone', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
     const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'billing' })).app
     okData(t, await call(t, server, headers, 'service_env_set', { app_id: app.id, name: 'DB_URL', value: 'postgres://x' }))
-    const deps = finishedDeployments(server, org.id, app.id, 2)
+    const deps = await finishedDeployments(server, org.id, app.id, 2)
 
     const { request, result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'accept', content: { confirm: true } })
     checkConfirmRequest(t, request, `Delete app billing (${app.id}) and its 2 deployments?`)
     t.strictSame(okData(t, result), { deleted: true, app_id: app.id, name: 'billing', deployments_deleted: 2 })
-    t.equal(repos.apps.byId(org.id, app.id), undefined, 'the app is gone')
-    t.strictSame(repos.envVars.list(org.id, app.id), [], 'its env vars are gone')
-    for (const id of deps) t.equal(repos.deployments.byId(org.id, id), undefined, `deployment ${id} is gone`)
+    t.equal(await repos.apps.byId(org.id, app.id), undefined, 'the app is gone')
+    t.strictSame(await repos.envVars.list(org.id, app.id), [], 'its env vars are gone')
+    for (const id of deps) t.equal(await repos.deployments.byId(org.id, id), undefined, `deployment ${id} is gone`)
     failure(t, await call(t, server, headers, 'service_apps_get', { app_id: app.id }), 'RESOURCE_NOT_FOUND')
 
     const again = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
@@ -274,7 +276,7 @@ t.test('delete', async (t) => {
   t.test('the message counts one deployment in the singular', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
     const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'single' })).app
-    finishedDeployments(server, org.id, app.id, 1)
+    await finishedDeployments(server, org.id, app.id, 1)
     const { request, result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'accept', content: { confirm: true } })
     t.equal(request.params.message, `Delete app single (${app.id}) and its 1 deployment?`)
     t.equal(okData(t, result).deployments_deleted, 1)
@@ -287,7 +289,7 @@ t.test('delete', async (t) => {
       const { request, result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, answer)
       checkConfirmRequest(t, request, `Delete app keeper (${app.id}) and its 0 deployments?`)
       failure(t, result, 'ELICITATION_DENIED')
-      t.ok(repos.apps.byId(org.id, app.id), `${JSON.stringify(answer)}: the app still exists`)
+      t.ok(await repos.apps.byId(org.id, app.id), `${JSON.stringify(answer)}: the app still exists`)
     }
   })
 
@@ -297,7 +299,7 @@ t.test('delete', async (t) => {
     const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
     t.notOk(reply.messages.some((m) => m.method === 'elicitation/create'))
     failure(t, resultOf(t, reply), 'CAPABILITY_REQUIRED')
-    t.ok(repos.apps.byId(org.id, app.id), 'the app still exists')
+    t.ok(await repos.apps.byId(org.id, app.id), 'the app still exists')
   })
 
   t.test('a client that accepts only application/json', async (t) => {
@@ -306,22 +308,22 @@ t.test('delete', async (t) => {
     const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), { ...headers, accept: 'application/json' })
     t.match(String(reply.headers['content-type']), /^application\/json/)
     failure(t, resultOf(t, reply), 'CAPABILITY_REQUIRED')
-    t.ok(repos.apps.byId(org.id, app.id), 'the app still exists')
+    t.ok(await repos.apps.byId(org.id, app.id), 'the app still exists')
   })
 
   t.test('refused while a deployment is queued or running', async (t) => {
     const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
     const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'busy' })).app
-    const dep = repos.deployments.create({ organizationId: org.id, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+    const dep = await repos.deployments.create({ organizationId: org.id, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
     for (const status of ['queued', 'running']) {
-      if (status === 'running') repos.deployments.markRunning(dep.id, Date.now())
+      if (status === 'running') await repos.deployments.markRunning(dep.id, Date.now())
       const reply = await post(server.mcpUrl, callTool('service_apps_delete', { app_id: app.id }, rid()), headers)
       t.notOk(reply.messages.some((m) => m.method === 'elicitation/create'), `${status}: nobody is asked`)
       const err = failure(t, resultOf(t, reply), 'CONFLICT')
       t.match(err.message, new RegExp(`${status}.*${dep.id}`))
-      t.ok(repos.apps.byId(org.id, app.id), `${status}: the app still exists`)
+      t.ok(await repos.apps.byId(org.id, app.id), `${status}: the app still exists`)
     }
-    repos.deployments.finish(dep.id, 'failed', Date.now(), 1, 'exit 1')
+    await repos.deployments.finish(dep.id, 'failed', Date.now(), 1, 'exit 1')
     const { result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'accept', content: { confirm: true } })
     t.equal(okData(t, result).deployments_deleted, 1, 'deleted once the deployment finished')
   })
@@ -329,7 +331,7 @@ t.test('delete', async (t) => {
 
 t.test('the audit log', async (t) => {
   const server = await serve(t)
-  const org = defaultOrganization(server)
+  const org = await defaultOrganization(server)
   const { headers } = await openSession(server.mcpUrl, server.apiKey, '2025-11-25', ELICIT)
   const SECRET = 'sup3r-s3cret-value-' + newId('x')
   const app = okData(t, await call(t, server, headers, 'service_apps_create', { name: 'audited', description: 'watched' })).app
@@ -338,7 +340,7 @@ t.test('the audit log', async (t) => {
   const { result } = await confirmed(t, server, headers, 'service_apps_delete', { app_id: app.id }, { action: 'decline' })
   failure(t, result, 'ELICITATION_DENIED')
 
-  const items = server.app.repos.audit.page(org.id, 50).items
+  const items = (await server.app.repos.audit.page(org.id, 50)).items
   const created = items.find((e) => e.action === 'service_apps_create' && e.outcome === 'succeeded')
   t.ok(created, 'a succeeded service_apps_create entry')
   t.equal(created?.targetType, 'app')

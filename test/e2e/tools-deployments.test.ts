@@ -48,12 +48,12 @@ async function start(t: Test, dbPath?: string): Promise<TestServer> {
   })
 }
 
-function seedApp(server: TestServer, name: string, options: { pipeline?: string; env?: Record<string, string>; organizationId?: string } = {}) {
+async function seedApp(server: TestServer, name: string, options: { pipeline?: string; env?: Record<string, string>; organizationId?: string } = {}) {
   const repos = server.app.repos
-  const organizationId = options.organizationId ?? defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, pipeline: options.pipeline ?? 'default' })
+  const organizationId = options.organizationId ?? (await defaultOrganization(server)).id
+  const app = await repos.apps.create({ organizationId, name, pipeline: options.pipeline ?? 'default' })
   for (const [k, v] of Object.entries(options.env ?? {})) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
+    await repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, `${app.id}\u0000${k}`), userId: null })
   }
   return app
 }
@@ -106,7 +106,7 @@ const pidOf = (line: string) => Number(/^pid=(\d+)$/.exec(line)![1])
 
 t.test('a deployment streams every line, ends succeeded, and reads back the same', async (t) => {
   const server = await start(t)
-  const app = seedApp(server, 'web', { env: { PIPELINE_STEP_MS: '5' } })
+  const app = await seedApp(server, 'web', { env: { PIPELINE_STEP_MS: '5' } })
   const { headers } = await elicitingSession(server)
 
   const { elicitation, messages, result, logs } = await confirmedCall(t, server, headers, 'service_deployments_create', { app_id: app.id }, 'deploy-1', 'tok-1')
@@ -173,7 +173,7 @@ t.test('a deployment streams every line, ends succeeded, and reads back the same
   t.strictSame(payload((await call(server, headers, 'service_deployments_list', { app_id: app.id })).result), listed)
 
   // The audit log has the confirmation and the deployment.
-  const audit = server.app.repos.audit.page(defaultOrganization(server).id, 20).items
+  const audit = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 20)).items
   t.ok(audit.some((a) => a.action === 'service_deployments_create.confirmation' && a.outcome === 'confirmed'))
   t.ok(audit.some((a) => a.action === 'service_deployments_create' && a.outcome === 'succeeded' && a.targetType === 'deployment' && a.targetId === dep.id))
 })
@@ -182,7 +182,7 @@ t.test('a failing pipeline is OPERATION_FAILED with its output stored; env vars 
   const server = await start(t)
   const { headers } = await elicitingSession(server)
 
-  const broken = seedApp(server, 'broken', { pipeline: 'failing' })
+  const broken = await seedApp(server, 'broken', { pipeline: 'failing' })
   const failed = await confirmedCall(t, server, headers, 'service_deployments_create', { app_id: broken.id }, 'fail-1')
   const err = toolError(failed.result)
   t.equal(err.code, 'OPERATION_FAILED')
@@ -193,10 +193,10 @@ t.test('a failing pipeline is OPERATION_FAILED with its output stored; env vars 
   t.match(got.deployment, { id: depId, status: 'failed', exit_code: 3, outcome: 'failed: the pipeline exited with code 3' })
   t.ok(got.last_lines.some((l: any) => l.stream === 'stdout' && l.line === 'building'))
   t.ok(got.last_lines.some((l: any) => l.stream === 'stderr' && l.line === 'boom'), 'the stderr line is stored')
-  const audit = server.app.repos.audit.page(defaultOrganization(server).id, 20).items
+  const audit = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 20)).items
   t.ok(audit.some((a) => a.action === 'service_deployments_create' && a.outcome === 'failed'), 'the failure is audited')
 
-  const envy = seedApp(server, 'envy', { pipeline: 'env', env: { GREETING: 'hello from the vault' } })
+  const envy = await seedApp(server, 'envy', { pipeline: 'env', env: { GREETING: 'hello from the vault' } })
   const ok = await confirmedCall(t, server, headers, 'service_deployments_create', { app_id: envy.id }, 'env-1')
   t.equal(payload(ok.result).deployment.status, 'succeeded')
   const lines = ok.logs.map((l) => l.data.line)
@@ -212,7 +212,7 @@ t.test('a failing pipeline is OPERATION_FAILED with its output stored; env vars 
 
 t.test('notifications/cancelled for the call kills the pipeline and no result is sent', async (t) => {
   const server = await start(t)
-  const app = seedApp(server, 'sleepy', { pipeline: 'sleeper' })
+  const app = await seedApp(server, 'sleepy', { pipeline: 'sleeper' })
   const { headers } = await elicitingSession(server)
 
   const live = await openCall(t, server, headers, 'service_deployments_create', { app_id: app.id }, 'c-1', 'c-tok')
@@ -229,13 +229,13 @@ t.test('notifications/cancelled for the call kills the pipeline and no result is
   t.strictSame(messages.filter((m) => 'result' in m || 'error' in m), [], 'no response for the cancelled call')
   t.notOk(deploymentLogs(messages).some((l) => /^cancelled/.test(l.data.line)), 'nothing is sent about the call after its cancellation')
 
-  const row = await until(() => {
-    const d = server.app.repos.deployments.byId(defaultOrganization(server).id, first.deployment_id)
+  const row = await until(async () => {
+    const d = await server.app.repos.deployments.byId((await defaultOrganization(server)).id, first.deployment_id)
     return d?.status === 'cancelled' ? d : undefined
   }, 3000, 'the cancelled status')
   t.equal(row.outcome, 'cancelled: cancelled by the client')
   t.ok(processGone(pid), 'the child process is gone (ESRCH)')
-  const audit = server.app.repos.audit.page(defaultOrganization(server).id, 20).items
+  const audit = (await server.app.repos.audit.page((await defaultOrganization(server)).id, 20)).items
   t.ok(audit.some((a) => a.action === 'service_deployments_create' && a.outcome === 'cancelled' && a.targetId === row.id), 'the cancellation is audited')
 
   const again = toolError((await call(server, headers, 'service_deployments_cancel', { deployment_id: row.id })).result)
@@ -245,7 +245,7 @@ t.test('notifications/cancelled for the call kills the pipeline and no result is
 
 t.test('service_deployments_cancel from another session; a SIGTERM-ignoring pipeline is SIGKILLed after the grace period', async (t) => {
   const server = await start(t)
-  const app = seedApp(server, 'stubborn', { pipeline: 'stubborn' })
+  const app = await seedApp(server, 'stubborn', { pipeline: 'stubborn' })
   const a = await elicitingSession(server)
   const b = await openSession(server.mcpUrl, server.apiKey)
 
@@ -258,7 +258,7 @@ t.test('service_deployments_cancel from another session; a SIGTERM-ignoring pipe
   const res = payload((await call(server, b.headers, 'service_deployments_cancel', { deployment_id: first.deployment_id })).result)
   t.strictSame(res, { deployment_id: first.deployment_id, status: 'cancelling' }, 'it answers at once')
   t.ok(Date.now() - started < GRACE_MS, 'without waiting for the run to end')
-  t.equal(server.app.repos.deployments.byId(defaultOrganization(server).id, first.deployment_id)?.status, 'running', 'still running: SIGTERM is ignored')
+  t.equal((await server.app.repos.deployments.byId((await defaultOrganization(server)).id, first.deployment_id))?.status, 'running', 'still running: SIGTERM is ignored')
 
   await live.ended(5000)
   const elapsed = Date.now() - started
@@ -278,7 +278,7 @@ t.test('service_deployments_cancel from another session; a SIGTERM-ignoring pipe
 
 t.test('a declined confirmation runs nothing', async (t) => {
   const server = await start(t)
-  const app = seedApp(server, 'nope')
+  const app = await seedApp(server, 'nope')
   const { headers } = await elicitingSession(server)
 
   for (const [id, action, confirm] of [['d-1', 'decline', true], ['d-2', 'accept', false]] as const) {
@@ -289,17 +289,17 @@ t.test('a declined confirmation runs nothing', async (t) => {
     t.equal(toolError(response.result).code, 'ELICITATION_DENIED', `${action} confirm=${confirm}`)
     t.strictSame(deploymentLogs(messagesOf(live)), [], 'no output')
   }
-  t.equal(server.app.repos.deployments.list(defaultOrganization(server).id, { limit: 10, offset: 0 }).total, 0, 'no deployment row')
+  t.equal((await server.app.repos.deployments.list((await defaultOrganization(server)).id, { limit: 10, offset: 0 })).total, 0, 'no deployment row')
 
   // Without the elicitation capability nothing is asked and nothing runs either.
   const plain = await openSession(server.mcpUrl, server.apiKey)
   t.equal(toolError((await call(server, plain.headers, 'service_deployments_create', { app_id: app.id })).result).code, 'CAPABILITY_REQUIRED')
-  t.equal(server.app.repos.deployments.list(defaultOrganization(server).id, { limit: 10, offset: 0 }).total, 0)
+  t.equal((await server.app.repos.deployments.list((await defaultOrganization(server)).id, { limit: 10, offset: 0 })).total, 0)
 })
 
 t.test('a client that disconnects does not stop the run', async (t) => {
   const server = await start(t)
-  const app = seedApp(server, 'web2', { env: { PIPELINE_STEP_MS: '60' } })
+  const app = await seedApp(server, 'web2', { env: { PIPELINE_STEP_MS: '60' } })
   const { headers } = await elicitingSession(server)
 
   const live = await openCall(t, server, headers, 'service_deployments_create', { app_id: app.id }, 'gone-1')
@@ -307,10 +307,10 @@ t.test('a client that disconnects does not stop the run', async (t) => {
   const first = await waitForLine(live, (l) => l.startsWith('[1/7]'), 'the first step')
   live.close() // aborts the HTTP exchange mid-run
 
-  const org = defaultOrganization(server).id
-  t.equal(server.app.repos.deployments.byId(org, first.deployment_id)?.status, 'running')
-  const row = await until(() => {
-    const d = server.app.repos.deployments.byId(org, first.deployment_id)
+  const org = (await defaultOrganization(server)).id
+  t.equal((await server.app.repos.deployments.byId(org, first.deployment_id))?.status, 'running')
+  const row = await until(async () => {
+    const d = await server.app.repos.deployments.byId(org, first.deployment_id)
     return d && d.status !== 'running' ? d : undefined
   }, 5000, 'the end of the run')
   t.equal(row.status, 'succeeded', 'the run finished')
@@ -328,8 +328,8 @@ t.test('a client that disconnects does not stop the run', async (t) => {
   await deleted.body.dump()
   t.equal(deleted.statusCode, 204)
   await live2.ended(2000)
-  const row2 = await until(() => {
-    const d = server.app.repos.deployments.byId(org, second.deployment_id)
+  const row2 = await until(async () => {
+    const d = await server.app.repos.deployments.byId(org, second.deployment_id)
     return d && d.status !== 'running' ? d : undefined
   }, 5000, 'the end of the second run')
   t.equal(row2.status, 'succeeded', 'the run outlived its session')
@@ -338,11 +338,11 @@ t.test('a client that disconnects does not stop the run', async (t) => {
 t.test('runs in flight are interrupted on shutdown; rows left running are marked interrupted on start', async (t) => {
   const dbPath = tempDatabase(t)
   const first = await start(t, dbPath)
-  const org = defaultOrganization(first).id
-  const app = seedApp(first, 'live', { pipeline: 'sleeper' })
-  const staleApp = seedApp(first, 'stale')
-  const stale = first.app.repos.deployments.create({ organizationId: org, appId: staleApp.id, kind: 'deploy', pipeline: 'default', createdBy: null })
-  first.app.repos.deployments.markRunning(stale.id, Date.now())
+  const org = (await defaultOrganization(first)).id
+  const app = await seedApp(first, 'live', { pipeline: 'sleeper' })
+  const staleApp = await seedApp(first, 'stale')
+  const stale = await first.app.repos.deployments.create({ organizationId: org, appId: staleApp.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+  await first.app.repos.deployments.markRunning(stale.id, Date.now())
 
   const { headers } = await elicitingSession(first)
   const live = await openCall(t, first, headers, 'service_deployments_create', { app_id: app.id }, 'r-1')
@@ -374,20 +374,20 @@ t.test('runs in flight are interrupted on shutdown; rows left running are marked
 
   // The app can be deployed again.
   const { headers: h3 } = await elicitingSession(second)
-  const again = seedApp(second, 'after-restart', { env: { PIPELINE_STEP_MS: '1' } })
+  const again = await seedApp(second, 'after-restart', { env: { PIPELINE_STEP_MS: '1' } })
   t.equal(payload((await confirmedCall(t, second, h3, 'service_deployments_create', { app_id: again.id }, 'r-2')).result).deployment.status, 'succeeded')
 })
 
 t.test('ids of another organization are not found; conflicts and roles', async (t) => {
   const server = await start(t)
   const repos = server.app.repos
-  const org = defaultOrganization(server).id
-  const other = repos.organizations.create({ slug: 'other', name: 'Other' })
-  const theirApp = seedApp(server, 'theirs', { organizationId: other.id })
-  const theirDep = repos.deployments.create({ organizationId: other.id, appId: theirApp.id, kind: 'deploy', pipeline: 'default', createdBy: null })
-  repos.deployments.markRunning(theirDep.id, Date.now())
-  repos.deployments.finish(theirDep.id, 'succeeded', Date.now(), 0, 'succeeded: the pipeline exited with code 0')
-  const mine = seedApp(server, 'mine')
+  const org = (await defaultOrganization(server)).id
+  const other = await repos.organizations.create({ slug: 'other', name: 'Other' })
+  const theirApp = await seedApp(server, 'theirs', { organizationId: other.id })
+  const theirDep = await repos.deployments.create({ organizationId: other.id, appId: theirApp.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+  await repos.deployments.markRunning(theirDep.id, Date.now())
+  await repos.deployments.finish(theirDep.id, 'succeeded', Date.now(), 0, 'succeeded: the pipeline exited with code 0')
+  const mine = await seedApp(server, 'mine')
   const { headers } = await elicitingSession(server)
   const absentDep = 'dep_' + '0'.repeat(26)
   const absentApp = 'app_' + '0'.repeat(26)
@@ -407,19 +407,19 @@ t.test('ids of another organization are not found; conflicts and roles', async (
   await notFound('service_deployments_rollback', { app_id: theirApp.id }, { app_id: absentApp })
   await notFound('service_deployments_rollback', { app_id: mine.id, to_deployment_id: theirDep.id }, { app_id: mine.id, to_deployment_id: absentDep })
   t.strictSame(payload((await call(server, headers, 'service_deployments_list')).result), { deployments: [], total: 0, next_offset: null }, 'the list shows only the organization\'s deployments')
-  t.equal(repos.deployments.list(other.id, { limit: 10, offset: 0 }).total, 1, 'nothing was started for the other organization')
+  t.equal((await repos.deployments.list(other.id, { limit: 10, offset: 0 })).total, 1, 'nothing was started for the other organization')
 
   // A run already active: CONFLICT before anyone is asked.
-  const active = repos.deployments.create({ organizationId: org, appId: mine.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+  const active = await repos.deployments.create({ organizationId: org, appId: mine.id, kind: 'deploy', pipeline: 'default', createdBy: null })
   const busy = await call(server, headers, 'service_deployments_create', { app_id: mine.id })
   t.equal(toolError(busy.result).code, 'CONFLICT')
   t.match(toolError(busy.result).message, active.id)
   t.notOk(busy.messages.some((m) => m.method === 'elicitation/create'), 'nobody is asked')
-  repos.deployments.finish(active.id, 'failed', Date.now(), 1, 'failed: the pipeline exited with code 1')
+  await repos.deployments.finish(active.id, 'failed', Date.now(), 1, 'failed: the pipeline exited with code 1')
 
   // Roles: a developer deploys and cancels but does not roll back; a viewer only reads.
-  const dev = createMember(server, { role: 'developer' })
-  const viewer = createMember(server, { role: 'viewer' })
+  const dev = await createMember(server, { role: 'developer' })
+  const viewer = await createMember(server, { role: 'viewer' })
   const devSession = await openSession(server.mcpUrl, dev.key)
   const viewerSession = await openSession(server.mcpUrl, viewer.key)
   const names = async (h: Record<string, string>) => {
@@ -438,9 +438,9 @@ t.test('ids of another organization are not found; conflicts and roles', async (
 t.test('rollback to the deploy before the current one', async (t) => {
   const server = await start(t)
   const repos = server.app.repos
-  const org = defaultOrganization(server).id
-  const app = seedApp(server, 'rb', { env: { PIPELINE_STEP_MS: '1' } })
-  const sibling = seedApp(server, 'sibling')
+  const org = (await defaultOrganization(server)).id
+  const app = await seedApp(server, 'rb', { env: { PIPELINE_STEP_MS: '1' } })
+  const sibling = await seedApp(server, 'sibling')
   const { headers } = await elicitingSession(server)
 
   const nothing = await call(server, headers, 'service_deployments_rollback', { app_id: app.id })
@@ -459,7 +459,7 @@ t.test('rollback to the deploy before the current one', async (t) => {
   t.match(r1, { app_id: app.id, kind: 'rollback', rollback_of: d1.id, status: 'succeeded', exit_code: 0 })
   t.ok(rb.logs.some((l) => l.data.line === `[1/4] Fetching the artifact of ${d1.id}`), 'the pipeline was told what to put back')
   t.ok(rb.messages.filter((m) => m.method === 'notifications/progress').length === rb.logs.length, 'a rollback streams progress too')
-  t.ok(repos.audit.page(org, 50).items.some((a) => a.action === 'service_deployments_rollback' && a.outcome === 'succeeded' && a.targetId === r1.id))
+  t.ok((await repos.audit.page(org, 50)).items.some((a) => a.action === 'service_deployments_rollback' && a.outcome === 'succeeded' && a.targetId === r1.id))
 
   // d1 runs again; nothing succeeded before it, but an explicit target still works.
   t.equal(toolError((await call(server, headers, 'service_deployments_rollback', { app_id: app.id })).result).code, 'CONFLICT')
@@ -467,8 +467,8 @@ t.test('rollback to the deploy before the current one', async (t) => {
   t.match(r2, { kind: 'rollback', rollback_of: d2.id, status: 'succeeded' })
 
   // Only a succeeded deploy of this app is a target.
-  const failed = repos.deployments.create({ organizationId: org, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
-  repos.deployments.finish(failed.id, 'failed', Date.now(), 1, 'failed: the pipeline exited with code 1')
+  const failed = await repos.deployments.create({ organizationId: org, appId: app.id, kind: 'deploy', pipeline: 'default', createdBy: null })
+  await repos.deployments.finish(failed.id, 'failed', Date.now(), 1, 'failed: the pipeline exited with code 1')
   t.equal(toolError((await call(server, headers, 'service_deployments_rollback', { app_id: app.id, to_deployment_id: failed.id })).result).code, 'CONFLICT')
   t.equal(toolError((await call(server, headers, 'service_deployments_rollback', { app_id: app.id, to_deployment_id: r1.id })).result).code, 'CONFLICT', 'not a rollback')
   t.equal(toolError((await call(server, headers, 'service_deployments_rollback', { app_id: sibling.id, to_deployment_id: d1.id })).result).code, 'INVALID_ARGUMENTS', 'not another app\'s')

@@ -70,7 +70,7 @@ async function matrix(t: Test, catalog: ToolDefinition<any, any>[], tools?: Tool
   const members: Member[] = []
   for (const role of ROLES) {
     for (const scopes of SCOPE_SETS) {
-      const m = createMember(server, { role, scopes })
+      const m = await createMember(server, { role, scopes })
       members.push({ role, scopes, label: `${role} [${scopes.join(' ')}]`, headers: {} })
       members.at(-1)!.headers = (await openSession(server.mcpUrl, m.key)).headers
     }

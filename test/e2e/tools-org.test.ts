@@ -63,16 +63,17 @@ async function listAll(t: Test, server: TestServer, headers: Record<string, stri
 async function seeded(t: Test) {
   const server = await startServer(t, { tools: catalog([notesCreate]) })
   const repos = server.app.repos
-  const org = defaultOrganization(server)
-  const other = repos.organizations.create({ slug: 'other', name: 'Other organization' })
-  const admin = createMember(server, { role: 'admin', scopes: ['mcp:read', 'mcp:write'] })
-  const developer = createMember(server, { role: 'developer', scopes: ['mcp:read', 'mcp:write'] })
-  const viewer = createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
-  const extra = Array.from({ length: 4 }, () => createMember(server, { role: 'viewer' }))
-  const otherAdmin = createMember(server, { role: 'admin', organizationId: other.id })
-  const otherDev = createMember(server, { role: 'developer', organizationId: other.id })
+  const org = await defaultOrganization(server)
+  const other = await repos.organizations.create({ slug: 'other', name: 'Other organization' })
+  const admin = await createMember(server, { role: 'admin', scopes: ['mcp:read', 'mcp:write'] })
+  const developer = await createMember(server, { role: 'developer', scopes: ['mcp:read', 'mcp:write'] })
+  const viewer = await createMember(server, { role: 'viewer', scopes: ['mcp:read'] })
+  const extra = []
+  for (let i = 0; i < 4; i++) extra.push(await createMember(server, { role: 'viewer' }))
+  const otherAdmin = await createMember(server, { role: 'admin', organizationId: other.id })
+  const otherDev = await createMember(server, { role: 'developer', organizationId: other.id })
   // A user of the other organization who is also a member here, with another role.
-  const both = repos.memberships.upsert({ userId: otherDev.user.id, organizationId: org.id, role: 'viewer' })
+  const both = await repos.memberships.upsert({ userId: otherDev.user.id, organizationId: org.id, role: 'viewer' })
   const adminSession = await openSession(server.mcpUrl, admin.key)
   return { server, repos, org, other, admin, developer, viewer, extra, otherAdmin, otherDev, both, adminHeaders: adminSession.headers }
 }
@@ -84,7 +85,7 @@ t.test('service_members_list', async (t) => {
   t.test('lists exactly the members of the organization, by email', async (t) => {
     const data = payload(t, await call(server, adminHeaders, 'service_members_list', { limit: 100 }))
     t.equal(data.next_cursor, null)
-    const expected = repos.memberships.forOrganization(org.id)
+    const expected = await repos.memberships.forOrganization(org.id)
     t.equal(data.members.length, 9, 'owner, admin, developer, viewer, four viewers and the member of both organizations')
     t.strictSame(data.members.map((m: any) => m.membership_id).sort(), expected.map((m) => m.id).sort())
     const emails = data.members.map((m: any) => m.email)
@@ -95,7 +96,7 @@ t.test('service_members_list', async (t) => {
       t.strictSame(m, { membership_id: row.id, user_id: row.userId, email: row.email, name: row.userName, role: row.role, joined_at: new Date(row.createdAt).toISOString() })
     }
     const byUser = new Map(data.members.map((m: any) => [m.user_id, m]))
-    t.equal((byUser.get(ownerMembership(server).userId) as any).role, 'owner')
+    t.equal((byUser.get((await ownerMembership(server)).userId) as any).role, 'owner')
     t.equal((byUser.get(s.admin.user.id) as any).role, 'admin')
     t.equal((byUser.get(s.otherDev.user.id) as any).role, 'viewer', 'the role held in this organization')
     t.equal((byUser.get(s.otherDev.user.id) as any).membership_id, s.both.id)
@@ -123,8 +124,8 @@ t.test('service_members_list', async (t) => {
     const before = payload(t, await call(server, adminHeaders, 'service_members_list', { limit: i }))
     t.strictSame(before.members, all.slice(0, i))
     for (const m of [all[i - 1], all[i]]) {
-      repos.memberships.remove(m.user_id, org.id)
-      t.teardown(() => { repos.memberships.upsert({ userId: m.user_id, organizationId: org.id, role: m.role }) })
+      await repos.memberships.remove(m.user_id, org.id)
+      t.teardown(async () => { await repos.memberships.upsert({ userId: m.user_id, organizationId: org.id, role: m.role }) })
     }
     const after = payload(t, await call(server, adminHeaders, 'service_members_list', { limit: 100, cursor: before.next_cursor }))
     t.strictSame(after.members, all.slice(i + 1))
@@ -144,19 +145,19 @@ t.test('service_members_list', async (t) => {
   t.test('an admin of the other organization sees only its members', async (t) => {
     const { headers } = await openSession(server.mcpUrl, s.otherAdmin.key)
     const data = payload(t, await call(server, headers, 'service_members_list'))
-    t.strictSame(data.members.map((m: any) => m.membership_id).sort(), repos.memberships.forOrganization(other.id).map((m) => m.id).sort())
+    t.strictSame(data.members.map((m: any) => m.membership_id).sort(), (await repos.memberships.forOrganization(other.id)).map((m) => m.id).sort())
     t.strictSame(data.members.map((m: any) => m.user_id).sort(), [s.otherAdmin.user.id, s.otherDev.user.id].sort())
     // A cursor made in one organization only positions the list of the caller's own organization.
     const mine = payload(t, await call(server, adminHeaders, 'service_members_list', { limit: 1 }))
     const theirs = payload(t, await call(server, headers, 'service_members_list', { cursor: mine.next_cursor }))
-    for (const m of theirs.members) t.ok(repos.memberships.forOrganization(other.id).some((x) => x.id === m.membership_id))
+    for (const m of theirs.members) t.ok((await repos.memberships.forOrganization(other.id)).some((x) => x.id === m.membership_id))
   })
 })
 
 t.test('service_audit_list', async (t) => {
   const s = await seeded(t)
   const { server, repos, org, other, adminHeaders } = s
-  const owner = ownerMembership(server)
+  const owner = await ownerMembership(server)
 
   // Entries written by tool calls: three successful writes by the admin, one by the owner over OAuth, and a denial.
   for (const text of ['a', 'b', 'c']) payload(t, await call(server, adminHeaders, 'test_notes_create', { text }))
@@ -173,7 +174,7 @@ t.test('service_audit_list', async (t) => {
   // Entries of the other organization, by tool and directly.
   const otherSession = await openSession(server.mcpUrl, s.otherDev.key)
   payload(t, await call(server, otherSession.headers, 'test_notes_create', { text: 'foreign' }))
-  const foreign = repos.audit.add({ organizationId: other.id, userId: s.otherAdmin.user.id, membershipId: s.otherAdmin.membership.id, credentialKind: 'api_key', credentialId: s.otherAdmin.keyId, clientId: null, action: 'test_notes_create', targetType: 'note', targetId: 'note_x', outcome: 'succeeded', details: null })
+  const foreign = await repos.audit.add({ organizationId: other.id, userId: s.otherAdmin.user.id, membershipId: s.otherAdmin.membership.id, credentialKind: 'api_key', credentialId: s.otherAdmin.keyId, clientId: null, action: 'test_notes_create', targetType: 'note', targetId: 'note_x', outcome: 'succeeded', details: null })
 
   t.test('shows the entries of tool calls, newest first, with who did it', async (t) => {
     const data = payload(t, await call(server, adminHeaders, 'service_audit_list', { limit: 100 }))
@@ -182,7 +183,7 @@ t.test('service_audit_list', async (t) => {
     t.strictSame(ids, [...ids].sort().reverse(), 'newest first (ids descend)')
     const times = data.entries.map((e: any) => Date.parse(e.at))
     t.strictSame(times, [...times].sort((a, b) => b - a), 'times never increase')
-    t.equal(data.entries.length, repos.audit.count(org.id), 'every entry of the organization')
+    t.equal(data.entries.length, await repos.audit.count(org.id), 'every entry of the organization')
     for (const e of data.entries) {
       t.strictSame(Object.keys(e).sort(), ['action', 'actor', 'at', 'details', 'id', 'outcome', 'target_id', 'target_type'])
       t.strictSame(Object.keys(e.actor).sort(), ['client_id', 'credential_id', 'credential_kind', 'membership_id', 'user_id'])
@@ -217,7 +218,7 @@ t.test('service_audit_list', async (t) => {
     t.strictSame(items, all, 'the pages join into the whole log, newest first, without repeats')
     const first = payload(t, await call(server, adminHeaders, 'service_audit_list', { limit: 1 }))
     // Entries written after the first page do not appear on the next pages.
-    repos.audit.add({ organizationId: org.id, userId: null, membershipId: null, credentialKind: 'api_key', credentialId: null, clientId: null, action: 'test_later', targetType: null, targetId: null, outcome: 'succeeded', details: null })
+    await repos.audit.add({ organizationId: org.id, userId: null, membershipId: null, credentialKind: 'api_key', credentialId: null, clientId: null, action: 'test_later', targetType: null, targetId: null, outcome: 'succeeded', details: null })
     const next = payload(t, await call(server, adminHeaders, 'service_audit_list', { limit: 100, cursor: first.next_cursor }))
     t.strictSame(next.entries, all.slice(1))
     for (const cursor of ['nope', Buffer.from('members:usr_x').toString('base64url')]) {
@@ -239,11 +240,11 @@ t.test('service_audit_list', async (t) => {
     t.strictSame(none, { entries: [], next_cursor: null })
 
     // Matches scattered through a long log (more than one read of the repository).
-    const add = (action: string) => repos.audit.add({ organizationId: org.id, userId: null, membershipId: null, credentialKind: 'api_key', credentialId: null, clientId: null, action, targetType: null, targetId: null, outcome: 'succeeded', details: { n: 1 } })
+    const add = async (action: string) => repos.audit.add({ organizationId: org.id, userId: null, membershipId: null, credentialKind: 'api_key', credentialId: null, clientId: null, action, targetType: null, targetId: null, outcome: 'succeeded', details: { n: 1 } })
     const rare: string[] = []
     for (let i = 0; i < 1300; i++) {
-      if (i % 400 === 7) rare.push(add('test_rare').id)
-      add('test_noise')
+      if (i % 400 === 7) rare.push((await add('test_rare')).id)
+      await add('test_noise')
     }
     const rareAll = await listAll(t, server, adminHeaders, 'service_audit_list', 'entries', { action: 'test_rare', limit: 2 })
     t.strictSame(rareAll.sizes, [2, 2])
@@ -255,7 +256,7 @@ t.test('service_audit_list', async (t) => {
   t.test('an admin of the other organization sees only its entries', async (t) => {
     const { headers } = await openSession(server.mcpUrl, s.otherAdmin.key)
     const data = payload(t, await call(server, headers, 'service_audit_list', { limit: 100 }))
-    t.strictSame(data.entries.map((e: any) => e.id).sort(), repos.audit.page(other.id, 100).items.map((e) => e.id).sort())
+    t.strictSame(data.entries.map((e: any) => e.id).sort(), (await repos.audit.page(other.id, 100)).items.map((e) => e.id).sort())
     t.ok(data.entries.some((e: any) => e.id === foreign.id))
     t.ok(data.entries.some((e: any) => e.target_id === 'note_foreign'))
     t.notOk(data.entries.some((e: any) => ['note_a', 'note_b', 'note_c', 'note_oauth'].includes(e.target_id)))

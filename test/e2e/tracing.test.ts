@@ -136,7 +136,7 @@ t.test('errors: JSON-RPC codes, tool errors and HTTP refusals as error.type; no 
   t.equal(other.name, '_OTHER', 'an unknown method is not named')
   t.match(other.attributes, { 'mcp.method.name': '_OTHER', 'error.type': '-32601', 'rpc.response.status_code': '-32601', 'service_mcp.error.code': 'METHOD_NOT_FOUND' })
 
-  const { key: readOnly } = createKey(server, ownerMembership(server).id, ['mcp:read'])
+  const { key: readOnly } = await createKey(server, (await ownerMembership(server)).id, ['mcp:read'])
   const refused = await modernCall(server.mcpUrl, readOnly, 'service_apps_create', { name: DISTINCTIVE }, { id: 'e-3' })
   t.equal(refused.status, 403)
   const scope = await span((s) => s.name === 'tools/call service_apps_create', 'the refused call span')

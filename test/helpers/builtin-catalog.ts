@@ -37,34 +37,34 @@ export async function serve(t: Test, config: Partial<Config> = {}, extra: Parame
   return startServer(t, { ...extra, config: { envKey: ENV_KEY, pipelines: PIPELINES, pipelineGraceMs: 200, heartbeatMs: 60_000, ...config } })
 }
 
-export function seedApp(server: TestServer, name: string, options: { description?: string; env?: string[]; organizationId?: string; pipeline?: string } = {}): App {
+export async function seedApp(server: TestServer, name: string, options: { description?: string; env?: string[]; organizationId?: string; pipeline?: string } = {}): Promise<App> {
   const repos = server.app.repos
-  const organizationId = options.organizationId ?? defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, description: options.description ?? '', pipeline: options.pipeline ?? 'default' })
+  const organizationId = options.organizationId ?? (await defaultOrganization(server)).id
+  const app = await repos.apps.create({ organizationId, name, description: options.description ?? '', pipeline: options.pipeline ?? 'default' })
   for (const k of options.env ?? []) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal('value-of-' + k, envVarAad(app.id, k)), userId: null })
+    await repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal('value-of-' + k, envVarAad(app.id, k)), userId: null })
   }
   return app
 }
 
 /** A finished deployment with exactly these lines, stored as the runner stores them (`at` = base + seq seconds). */
-export function seedDeployment(
+export async function seedDeployment(
   server: TestServer,
   app: App,
   options: { status?: 'succeeded' | 'failed' | 'cancelled' | 'interrupted' | 'running'; lines?: Array<[DeploymentLogLine['stream'], string]>; base?: number; exitCode?: number | null; outcome?: string } = {},
-): Deployment {
+): Promise<Deployment> {
   const repos = server.app.repos
   const base = options.base ?? Date.UTC(2026, 0, 2, 3, 4, 5)
-  const d = repos.deployments.create({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', pipeline: app.pipeline, createdBy: null })
+  const d = await repos.deployments.create({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', pipeline: app.pipeline, createdBy: null })
   const lines = options.lines ?? [['system', `started deploy of ${app.name} with pipeline ${app.pipeline}`], ['stdout', 'building'], ['stderr', 'boom'], ['system', 'failed: the pipeline exited with code 3']]
-  repos.deployments.appendLines(lines.map(([stream, line], seq) => ({ deploymentId: d.id, seq, stream, line, at: base + seq * 1000 })))
-  repos.deployments.markRunning(d.id, base)
+  await repos.deployments.appendLines(lines.map(([stream, line], seq) => ({ deploymentId: d.id, seq, stream, line, at: base + seq * 1000 })))
+  await repos.deployments.markRunning(d.id, base)
   const status = options.status ?? 'failed'
   if (status !== 'running') {
     const exitCode = options.exitCode !== undefined ? options.exitCode : status === 'failed' ? 3 : status === 'succeeded' ? 0 : null
-    repos.deployments.finish(d.id, status, base + lines.length * 1000, exitCode, options.outcome ?? (status === 'failed' ? 'failed: the pipeline exited with code 3' : `${status}: as seeded`))
+    await repos.deployments.finish(d.id, status, base + lines.length * 1000, exitCode, options.outcome ?? (status === 'failed' ? 'failed: the pipeline exited with code 3' : `${status}: as seeded`))
   }
-  return repos.deployments.byId(app.organizationId, d.id)!
+  return (await repos.deployments.byId(app.organizationId, d.id))!
 }
 
 /** The log text the resource gives for stored lines (its documented format). */
@@ -72,15 +72,15 @@ export function logText(lines: DeploymentLogLine[]): string {
   return lines.map((l) => `${new Date(l.at).toISOString()} [${l.stream}] ${l.line}\n`).join('')
 }
 
-export function storedLines(server: TestServer, deploymentId: string): DeploymentLogLine[] {
-  return server.app.repos.deployments.lines(deploymentId, 100_000).items
+export async function storedLines(server: TestServer, deploymentId: string): Promise<DeploymentLogLine[]> {
+  return (await server.app.repos.deployments.lines(deploymentId, 100_000)).items
 }
 
 /** A second organization with a member of `role` (both scopes) and one app. */
-export function otherOrganization(server: TestServer, role: Role = 'owner') {
-  const org = server.app.repos.organizations.create({ slug: `other-${randomBytes(3).toString('hex')}`, name: 'Other Inc' })
-  const member = createMember(server, { role, organizationId: org.id })
-  const app = seedApp(server, 'gamma', { organizationId: org.id, description: 'Org B app' })
+export async function otherOrganization(server: TestServer, role: Role = 'owner') {
+  const org = await server.app.repos.organizations.create({ slug: `other-${randomBytes(3).toString('hex')}`, name: 'Other Inc' })
+  const member = await createMember(server, { role, organizationId: org.id })
+  const app = await seedApp(server, 'gamma', { organizationId: org.id, description: 'Org B app' })
   return { org, member, app }
 }
 

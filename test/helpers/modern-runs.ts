@@ -35,32 +35,32 @@ export async function serveModern(t: Test, config: Partial<Config> = {}, dbPath?
 }
 
 /** An app of the default organization (unless given) with env vars stored as the server stores them. */
-export function seedApp(server: TestServer, name: string, env: Record<string, string> = {}, options: { pipeline?: string; organizationId?: string } = {}) {
+export async function seedApp(server: TestServer, name: string, env: Record<string, string> = {}, options: { pipeline?: string; organizationId?: string } = {}) {
   const repos = server.app.repos
-  const organizationId = options.organizationId ?? defaultOrganization(server).id
-  const app = repos.apps.create({ organizationId, name, pipeline: options.pipeline ?? 'default' })
+  const organizationId = options.organizationId ?? (await defaultOrganization(server)).id
+  const app = await repos.apps.create({ organizationId, name, pipeline: options.pipeline ?? 'default' })
   for (const [k, v] of Object.entries(env)) {
-    repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, envVarAad(app.id, k)), userId: null })
+    await repos.envVars.set({ organizationId, appId: app.id, name: k, ciphertext: BOX.seal(v, envVarAad(app.id, k)), userId: null })
   }
   return app
 }
 
 /** A succeeded deploy of `appId`, written directly (a rollback target). */
-export function seedSucceeded(server: TestServer, appId: string) {
+export async function seedSucceeded(server: TestServer, appId: string) {
   const repos = server.app.repos
-  const organizationId = defaultOrganization(server).id
-  const d = repos.deployments.create({ organizationId, appId, kind: 'deploy', pipeline: 'default', createdBy: null })
-  repos.deployments.markRunning(d.id, Date.now())
-  repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'succeeded: the pipeline exited with code 0')
-  return repos.deployments.byId(organizationId, d.id)!
+  const organizationId = (await defaultOrganization(server)).id
+  const d = await repos.deployments.create({ organizationId, appId, kind: 'deploy', pipeline: 'default', createdBy: null })
+  await repos.deployments.markRunning(d.id, Date.now())
+  await repos.deployments.finish(d.id, 'succeeded', Date.now(), 0, 'succeeded: the pipeline exited with code 0')
+  return (await repos.deployments.byId(organizationId, d.id))!
 }
 
-export function deploymentCount(server: TestServer, appId?: string): number {
-  return server.app.repos.deployments.list(defaultOrganization(server).id, { ...(appId ? { appId } : {}), limit: 100, offset: 0 }).total
+export async function deploymentCount(server: TestServer, appId?: string): Promise<number> {
+  return (await server.app.repos.deployments.list((await defaultOrganization(server)).id, { ...(appId ? { appId } : {}), limit: 100, offset: 0 })).total
 }
 
-export function deploymentRow(server: TestServer, id: string) {
-  return server.app.repos.deployments.byId(defaultOrganization(server).id, id)
+export async function deploymentRow(server: TestServer, id: string) {
+  return server.app.repos.deployments.byId((await defaultOrganization(server)).id, id)
 }
 
 let askId = 0

@@ -250,7 +250,7 @@ export async function heartbeatsComeThrough(t: Test, start: StartProxy): Promise
  */
 export async function sdkDeploysThrough(t: Test, start: StartProxy): Promise<void> {
   const { server, mcpUrl } = await behind(t, start)
-  const app = seedApp(server, 'web', { PIPELINE_STEP_MS: '150' })
+  const app = await seedApp(server, 'web', { PIPELINE_STEP_MS: '150' })
   const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
     requestInit: { headers: { Authorization: `Bearer ${server.apiKey}` } },
     reconnectionOptions: { maxReconnectionDelay: 100, initialReconnectionDelay: 10, reconnectionDelayGrowFactor: 1, maxRetries: 0 },
@@ -268,7 +268,7 @@ export async function sdkDeploysThrough(t: Test, start: StartProxy): Promise<voi
   await client.connect(transport)
   const sessionId = transport.sessionId
   t.type(sessionId, 'string', 'a session through the proxy')
-  t.ok(server.app.sessions.get(sessionId!), 'the server holds it')
+  t.ok(await server.app.sessions.get(sessionId!), 'the server holds it')
   const { tools } = await client.listTools()
   t.ok(tools.some((tool) => tool.name === 'service_deployments_create'), 'tools/list')
   const who = await client.callTool({ name: 'service_whoami', arguments: {} })
@@ -287,7 +287,7 @@ export async function sdkDeploysThrough(t: Test, start: StartProxy): Promise<voi
   t.ok(answeredAt - progressAt[0]! >= 600, `the first progress arrived ${answeredAt - progressAt[0]!} ms before the answer, while the pipeline ran`)
 
   await transport.terminateSession()
-  t.notOk(server.app.sessions.get(sessionId!), 'DELETE through the proxy ended the session')
+  t.notOk(await server.app.sessions.get(sessionId!), 'DELETE through the proxy ended the session')
   await client.close()
   // After DELETE the server ends the standalone GET stream, which the SDK (maxRetries 0) reports; nothing else.
   t.strictSame(errors.map(String).filter((e) => !/Maximum reconnection attempts \(0\) exceeded/.test(e)), [], 'the transport reported no errors')

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Config } from '../../src/config.js'
 import { createServer, type CreateServerOptions, type McpServer } from '../../src/index.js'
+import { postgresDatabase } from './backends.js'
 
 /** Fixed credentials of the bootstrapped owner in every test server. */
 export const OWNER_EMAIL = 'owner@example.com'
@@ -34,6 +35,14 @@ interface Teardown {
   teardown(fn: () => unknown): void
 }
 
+/**
+ * SERVICE_TEST_DATABASE=postgres runs the servers of the suite on this run's PostgreSQL (test/setup/backends.ts), each
+ * on a database of its own, instead of a temporary SQLite file. Tests that open the file themselves pass their own.
+ */
+export function onPostgres(): boolean {
+  return process.env.SERVICE_TEST_DATABASE === 'postgres'
+}
+
 /** A fresh temporary database file, deleted at teardown. */
 export function tempDatabase(t: Teardown): string {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-test-'))
@@ -42,14 +51,17 @@ export function tempDatabase(t: Teardown): string {
 }
 
 /**
- * Starts a real server on 127.0.0.1, port 0, with a temporary SQLite file and the owner bootstrapped with OWNER_KEY.
+ * Starts a real server on 127.0.0.1, port 0, with a temporary SQLite file (or PostgreSQL database, onPostgres) and the
+ * owner bootstrapped with OWNER_KEY.
  * The environment is not read, so settings come only from `config`.
  */
 export async function startServer(
   t: Teardown,
   options: { config?: Partial<Config>; dbPath?: string } & Omit<CreateServerOptions, 'config' | 'env'> = {},
 ): Promise<TestServer> {
-  const dbPath = options.dbPath ?? tempDatabase(t)
+  const dbPath = options.dbPath ?? (onPostgres() ? await postgresDatabase(t) : tempDatabase(t))
+  // A PostgreSQL database has no folder for a default env.key (config.ts): the suite's pass on it names one.
+  const postgresKey = onPostgres() && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}
   const { config, dbPath: _d, ...rest } = options
   const server = await createServer({
     env: {},
@@ -67,6 +79,7 @@ export async function startServer(
       bootstrapApiKey: OWNER_KEY,
       // Tests send far more than a person would: ceilings out of reach unless a test sets its own (rate-limit tests).
       ...UNLIMITED,
+      ...postgresKey,
       ...config,
     },
   })

@@ -112,11 +112,11 @@ export function messagesOf(live: LiveStream): any[] {
   return parseSse(complete).events.filter((e) => e.data !== '').map((e) => JSON.parse(e.data))
 }
 
-/** Polls `probe` every 15 ms until it returns a value; rejects after `ms`. */
-export async function until<T>(probe: () => T | undefined | false, ms: number, what: string): Promise<T> {
+/** Polls `probe` every 15 ms until it returns (or resolves to) a value; rejects after `ms`. */
+export async function until<T>(probe: () => Promise<T | undefined | false> | T | undefined | false, ms: number, what: string): Promise<T> {
   const deadline = Date.now() + ms
   for (;;) {
-    const value = probe()
+    const value = await probe()
     if (value) return value
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
     await sleep(15)

@@ -10,7 +10,7 @@ import { OWNER_KEY, startServer } from '../helpers/server.js'
 // credential that has since been revoked.
 t.test('one connection, several credentials: each request acts as the credential it sends', async (t) => {
   const server = await startServer(t)
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const client = new Client(new URL(server.mcpUrl).origin, { pipelining: 1 })
   t.teardown(() => client.close())
   let sockets = 0
@@ -30,7 +30,7 @@ t.test('one connection, several credentials: each request acts as the credential
   t.equal(wrong.status, 401, 'a key differing in its last character is refused')
 
   t.equal(await roleOf(member.key), 'viewer')
-  server.app.repos.apiKeys.revoke(member.keyId)
+  await server.app.repos.apiKeys.revoke(member.keyId)
   const revoked = await whoami(member.key)
   t.equal(revoked.status, 401)
   t.equal(revoked.json.error.code, 'TOKEN_REVOKED', 'a revoked key sent again on its connection is refused')

@@ -10,7 +10,7 @@ import { startServer } from '../helpers/server.js'
 // request, long before the revocation watcher's next sweep.
 t.test('changes made by another process reach the next request despite the credential cache', async (t) => {
   const server = await startServer(t, { config: { sessionSweepMs: 3_600_000 } })
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
   const whoami = async () => (await post(server.mcpUrl, callTool('service_whoami'), headers))
   t.equal((await whoami()).json.result.structuredContent.role, 'viewer')
@@ -18,10 +18,10 @@ t.test('changes made by another process reach the next request despite the crede
   const cli = openDatabase(server.dbPath, { migrate: false })
   t.teardown(() => cli.close())
   const other = createRepos(cli.db)
-  other.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'developer' })
+  await other.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'developer' })
   t.equal((await whoami()).json.result.structuredContent.role, 'developer', 'a role changed by the CLI applies at once')
 
-  t.ok(other.apiKeys.revoke(member.keyId))
+  t.ok(await other.apiKeys.revoke(member.keyId))
   const revoked = await whoami()
   t.equal(revoked.status, 401)
   t.equal(revoked.json.error.code, 'TOKEN_REVOKED', 'a key revoked by the CLI is refused at once')
@@ -29,10 +29,10 @@ t.test('changes made by another process reach the next request despite the crede
 
 t.test('a key revoked in this process is refused on the next request', async (t) => {
   const server = await startServer(t)
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
   t.equal((await post(server.mcpUrl, callTool('service_whoami'), headers)).status, 200)
-  server.app.repos.apiKeys.revoke(member.keyId)
+  await server.app.repos.apiKeys.revoke(member.keyId)
   const res = await post(server.mcpUrl, callTool('service_whoami'), headers)
   t.equal(res.status, 401)
   t.equal(res.json.error.code, 'TOKEN_REVOKED')
@@ -42,7 +42,7 @@ t.test('a key revoked in this process is refused on the next request', async (t)
 // that header through its own connection: its commits must show through before its command returns.
 t.test('a key revoked by the CLI process is refused on the very next request', async (t) => {
   const server = await startServer(t, { config: { sessionSweepMs: 3_600_000 } })
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
   const whoami = async () => (await post(server.mcpUrl, callTool('service_whoami'), headers))
   t.equal((await whoami()).status, 200)

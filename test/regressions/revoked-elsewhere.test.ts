@@ -8,17 +8,17 @@ import { openLive } from '../helpers/stream.js'
 // revoked key was presented again; an open stream kept receiving heartbeats until it idled out.
 t.test('a key revoked outside the server ends its sessions and streams without being presented again', async (t) => {
   const server = await startServer(t, { config: { sessionSweepMs: 50 } })
-  const member = createMember(server, { role: 'viewer' })
+  const member = await createMember(server, { role: 'viewer' })
   const { sessionId, headers } = await openSession(server.mcpUrl, member.key)
   t.equal((await post(server.mcpUrl, callTool('service_whoami'), headers)).status, 200)
   const live = await openLive(server.mcpUrl, { method: 'GET', headers: { ...headers, accept: 'text/event-stream' } })
   t.teardown(() => live.close())
   t.equal(live.status, 200)
 
-  t.ok(server.app.repos.apiKeys.revoke(member.keyId), 'revoked in the database, as the CLI does')
+  t.ok(await server.app.repos.apiKeys.revoke(member.keyId), 'revoked in the database, as the CLI does')
   await live.ended(2000)
   t.ok(live.endedByServer, 'the stream was ended by the server')
-  t.equal(server.app.sessions.get(sessionId), undefined, 'the session ended')
-  const row = server.app.repos.sessions.byId(sessionId)
+  t.equal(await server.app.sessions.get(sessionId), undefined, 'the session ended')
+  const row = await server.app.repos.sessions.byId(sessionId)
   t.ok(row === undefined || row.endedAt !== null, 'and its end is recorded (or the ended row already purged)')
 })

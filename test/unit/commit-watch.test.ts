@@ -38,10 +38,10 @@ t.test('no watch where SQLite keeps no -shm file: the caller asks SQLite every t
   t.teardown(() => memory.close())
   t.equal(commitWatch(memory.sqlite as never), null)
   const repos = createRepos(memory.db)
-  repos.organizations.create({ slug: 'acme' })
-  const user = repos.users.create({ email: 'a@example.com', passwordHash: null })
+  await repos.organizations.create({ slug: 'acme' })
+  const user = await repos.users.create({ email: 'a@example.com', passwordHash: null })
   t.equal(repos.credentialChanges.takeChanged(), false)
-  repos.users.setDisabled(user.id, true)
+  await repos.users.setDisabled(user.id, true)
   t.equal(repos.credentialChanges.takeChanged(), true, 'changes in this process are still seen')
 })
 
@@ -59,6 +59,6 @@ t.test('watches of one file share one descriptor, which closing a connection lea
   for (let i = 0; i < 5; i++) connectAndWatch()
   t.equal(openFiles(), before, 'no descriptor per watch (and none closed: closing one would drop SQLite\'s locks)')
   const watch = commitWatch(server.sqlite as never)!
-  createRepos(openDatabase(path, { migrate: false }).db).organizations.create({ slug: 'late' })
+  await createRepos(openDatabase(path, { migrate: false }).db).organizations.create({ slug: 'late' })
   t.equal(watch.moved(), true, 'the shared descriptor still reads the live header')
 })

@@ -84,10 +84,14 @@ t.test('environment variables', async (t) => {
     t.equal(loadConfig({ env: { SERVICE_DATABASE: ':memory:' } }).database, ':memory:')
     t.equal(loadConfig({ env: { SERVICE_DATABASE: 'file:x.db?mode=memory' } }).database, 'file:x.db?mode=memory', 'a SQLite file: URI')
     t.equal(loadConfig({ env: { SERVICE_DATABASE: 'data/a:b.db' } }).database, 'data/a:b.db', 'a colon in a file name')
-    // A URL used to become folders named after its scheme (./postgres:/host/db).
-    t.throws(() => loadConfig({ env: { SERVICE_DATABASE: 'postgres://user:secret@db.example.com/mcp' } }), /SERVICE_DATABASE "postgres:\/\/…@db\.example\.com\/mcp" is a URL, but this version stores its data in SQLite only/)
-    t.throws(() => loadConfig({ env: { SERVICE_DATABASE: 'postgresql://localhost/mcp' } }), /is a URL/)
-    const err = (() => { try { loadConfig({ env: { SERVICE_DATABASE: 'postgres://u:hunter2@h/d' } }) } catch (e) { return String(e) } return '' })()
+    // PostgreSQL's URLs name a database; any other URL used to become folders named after its scheme (./mysql:/host/db).
+    const key = Buffer.alloc(32, 1).toString('base64')
+    t.equal(loadConfig({ env: { SERVICE_DATABASE: 'postgres://user:secret@db.example.com/mcp', SERVICE_ENV_KEY: key } }).database, 'postgres://user:secret@db.example.com/mcp')
+    t.equal(loadConfig({ env: { SERVICE_DATABASE: 'postgresql://localhost/mcp', SERVICE_ENV_KEY_FILE: '/etc/service-mcp/env.key' } }).database, 'postgresql://localhost/mcp')
+    // No folder beside a URL for the default env.key (it used to become ./postgres:/…/env.key).
+    t.throws(() => loadConfig({ env: { SERVICE_DATABASE: 'postgresql://localhost/mcp' } }), /SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY \(or SERVICE_ENV_KEY_FILE\)/)
+    t.throws(() => loadConfig({ env: { SERVICE_DATABASE: 'mysql://user:secret@db.example.com/mcp' } }), /SERVICE_DATABASE "mysql:\/\/user:…@db\.example\.com\/mcp" is a URL of a database this server cannot use/)
+    const err = (() => { try { loadConfig({ env: { SERVICE_DATABASE: 'mysql://u:hunter2@h/d' } }) } catch (e) { return String(e) } return '' })()
     t.notMatch(err, /hunter2/, 'the password is not repeated')
   })
 

@@ -7,25 +7,25 @@ import { ShownOnceStore } from '../../src/plugins/oauth/shown-once.js'
 // Credential changes made through the repositories with an actor (the account page, the CLI) are audited in the same
 // transaction, in the organization of what changed; without one (the first start's key) nothing is written.
 
-function setup(t: { teardown(fn: () => unknown): void }) {
+async function setup(t: { teardown(fn: () => unknown): void }) {
   const handle = openDatabase(':memory:')
   t.teardown(() => handle.close())
   const repos = createRepos(handle.db)
-  const acme = repos.organizations.create({ slug: 'acme', name: 'Acme' })
-  const zeta = repos.organizations.create({ slug: 'zeta', name: 'Zeta' })
-  const user = repos.users.create({ email: 'dev@example.com', passwordHash: null })
-  const inAcme = repos.memberships.upsert({ userId: user.id, organizationId: acme.id, role: 'developer' })
-  const inZeta = repos.memberships.upsert({ userId: user.id, organizationId: zeta.id, role: 'owner' })
-  const entries = (organizationId: string) => repos.audit.page(organizationId, 100).items
+  const acme = await repos.organizations.create({ slug: 'acme', name: 'Acme' })
+  const zeta = await repos.organizations.create({ slug: 'zeta', name: 'Zeta' })
+  const user = await repos.users.create({ email: 'dev@example.com', passwordHash: null })
+  const inAcme = await repos.memberships.upsert({ userId: user.id, organizationId: acme.id, role: 'developer' })
+  const inZeta = await repos.memberships.upsert({ userId: user.id, organizationId: zeta.id, role: 'owner' })
+  const entries = async (organizationId: string) => (await repos.audit.page(organizationId, 100)).items
   return { repos, acme, zeta, user, inAcme, inZeta, entries }
 }
 
 t.test('API keys: create, revoke and rotate with an actor are audited; the key never is', async (t) => {
-  const { repos, acme, zeta, user, inAcme, entries } = setup(t)
+  const { repos, acme, zeta, user, inAcme, entries } = await setup(t)
   const page = { via: 'account_page', userId: user.id, requestId: 'req-1' } as const
 
-  const created = repos.apiKeys.create({ membershipId: inAcme.id, name: 'laptop', scopes: ['mcp:read'], by: page })
-  const [createEntry, ...rest] = entries(acme.id)
+  const created = await repos.apiKeys.create({ membershipId: inAcme.id, name: 'laptop', scopes: ['mcp:read'], by: page })
+  const [createEntry, ...rest] = await entries(acme.id)
   t.same(rest, [], 'one entry')
   t.strictSame({ ...createEntry, id: undefined, at: undefined }, {
     id: undefined,
@@ -42,10 +42,10 @@ t.test('API keys: create, revoke and rotate with an actor are audited; the key n
     outcome: 'succeeded',
     details: { request_id: 'req-1', name: 'laptop', key_prefix: created.record.displayPrefix, scopes: 'mcp:read', membership_id: inAcme.id, expires_at: null },
   }, 'the create entry: actor, organization, target, outcome')
-  t.same(entries(zeta.id), [], 'nothing in the other organization')
+  t.same(await entries(zeta.id), [], 'nothing in the other organization')
 
-  t.ok(repos.apiKeys.revoke(created.record.id, { via: 'cli' }))
-  const revokeEntry = entries(acme.id)[0]!
+  t.ok(await repos.apiKeys.revoke(created.record.id, { via: 'cli' }))
+  const revokeEntry = (await entries(acme.id))[0]!
   t.strictSame({ ...revokeEntry, id: undefined, at: undefined }, {
     id: undefined,
     at: undefined,
@@ -61,47 +61,47 @@ t.test('API keys: create, revoke and rotate with an actor are audited; the key n
     outcome: 'succeeded',
     details: { name: 'laptop', key_prefix: created.record.displayPrefix, membership_id: inAcme.id },
   }, 'the CLI revoke entry: no user, credential kind cli')
-  t.notOk(repos.apiKeys.revoke(created.record.id, { via: 'cli' }), 'revoking again changes nothing')
-  t.equal(entries(acme.id).length, 2, 'and writes nothing')
+  t.notOk(await repos.apiKeys.revoke(created.record.id, { via: 'cli' }), 'revoking again changes nothing')
+  t.equal((await entries(acme.id)).length, 2, 'and writes nothing')
 
-  const expiring = repos.apiKeys.create({ membershipId: inAcme.id, name: 'ci', scopes: ['mcp:read', 'mcp:write'], expiresAt: Date.UTC(2030, 0, 1), by: { via: 'cli' } })
-  t.equal(entries(acme.id)[0]!.details?.expires_at, '2030-01-01T00:00:00.000Z', 'the expiry in ISO form')
-  const rotated = repos.apiKeys.rotate(expiring.record.id, page)
+  const expiring = await repos.apiKeys.create({ membershipId: inAcme.id, name: 'ci', scopes: ['mcp:read', 'mcp:write'], expiresAt: Date.UTC(2030, 0, 1), by: { via: 'cli' } })
+  t.equal((await entries(acme.id))[0]!.details?.expires_at, '2030-01-01T00:00:00.000Z', 'the expiry in ISO form')
+  const rotated = await repos.apiKeys.rotate(expiring.record.id, page)
   t.ok(rotated, 'rotated')
   t.equal(rotated!.previous.id, expiring.record.id)
-  t.equal(repos.apiKeys.byId(expiring.record.id)?.revokedAt !== null, true, 'the old key is revoked')
+  t.equal((await repos.apiKeys.byId(expiring.record.id))?.revokedAt !== null, true, 'the old key is revoked')
   t.equal(rotated!.record.expiresAt, Date.UTC(2030, 0, 1), 'the new key keeps the expiry')
-  const [revokedByRotation, createdByRotation] = entries(acme.id)
+  const [revokedByRotation, createdByRotation] = await entries(acme.id)
   t.equal(createdByRotation!.action, 'api_key.create')
   t.equal(createdByRotation!.targetId, rotated!.record.id)
   t.equal(createdByRotation!.details?.rotated_from, expiring.record.id, 'the new key names the one it replaces')
   t.equal(revokedByRotation!.action, 'api_key.revoke')
   t.equal(revokedByRotation!.targetId, expiring.record.id)
   t.equal(revokedByRotation!.details?.replaced_by, rotated!.record.id, 'the old key names its replacement')
-  t.equal(repos.apiKeys.rotate(expiring.record.id, page), undefined, 'a revoked key cannot be rotated')
+  t.equal(await repos.apiKeys.rotate(expiring.record.id, page), undefined, 'a revoked key cannot be rotated')
 
-  const before = entries(acme.id).length
-  repos.apiKeys.create({ membershipId: inAcme.id, name: 'quiet', scopes: ['mcp:read'] })
-  t.equal(entries(acme.id).length, before, 'no actor, no entry (the first start)')
+  const before = (await entries(acme.id)).length
+  await repos.apiKeys.create({ membershipId: inAcme.id, name: 'quiet', scopes: ['mcp:read'] })
+  t.equal((await entries(acme.id)).length, before, 'no actor, no entry (the first start)')
 
-  const log = JSON.stringify(entries(acme.id))
+  const log = JSON.stringify(await entries(acme.id))
   for (const key of [created.key, expiring.key, rotated!.key]) t.notOk(log.includes(key), 'no key in the audit log')
 })
 
 t.test('revoking an application audits each grant in its own organization', async (t) => {
-  const { repos, acme, zeta, user, inAcme, inZeta, entries } = setup(t)
-  const client = repos.oauthClients.create({ name: 'Cursor', redirectUris: ['http://127.0.0.1/cb'], grantTypes: ['authorization_code'], scope: 'mcp:read mcp:write' })
+  const { repos, acme, zeta, user, inAcme, inZeta, entries } = await setup(t)
+  const client = await repos.oauthClients.create({ name: 'Cursor', redirectUris: ['http://127.0.0.1/cb'], grantTypes: ['authorization_code'], scope: 'mcp:read mcp:write' })
   const now = Date.now()
   const grant = (id: string, m: typeof inAcme, organizationId: string) =>
     repos.oauthGrants.createGrant({ id, clientId: client.id, userId: user.id, membershipId: m.id, organizationId, scope: 'mcp:read', resource: 'http://x', createdAt: now, expiresAt: now + 60_000 })
-  grant('grt_a', inAcme, acme.id)
-  grant('grt_z', inZeta, zeta.id)
-  repos.oauthGrants.addAccessToken({ jti: 'jti-1', grantId: 'grt_a', createdAt: now, expiresAt: now + 60_000 })
+  await grant('grt_a', inAcme, acme.id)
+  await grant('grt_z', inZeta, zeta.id)
+  await repos.oauthGrants.addAccessToken({ jti: 'jti-1', grantId: 'grt_a', createdAt: now, expiresAt: now + 60_000 })
 
-  const result = repos.oauthGrants.revokeClientForUser(user.id, client.id, now, { via: 'account_page', userId: user.id, requestId: 'req-9' })
+  const result = await repos.oauthGrants.revokeClientForUser(user.id, client.id, now, { via: 'account_page', userId: user.id, requestId: 'req-9' })
   t.same(result, { grants: 2, jtis: ['jti-1'] })
   for (const [org, membership, grantId, tokens] of [[acme.id, inAcme.id, 'grt_a', 1], [zeta.id, inZeta.id, 'grt_z', 0]] as const) {
-    const list = entries(org)
+    const list = await entries(org)
     t.equal(list.length, 1, `one entry in ${org}`)
     t.strictSame({ ...list[0], id: undefined, at: undefined }, {
       id: undefined,
@@ -119,9 +119,9 @@ t.test('revoking an application audits each grant in its own organization', asyn
       details: { request_id: 'req-9', client_id: client.id, scope: 'mcp:read', membership_id: membership, access_tokens_revoked: tokens },
     })
   }
-  t.same(repos.oauthGrants.revokeClientForUser(user.id, client.id, now, { via: 'cli' }), { grants: 0, jtis: [] }, 'nothing left to revoke')
-  t.equal(entries(acme.id).length + entries(zeta.id).length, 2, 'and nothing more audited')
-  t.equal(repos.oauthGrants.lastChosenMembership(user.id, client.id), inZeta.id, 'the newest grant (ids break the tie) names its membership, revoked or not')
+  t.same(await repos.oauthGrants.revokeClientForUser(user.id, client.id, now, { via: 'cli' }), { grants: 0, jtis: [] }, 'nothing left to revoke')
+  t.equal((await entries(acme.id)).length + (await entries(zeta.id)).length, 2, 'and nothing more audited')
+  t.equal(await repos.oauthGrants.lastChosenMembership(user.id, client.id), inZeta.id, 'the newest grant (ids break the tie) names its membership, revoked or not')
 })
 
 t.test('the consent page chooses the organization last chosen for the client, else the oldest membership', async (t) => {

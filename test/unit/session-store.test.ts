@@ -6,13 +6,13 @@ import { SessionStore, type NewSession } from '../../src/sessions/session-store.
 
 const silent = { error() {}, warn() {}, info() {}, debug() {} } as never
 
-function setup(t: Test) {
+async function setup(t: Test) {
   const handle = openDatabase(':memory:')
   t.teardown(() => handle.close())
   const repos = createRepos(handle.db)
-  const org = repos.organizations.create({ slug: 'acme' })
-  const user = repos.users.create({ email: 'a@example.com', passwordHash: null })
-  const m = repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'viewer' })
+  const org = await repos.organizations.create({ slug: 'acme' })
+  const user = await repos.users.create({ email: 'a@example.com', passwordHash: null })
+  const m = await repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'viewer' })
   const store = new SessionStore(repos, { idleMs: 60_000, sweepMs: 60_000, touchFlushMs: 60_000 }, silent)
   const input = (credential = 'key:k1'): NewSession => ({
     credential, membershipId: m.id, organizationId: org.id, protocolVersion: '2025-11-25',
@@ -22,50 +22,50 @@ function setup(t: Test) {
 }
 
 t.test('new sessions are saved together right after the turn that made them', async (t) => {
-  const { repos, store, input } = setup(t)
+  const { repos, store, input } = await setup(t)
   const a = store.create(input())
   const b = store.create(input())
-  t.equal(repos.sessions.byId(a.id), undefined, 'not written during the turn')
-  t.equal(store.get(a.id), a, 'but usable at once')
+  t.equal(await repos.sessions.byId(a.id), undefined, 'not written during the turn')
+  t.equal(await store.get(a.id), a, 'but usable at once')
   await nextTurn()
-  t.equal(repos.sessions.byId(a.id)?.id, a.id, 'written after it')
-  t.equal(repos.sessions.byId(b.id)?.id, b.id)
+  t.equal((await repos.sessions.byId(a.id))?.id, a.id, 'written after it')
+  t.equal((await repos.sessions.byId(b.id))?.id, b.id)
 })
 
 t.test('writes to an unsaved session land in its row', async (t) => {
-  const { repos, store, input } = setup(t)
+  const { repos, store, input } = await setup(t)
   const s = store.create(input())
-  store.markInitialized(s)
-  store.setLogLevel(s, 'debug')
+  await store.markInitialized(s)
+  await store.setLogLevel(s, 'debug')
   await nextTurn()
-  const row = repos.sessions.byId(s.id)
+  const row = await repos.sessions.byId(s.id)
   t.ok(row?.initializedAt, 'initialized')
   t.equal(row?.logLevel, 'debug')
 })
 
 t.test('a session closed before it was saved never reaches the database', async (t) => {
-  const { repos, store, input } = setup(t)
+  const { repos, store, input } = await setup(t)
   const s = store.create(input())
-  store.close(s)
+  await store.close(s)
   await nextTurn()
-  t.equal(repos.sessions.byId(s.id), undefined)
-  t.equal(store.get(s.id), undefined)
+  t.equal(await repos.sessions.byId(s.id), undefined)
+  t.equal(await store.get(s.id), undefined)
 })
 
 t.test('ending by credential includes sessions not saved yet', async (t) => {
-  const { repos, store, input } = setup(t)
+  const { repos, store, input } = await setup(t)
   const mine = store.create(input('key:k1'))
   const other = store.create(input('key:k2'))
-  t.equal(store.endByCredential('key:k1'), 1)
+  t.equal(await store.endByCredential('key:k1'), 1)
   t.ok(mine.ended)
-  t.equal(store.get(mine.id), undefined)
-  t.ok(repos.sessions.byId(mine.id)?.endedAt, 'saved, then ended')
-  t.equal(store.get(other.id), other, 'the other credential keeps its session')
+  t.equal(await store.get(mine.id), undefined)
+  t.ok((await repos.sessions.byId(mine.id))?.endedAt, 'saved, then ended')
+  t.equal(await store.get(other.id), other, 'the other credential keeps its session')
 })
 
 t.test('stopping saves what is pending, so a restart finds it', async (t) => {
-  const { repos, store, input } = setup(t)
+  const { repos, store, input } = await setup(t)
   const s = store.create(input())
-  store.stop()
-  t.equal(repos.sessions.byId(s.id)?.id, s.id)
+  await store.stop()
+  t.equal((await repos.sessions.byId(s.id))?.id, s.id)
 })

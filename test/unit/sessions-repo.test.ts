@@ -8,18 +8,18 @@ t.test('a session row round-trips through the prepared insert', async (t) => {
   const handle = openDatabase(':memory:')
   t.teardown(() => handle.close())
   const repos = createRepos(handle.db)
-  const org = repos.organizations.create({ slug: 'acme' })
-  const user = repos.users.create({ email: 'a@example.com', passwordHash: null })
-  const m = repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'viewer' })
+  const org = await repos.organizations.create({ slug: 'acme' })
+  const user = await repos.users.create({ email: 'a@example.com', passwordHash: null })
+  const m = await repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'viewer' })
   const row = {
     id: 'd0f1a2b3-0000-4000-8000-000000000000', credential: 'key:k1', membershipId: m.id, organizationId: org.id,
     protocolVersion: '2025-06-18', clientInfo: { name: 'c', version: '1' }, clientCapabilities: { elicitation: {} },
     logLevel: 'info', initializedAt: null, createdAt: 10, lastSeenAt: 20, endedAt: null,
   }
-  repos.sessions.insert(row)
-  t.same(repos.sessions.byId(row.id), row)
-  repos.sessions.touchMany([[row.id, 30]])
-  t.equal(repos.sessions.byId(row.id)?.lastSeenAt, 30)
-  t.same(repos.sessions.endByCredential('key:k1', 40), [row.id])
-  t.equal(repos.sessions.purge(0), 1, 'ended rows are purged')
+  await repos.sessions.insert(row)
+  t.same(await repos.sessions.byId(row.id), row)
+  await repos.sessions.touchMany([[row.id, 30]])
+  t.equal((await repos.sessions.byId(row.id))?.lastSeenAt, 30)
+  t.same(await repos.sessions.endByCredential('key:k1', 40), [row.id])
+  t.equal(await repos.sessions.purge(0), 1, 'ended rows are purged')
 })

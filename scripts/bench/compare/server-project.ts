@@ -31,7 +31,7 @@ const fixedTool = defineTool({
 
 const server = await createServer({ tools: [...builtinTools, fixedTool], onBootstrap: () => {} })
 await server.listen()
-const org = server.app.repos.organizations.bySlug('default')
+const org = await server.app.repos.organizations.bySlug('default')
 if (!org) throw new Error('the default organization was not bootstrapped')
-for (let i = 0; i < SEEDED_APPS; i++) server.app.repos.apps.create({ organizationId: org.id, name: `App ${i + 1}`, description: `Benchmark app number ${i + 1}` })
+for (let i = 0; i < SEEDED_APPS; i++) await server.app.repos.apps.create({ organizationId: org.id, name: `App ${i + 1}`, description: `Benchmark app number ${i + 1}` })
 server.closeOnSignals()

@@ -1,10 +1,9 @@
-import { and, desc, eq, gte, isNull, sql } from 'drizzle-orm'
+import { and, desc, eq, gte, isNull, sql, type Placeholder } from 'drizzle-orm'
 import { newId, randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { isoTime } from '../../lib/iso-time.js'
-import type { Db } from '../client.js'
+import type { Store } from '../store.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
-import { apiKeys, memberships, organizations, users } from '../schema.js'
 import type { ApiKey, Role } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -36,16 +35,24 @@ export function apiKeyLookup(hash: string): string {
   return hash.slice(0, 16)
 }
 
-const summary = {
-  id: apiKeys.id,
-  membershipId: apiKeys.membershipId,
-  name: apiKeys.name,
-  displayPrefix: apiKeys.displayPrefix,
-  scopes: apiKeys.scopes,
-  createdAt: apiKeys.createdAt,
-  lastUsedAt: apiKeys.lastUsedAt,
-  expiresAt: apiKeys.expiresAt,
-  revokedAt: apiKeys.revokedAt,
+/** The columns of an ApiKeySummary (all but the hash and its lookup prefix). */
+function summaryOf(apiKeys: Store['t']['apiKeys']) {
+  return {
+    id: apiKeys.id,
+    membershipId: apiKeys.membershipId,
+    name: apiKeys.name,
+    displayPrefix: apiKeys.displayPrefix,
+    scopes: apiKeys.scopes,
+    createdAt: apiKeys.createdAt,
+    lastUsedAt: apiKeys.lastUsedAt,
+    expiresAt: apiKeys.expiresAt,
+    revokedAt: apiKeys.revokedAt,
+  }
+}
+
+/** The organization of a membership, on `store` (the repository's, or a transaction's). */
+async function organizationOf({ db, t: { memberships } }: Store, membershipId: string): Promise<string | undefined> {
+  return (await db.select({ id: memberships.organizationId }).from(memberships).where(eq(memberships.id, membershipId)))[0]?.id
 }
 
 export interface NewApiKey {
@@ -66,12 +73,12 @@ export interface NewApiKey {
  * API keys. A change made with `by` (the account page, the CLI) is audited in the transaction that makes it, so the log
  * and the keys cannot disagree; the entry names the key by id and display prefix, never the key.
  */
-export function apiKeysRepo(db: Db, changes: CredentialChanges) {
-  const audit = auditRepo(db)
-  const organizationOf = (membershipId: string): string | undefined =>
-    db.select({ id: memberships.organizationId }).from(memberships).where(eq(memberships.id, membershipId)).get()?.id
+export function apiKeysRepo(store: Store, changes: CredentialChanges) {
+  const { db, dialect, t: { apiKeys, memberships, organizations, users } } = store
+  const summary = summaryOf(apiKeys)
 
-  function insertKey(input: NewApiKey, auditDetails: Record<string, unknown> = {}): { key: string; record: ApiKeySummary } {
+  /** Inserts the key on `on` (the repository's store, or the transaction of a rotation), audited in one transaction. */
+  async function insertKey(on: Store, input: NewApiKey, auditDetails: Record<string, unknown> = {}): Promise<{ key: string; record: ApiKeySummary }> {
     const key = input.plainKey ?? generateApiKey()
     const hash = sha256Hex(key)
     const record: ApiKey = {
@@ -87,11 +94,11 @@ export function apiKeysRepo(db: Db, changes: CredentialChanges) {
       expiresAt: input.expiresAt ?? null,
       revokedAt: null,
     }
-    db.transaction(() => {
-      db.insert(apiKeys).values(record).run()
-      const organizationId = input.by ? organizationOf(record.membershipId) : undefined
+    await on.transaction(async (tx) => {
+      await tx.db.insert(tx.t.apiKeys).values(record)
+      const organizationId = input.by ? await organizationOf(tx, record.membershipId) : undefined
       if (input.by && organizationId !== undefined) {
-        audit.add(credentialAuditEntry(input.by, {
+        await auditRepo(tx).add(credentialAuditEntry(input.by, {
           organizationId,
           membershipId: record.membershipId,
           action: CREDENTIAL_AUDIT_ACTIONS.keyCreated,
@@ -113,14 +120,15 @@ export function apiKeysRepo(db: Db, changes: CredentialChanges) {
   }
 
   /** Marks a key revoked (auditing it when `by` is given); false when it does not exist or was already revoked. */
-  function revokeKey(id: string, by: CredentialActor | undefined, auditDetails: Record<string, unknown> = {}): boolean {
-    return db.transaction(() => {
-      const [row] = db.update(apiKeys).set({ revokedAt: Date.now() }).where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
-        .returning({ membershipId: apiKeys.membershipId, name: apiKeys.name, displayPrefix: apiKeys.displayPrefix }).all()
+  async function revokeKey(on: Store, id: string, by: CredentialActor | undefined, auditDetails: Record<string, unknown> = {}): Promise<boolean> {
+    return on.transaction(async (tx) => {
+      const { apiKeys: keys } = tx.t
+      const [row] = await tx.db.update(keys).set({ revokedAt: Date.now() }).where(and(eq(keys.id, id), isNull(keys.revokedAt)))
+        .returning({ membershipId: keys.membershipId, name: keys.name, displayPrefix: keys.displayPrefix })
       if (!row) return false
-      const organizationId = by ? organizationOf(row.membershipId) : undefined
+      const organizationId = by ? await organizationOf(tx, row.membershipId) : undefined
       if (by && organizationId !== undefined) {
-        audit.add(credentialAuditEntry(by, {
+        await auditRepo(tx).add(credentialAuditEntry(by, {
           organizationId,
           membershipId: row.membershipId,
           action: CREDENTIAL_AUDIT_ACTIONS.keyRevoked,
@@ -133,8 +141,7 @@ export function apiKeysRepo(db: Db, changes: CredentialChanges) {
     })
   }
 
-  // Hot path (every request with an API key): prepared once.
-  const candidates = db
+  const candidatesWhere = (lookup: string | Placeholder) => db
     .select({
       id: apiKeys.id,
       hash: apiKeys.hash,
@@ -151,42 +158,44 @@ export function apiKeysRepo(db: Db, changes: CredentialChanges) {
     .innerJoin(memberships, eq(memberships.id, apiKeys.membershipId))
     .innerJoin(users, eq(users.id, memberships.userId))
     .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
-    .where(eq(apiKeys.lookup, sql.placeholder('lookup')))
-    .prepare()
+    .where(eq(apiKeys.lookup, lookup))
+  // Hot path (every request with an API key): on SQLite, prepared once.
+  const candidates = dialect === 'sqlite' ? candidatesWhere(sql.placeholder('lookup')).prepare() : undefined
 
   return {
     /** Stores a key for a membership. Only the hash is kept; the plain key is returned to be shown once. */
-    create(input: NewApiKey): { key: string; record: ApiKeySummary } {
-      return insertKey(input)
+    async create(input: NewApiKey): Promise<{ key: string; record: ApiKeySummary }> {
+      return insertKey(store, input)
     },
-    candidatesByLookup(lookup: string): ApiKeyCandidate[] {
-      return candidates.all({ lookup })
+    async candidatesByLookup(lookup: string): Promise<ApiKeyCandidate[]> {
+      if (candidates) return candidates.all({ lookup })
+      return candidatesWhere(lookup)
     },
-    byId(id: string): ApiKeySummary | undefined {
-      return db.select(summary).from(apiKeys).where(eq(apiKeys.id, id)).get()
+    async byId(id: string): Promise<ApiKeySummary | undefined> {
+      return (await db.select(summary).from(apiKeys).where(eq(apiKeys.id, id)))[0]
     },
-    listForMembership(membershipId: string): ApiKeySummary[] {
-      return db.select(summary).from(apiKeys).where(eq(apiKeys.membershipId, membershipId)).orderBy(desc(apiKeys.createdAt)).all()
+    async listForMembership(membershipId: string): Promise<ApiKeySummary[]> {
+      return db.select(summary).from(apiKeys).where(eq(apiKeys.membershipId, membershipId)).orderBy(desc(apiKeys.createdAt))
     },
-    listAll(): Array<ApiKeySummary & { email: string; organizationSlug: string }> {
+    async listAll(): Promise<Array<ApiKeySummary & { email: string; organizationSlug: string }>> {
       return db.select({ ...summary, email: users.email, organizationSlug: organizations.slug })
         .from(apiKeys)
         .innerJoin(memberships, eq(memberships.id, apiKeys.membershipId))
         .innerJoin(users, eq(users.id, memberships.userId))
         .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
-        .orderBy(desc(apiKeys.createdAt)).all()
+        .orderBy(desc(apiKeys.createdAt))
     },
     /** Ids of keys revoked at or after `since` (also by another process, such as the CLI). */
-    revokedSince(since: number): string[] {
-      return db.select({ id: apiKeys.id }).from(apiKeys).where(gte(apiKeys.revokedAt, since)).all().map((r) => r.id)
+    async revokedSince(since: number): Promise<string[]> {
+      return (await db.select({ id: apiKeys.id }).from(apiKeys).where(gte(apiKeys.revokedAt, since))).map((r) => r.id)
     },
     /** Records when keys were last used (write-behind from memory). */
-    touchMany(entries: ReadonlyArray<[string, number]>): void {
-      for (const [id, at] of entries) db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, id)).run()
+    async touchMany(entries: ReadonlyArray<[string, number]>): Promise<void> {
+      for (const [id, at] of entries) await db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, id))
     },
     /** Marks a key revoked (audited when `by` is given); returns false when it does not exist or was already revoked. */
-    revoke(id: string, by?: CredentialActor): boolean {
-      const revoked = revokeKey(id, by)
+    async revoke(id: string, by?: CredentialActor): Promise<boolean> {
+      const revoked = await revokeKey(store, id, by)
       changes.bump()
       return revoked
     },
@@ -194,12 +203,13 @@ export function apiKeysRepo(db: Db, changes: CredentialChanges) {
      * Replaces a live key by a new one with the same membership, name, scopes and expiry, in one transaction; the two
      * audit entries (create, revoke) name each other. Undefined when the key does not exist or was already revoked.
      */
-    rotate(id: string, by?: CredentialActor): { key: string; record: ApiKeySummary; previous: ApiKeySummary } | undefined {
-      const rotated = db.transaction(() => {
-        const previous = db.select(summary).from(apiKeys).where(eq(apiKeys.id, id)).get()
+    async rotate(id: string, by?: CredentialActor): Promise<{ key: string; record: ApiKeySummary; previous: ApiKeySummary } | undefined> {
+      const rotated = await store.transaction(async (tx) => {
+        const keys = tx.t.apiKeys
+        const [previous] = await tx.db.select(summaryOf(keys)).from(keys).where(eq(keys.id, id))
         if (!previous || previous.revokedAt !== null) return undefined
-        const next = insertKey({ membershipId: previous.membershipId, name: previous.name, scopes: previous.scopes.split(' '), expiresAt: previous.expiresAt, by }, { rotated_from: previous.id })
-        if (!revokeKey(previous.id, by, { replaced_by: next.record.id })) throw new Error(`API key ${previous.id} was revoked during its rotation`)
+        const next = await insertKey(tx, { membershipId: previous.membershipId, name: previous.name, scopes: previous.scopes.split(' '), expiresAt: previous.expiresAt, by }, { rotated_from: previous.id })
+        if (!(await revokeKey(tx, previous.id, by, { replaced_by: next.record.id }))) throw new Error(`API key ${previous.id} was revoked during its rotation`)
         return { ...next, previous }
       })
       if (rotated) changes.bump()

@@ -1,8 +1,8 @@
-import { and, asc, eq, getTableColumns, gt, sql, type Placeholder } from 'drizzle-orm'
+import { and, asc, count, eq, getTableColumns, gt, sql, type Placeholder } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
+import { apps as appsTable } from '../schema.js'
+import type { Store } from '../store.js'
 import { uniqueOrConflict } from './conflict.js'
-import { apps, deployments } from '../schema.js'
 import type { App } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -22,7 +22,7 @@ function boundLimit(name: string): Placeholder {
  * Drizzle maps every value of every row through generic checks, which was 40 % of a 20-app page. The columns are
  * plain text and integers, stored as they are read; a unit test compares these rows with Drizzle's own.
  */
-const APP_COLUMNS = Object.keys(getTableColumns(apps)) as Array<keyof App>
+const APP_COLUMNS = Object.keys(getTableColumns(appsTable)) as Array<keyof App>
 
 function appRow(values: unknown[]): App {
   const row: Record<string, unknown> = {}
@@ -33,18 +33,13 @@ function appRow(values: unknown[]): App {
 const nameTaken = (name: string) => `An app named ${name} already exists in your organization`
 
 /** Apps, always addressed through their organization: an id from another organization finds nothing. */
-export function appsRepo(db: Db) {
-  // Keyset pagination on the time-sortable id, always scoped by organization. Prepared once (hot path).
-  const firstPage = db.select().from(apps)
-    .where(eq(apps.organizationId, sql.placeholder('org')))
-    .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
-  const nextPage = db.select().from(apps)
-    .where(and(eq(apps.organizationId, sql.placeholder('org')), gt(apps.id, sql.placeholder('after'))))
-    .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
+export function appsRepo(store: Store) {
+  const { db, dialect, t: { apps, deployments } } = store
+  const page = dialect === 'sqlite' ? sqlitePages(db, apps) : undefined
 
   return {
     /** Creates an app; CONFLICT when the name is taken in the organization. */
-    create(input: { organizationId: string; name: string; description?: string; pipeline?: string; createdBy?: string | null }): App {
+    async create(input: { organizationId: string; name: string; description?: string; pipeline?: string; createdBy?: string | null }): Promise<App> {
       const now = Date.now()
       const row: App = {
         id: newId('app'),
@@ -56,36 +51,59 @@ export function appsRepo(db: Db) {
         createdAt: now,
         updatedAt: now,
       }
-      uniqueOrConflict(() => db.insert(apps).values(row).run(), nameTaken(row.name))
+      await uniqueOrConflict(() => db.insert(apps).values(row).execute(), nameTaken(row.name))
       return row
     },
     /** Returns up to `limit` apps of the organization after `after` (exclusive), plus whether more follow. */
-    page(organizationId: string, limit: number, after?: string): { items: App[]; more: boolean } {
-      const rows = after === undefined
-        ? firstPage.values({ org: organizationId, limit: limit + 1 })
-        : nextPage.values({ org: organizationId, after, limit: limit + 1 })
-      const items: App[] = []
-      for (let i = 0; i < rows.length && i < limit; i++) items.push(appRow(rows[i] as unknown[]))
-      return { items, more: rows.length > limit }
+    async page(organizationId: string, limit: number, after?: string): Promise<{ items: App[]; more: boolean }> {
+      if (page) return page(organizationId, limit, after)
+      const rows = await db.select().from(apps)
+        .where(after === undefined ? eq(apps.organizationId, organizationId) : and(eq(apps.organizationId, organizationId), gt(apps.id, after)))
+        .orderBy(asc(apps.id)).limit(limit + 1)
+      return { items: rows.slice(0, limit), more: rows.length > limit }
     },
-    byId(organizationId: string, id: string): App | undefined {
-      return db.select().from(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).get()
+    async byId(organizationId: string, id: string): Promise<App | undefined> {
+      return (await db.select().from(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))))[0]
     },
     /** Applies the given changes; undefined when the app is not in the organization; CONFLICT when the name is taken. */
-    update(organizationId: string, id: string, changes: { name?: string; description?: string; pipeline?: string }): App | undefined {
+    async update(organizationId: string, id: string, changes: { name?: string; description?: string; pipeline?: string }): Promise<App | undefined> {
       const set: Partial<App> = { updatedAt: Date.now() }
       if (changes.name !== undefined) set.name = changes.name
       if (changes.description !== undefined) set.description = changes.description
       if (changes.pipeline !== undefined) set.pipeline = changes.pipeline
-      return uniqueOrConflict(() => db.update(apps).set(set).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).returning().get(), nameTaken(changes.name ?? ''))
+      const rows = await uniqueOrConflict(() => db.update(apps).set(set).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).returning().execute(), nameTaken(changes.name ?? ''))
+      return rows[0]
     },
     /** Deletes the app with its env vars and deployments (cascade); false when it is not in the organization. */
-    delete(organizationId: string, id: string): boolean {
-      return db.delete(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).run().changes === 1
+    async delete(organizationId: string, id: string): Promise<boolean> {
+      const deleted = await db.delete(apps).where(and(eq(apps.organizationId, organizationId), eq(apps.id, id))).returning({ id: apps.id })
+      return deleted.length === 1
     },
-    deploymentCount(organizationId: string, id: string): number {
-      return db.select({ n: sql<number>`count(*)` }).from(deployments)
-        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, id))).get()?.n ?? 0
+    async deploymentCount(organizationId: string, id: string): Promise<number> {
+      const [row] = await db.select({ n: count() }).from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, id)))
+      return row?.n ?? 0
     },
+  }
+}
+
+/**
+ * SQLite's pages: keyset pagination on the time-sortable id, scoped by organization, prepared once (the hot path of
+ * service_apps_list) and read as arrays (appRow).
+ */
+function sqlitePages(db: Store['db'], apps: Store['t']['apps']) {
+  const firstPage = db.select().from(apps)
+    .where(eq(apps.organizationId, sql.placeholder('org')))
+    .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
+  const nextPage = db.select().from(apps)
+    .where(and(eq(apps.organizationId, sql.placeholder('org')), gt(apps.id, sql.placeholder('after'))))
+    .orderBy(asc(apps.id)).limit(boundLimit('limit')).prepare()
+  return (organizationId: string, limit: number, after?: string): { items: App[]; more: boolean } => {
+    const rows = after === undefined
+      ? firstPage.values({ org: organizationId, limit: limit + 1 })
+      : nextPage.values({ org: organizationId, after, limit: limit + 1 })
+    const items: App[] = []
+    for (let i = 0; i < rows.length && i < limit; i++) items.push(appRow(rows[i] as unknown[]))
+    return { items, more: rows.length > limit }
   }
 }

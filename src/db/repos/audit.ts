@@ -1,7 +1,6 @@
-import { and, desc, eq, lt, sql } from 'drizzle-orm'
+import { and, count, desc, eq, lt } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
-import { auditLog } from '../schema.js'
+import type { Store } from '../store.js'
 import type { AuditEntry } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -47,25 +46,26 @@ export function credentialAuditEntry(
   }
 }
 
-export function auditRepo(db: Db) {
+export function auditRepo(store: Store) {
+  const { db, t: { auditLog } } = store
   return {
-    add(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: number }): AuditEntry {
+    async add(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: number }): Promise<AuditEntry> {
       const row: AuditEntry = { ...entry, id: newId('aud'), at: entry.at ?? Date.now() }
-      db.insert(auditLog).values(row).run()
+      await db.insert(auditLog).values(row)
       return row
     },
     /** Newest first, keyset-paged on the time-sortable id, scoped by organization, optionally one action only. */
-    page(organizationId: string, limit: number, before?: string, action?: string): { items: AuditEntry[]; more: boolean } {
+    async page(organizationId: string, limit: number, before?: string, action?: string): Promise<{ items: AuditEntry[]; more: boolean }> {
       const where = and(
         eq(auditLog.organizationId, organizationId),
         before === undefined ? undefined : lt(auditLog.id, before),
         action === undefined ? undefined : eq(auditLog.action, action),
       )
-      const rows = db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(limit + 1).all()
+      const rows = await db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(limit + 1)
       return { items: rows.slice(0, limit), more: rows.length > limit }
     },
-    count(organizationId: string): number {
-      return db.select({ n: sql<number>`count(*)` }).from(auditLog).where(eq(auditLog.organizationId, organizationId)).get()?.n ?? 0
+    async count(organizationId: string): Promise<number> {
+      return (await db.select({ n: count() }).from(auditLog).where(eq(auditLog.organizationId, organizationId)))[0]?.n ?? 0
     },
   }
 }

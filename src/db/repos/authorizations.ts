@@ -1,55 +1,56 @@
 import { and, count, eq, gt, isNull, lte, min } from 'drizzle-orm'
-import type { Db } from '../client.js'
-import { authorizationCodes, authorizationRequests } from '../schema.js'
+import type { Store } from '../store.js'
 import type { AuthorizationCode, AuthorizationRequest } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { AuthorizationRequest, AuthorizationCode }
 
 /** The two short-lived steps of the code flow: the pending request (until consent) and the code (until exchange). */
-export function authorizationsRepo(db: Db) {
+export function authorizationsRepo(store: Store) {
+  const { db, t: { authorizationCodes, authorizationRequests } } = store
   return {
-    createRequest(row: Omit<AuthorizationRequest, 'consumedAt'>): void {
-      db.insert(authorizationRequests).values({ ...row, consumedAt: null }).run()
+    async createRequest(row: Omit<AuthorizationRequest, 'consumedAt'>): Promise<void> {
+      await db.insert(authorizationRequests).values({ ...row, consumedAt: null })
     },
-    request(id: string): AuthorizationRequest | undefined {
-      return db.select().from(authorizationRequests).where(eq(authorizationRequests.id, id)).get()
+    async request(id: string): Promise<AuthorizationRequest | undefined> {
+      return (await db.select().from(authorizationRequests).where(eq(authorizationRequests.id, id)))[0]
     },
     /**
      * Requests started from one client address (its SHA-256) that are neither answered nor expired, and when the first
      * of them expires. Served by the (client_address, expires_at) index.
      */
-    pendingFrom(clientAddress: string, now: number): { count: number; oldestExpiresAt: number | null } {
-      const row = db.select({ count: count(), oldestExpiresAt: min(authorizationRequests.expiresAt) }).from(authorizationRequests)
+    async pendingFrom(clientAddress: string, now: number): Promise<{ count: number; oldestExpiresAt: number | null }> {
+      const [row] = await db.select({ count: count(), oldestExpiresAt: min(authorizationRequests.expiresAt) }).from(authorizationRequests)
         .where(and(eq(authorizationRequests.clientAddress, clientAddress), gt(authorizationRequests.expiresAt, now), isNull(authorizationRequests.consumedAt)))
-        .get()
       return { count: row?.count ?? 0, oldestExpiresAt: row?.oldestExpiresAt ?? null }
     },
     /** Single use: true only for the one caller that consumed it. */
-    consumeRequest(id: string, at: number): boolean {
-      return db.update(authorizationRequests).set({ consumedAt: at })
-        .where(and(eq(authorizationRequests.id, id), isNull(authorizationRequests.consumedAt))).run().changes === 1
+    async consumeRequest(id: string, at: number): Promise<boolean> {
+      const consumed = await db.update(authorizationRequests).set({ consumedAt: at })
+        .where(and(eq(authorizationRequests.id, id), isNull(authorizationRequests.consumedAt))).returning({ id: authorizationRequests.id })
+      return consumed.length === 1
     },
-    createCode(row: Omit<AuthorizationCode, 'consumedAt' | 'grantId'>): void {
-      db.insert(authorizationCodes).values({ ...row, consumedAt: null, grantId: null }).run()
+    async createCode(row: Omit<AuthorizationCode, 'consumedAt' | 'grantId'>): Promise<void> {
+      await db.insert(authorizationCodes).values({ ...row, consumedAt: null, grantId: null })
     },
     /** Found whatever its state, so an expired or replayed code can be told apart from an unknown one. */
-    code(hash: string): AuthorizationCode | undefined {
-      return db.select().from(authorizationCodes).where(eq(authorizationCodes.hash, hash)).get()
+    async code(hash: string): Promise<AuthorizationCode | undefined> {
+      return (await db.select().from(authorizationCodes).where(eq(authorizationCodes.hash, hash)))[0]
     },
     /** Atomic compare-and-set: true only for the first exchange. */
-    consumeCode(hash: string, at: number): boolean {
-      return db.update(authorizationCodes).set({ consumedAt: at })
-        .where(and(eq(authorizationCodes.hash, hash), isNull(authorizationCodes.consumedAt))).run().changes === 1
+    async consumeCode(hash: string, at: number): Promise<boolean> {
+      const consumed = await db.update(authorizationCodes).set({ consumedAt: at })
+        .where(and(eq(authorizationCodes.hash, hash), isNull(authorizationCodes.consumedAt))).returning({ hash: authorizationCodes.hash })
+      return consumed.length === 1
     },
-    setCodeGrant(hash: string, grantId: string): void {
-      db.update(authorizationCodes).set({ grantId }).where(eq(authorizationCodes.hash, hash)).run()
+    async setCodeGrant(hash: string, grantId: string): Promise<void> {
+      await db.update(authorizationCodes).set({ grantId }).where(eq(authorizationCodes.hash, hash))
     },
     /** Drops expired requests and codes. A used code is kept until it expires, so a replay is still recognised. */
-    purge(now: number): number {
-      const requests = db.delete(authorizationRequests).where(lte(authorizationRequests.expiresAt, now)).run().changes
-      const codes = db.delete(authorizationCodes).where(lte(authorizationCodes.expiresAt, now)).run().changes
-      return requests + codes
+    async purge(now: number): Promise<number> {
+      const requests = await db.delete(authorizationRequests).where(lte(authorizationRequests.expiresAt, now)).returning({ id: authorizationRequests.id })
+      const codes = await db.delete(authorizationCodes).where(lte(authorizationCodes.expiresAt, now)).returning({ hash: authorizationCodes.hash })
+      return requests.length + codes.length
     },
   }
 }

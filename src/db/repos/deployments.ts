@@ -1,24 +1,30 @@
-import { and, asc, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
-import { deploymentLogs, deployments } from '../schema.js'
+import type { Store } from '../store.js'
 import type { Deployment, DeploymentLogLine, DeploymentStatus } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { Deployment, DeploymentLogLine }
 
+/** Lines per INSERT where the lines are not written one by one: 5 parameters each, far below any dialect's limit. */
+const LINES_PER_INSERT = 500
+
 /** Deployments and their stored output, always addressed through the organization. */
-export function deploymentsRepo(db: Db) {
-  const appendLine = db.insert(deploymentLogs).values({
-    deploymentId: sql.placeholder('deploymentId'),
-    seq: sql.placeholder('seq'),
-    stream: sql.placeholder('stream'),
-    line: sql.placeholder('line'),
-    at: sql.placeholder('at'),
-  }).prepare()
+export function deploymentsRepo(store: Store) {
+  const { db, dialect, t: { deploymentLogs, deployments } } = store
+  // SQLite: one prepared INSERT run for every line (the pipeline's output arrives in many small batches).
+  const appendLine = dialect === 'sqlite'
+    ? db.insert(deploymentLogs).values({
+      deploymentId: sql.placeholder('deploymentId'),
+      seq: sql.placeholder('seq'),
+      stream: sql.placeholder('stream'),
+      line: sql.placeholder('line'),
+      at: sql.placeholder('at'),
+    }).prepare()
+    : undefined
 
   return {
-    create(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string | null; pipeline: string; createdBy: string | null }): Deployment {
+    async create(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string | null; pipeline: string; createdBy: string | null }): Promise<Deployment> {
       const row: Deployment = {
         id: newId('dep'),
         appId: input.appId,
@@ -35,77 +41,89 @@ export function deploymentsRepo(db: Db) {
         outcome: null,
         pgid: null,
       }
-      db.insert(deployments).values(row).run()
+      await db.insert(deployments).values(row)
       return row
     },
-    byId(organizationId: string, id: string): Deployment | undefined {
-      return db.select().from(deployments).where(and(eq(deployments.organizationId, organizationId), eq(deployments.id, id))).get()
+    async byId(organizationId: string, id: string): Promise<Deployment | undefined> {
+      return (await db.select().from(deployments).where(and(eq(deployments.organizationId, organizationId), eq(deployments.id, id))))[0]
     },
     /** Newest first, with offset paging (the catalog's deployments_list takes limit and offset). */
-    list(organizationId: string, options: { appId?: string; limit: number; offset: number }): { items: Deployment[]; total: number } {
+    async list(organizationId: string, options: { appId?: string; limit: number; offset: number }): Promise<{ items: Deployment[]; total: number }> {
       const where = options.appId === undefined
         ? eq(deployments.organizationId, organizationId)
         : and(eq(deployments.organizationId, organizationId), eq(deployments.appId, options.appId))
-      const items = db.select().from(deployments).where(where).orderBy(desc(deployments.id)).limit(options.limit).offset(options.offset).all()
-      const total = db.select({ n: sql<number>`count(*)` }).from(deployments).where(where).get()?.n ?? 0
+      const items = await db.select().from(deployments).where(where).orderBy(desc(deployments.id)).limit(options.limit).offset(options.offset)
+      const total = (await db.select({ n: count() }).from(deployments).where(where))[0]?.n ?? 0
       return { items, total }
     },
     /** The run's process started; `pgid` is its process group, kept while it lives (what a restart stops after a crash). */
-    markRunning(id: string, at: number, pgid: number | null = null): void {
-      db.update(deployments).set({ status: 'running', startedAt: at, pgid }).where(eq(deployments.id, id)).run()
+    async markRunning(id: string, at: number, pgid: number | null = null): Promise<void> {
+      await db.update(deployments).set({ status: 'running', startedAt: at, pgid }).where(eq(deployments.id, id))
     },
     /** Final status; only a queued or running deployment can finish (a finished one is never rewritten). */
-    finish(id: string, status: Exclude<DeploymentStatus, 'queued' | 'running'>, at: number, exitCode: number | null, outcome: string): boolean {
-      return db.update(deployments).set({ status, finishedAt: at, exitCode, outcome, pgid: null })
-        .where(and(eq(deployments.id, id), inArray(deployments.status, ['queued', 'running']))).run().changes === 1
+    async finish(id: string, status: Exclude<DeploymentStatus, 'queued' | 'running'>, at: number, exitCode: number | null, outcome: string): Promise<boolean> {
+      const finished = await db.update(deployments).set({ status, finishedAt: at, exitCode, outcome, pgid: null })
+        .where(and(eq(deployments.id, id), inArray(deployments.status, ['queued', 'running']))).returning({ id: deployments.id })
+      return finished.length === 1
     },
     /** At start, of every organization: the runs a previous process left queued or running, with their process group. */
-    unfinished(): Array<Pick<Deployment, 'id' | 'pgid'>> {
+    async unfinished(): Promise<Array<Pick<Deployment, 'id' | 'pgid'>>> {
       return db.select({ id: deployments.id, pgid: deployments.pgid }).from(deployments)
-        .where(inArray(deployments.status, ['queued', 'running'])).all()
+        .where(inArray(deployments.status, ['queued', 'running']))
     },
     /** At start: runs a previous process left queued or running can never finish; returns how many. */
-    interruptUnfinished(at: number): number {
-      return db.update(deployments).set({ status: 'interrupted', finishedAt: at, outcome: 'interrupted: the server stopped while it ran', pgid: null })
-        .where(inArray(deployments.status, ['queued', 'running'])).run().changes
+    async interruptUnfinished(at: number): Promise<number> {
+      const interrupted = await db.update(deployments).set({ status: 'interrupted', finishedAt: at, outcome: 'interrupted: the server stopped while it ran', pgid: null })
+        .where(inArray(deployments.status, ['queued', 'running'])).returning({ id: deployments.id })
+      return interrupted.length
     },
-    appendLines(lines: DeploymentLogLine[]): void {
+    async appendLines(lines: DeploymentLogLine[]): Promise<void> {
       if (lines.length === 0) return
-      db.transaction(() => {
-        for (const l of lines) appendLine.run(l)
+      if (appendLine) {
+        await store.transaction(async () => {
+          for (const l of lines) appendLine.run(l)
+        })
+        return
+      }
+      await store.transaction(async (tx) => {
+        for (let i = 0; i < lines.length; i += LINES_PER_INSERT) {
+          await tx.db.insert(tx.t.deploymentLogs).values(lines.slice(i, i + LINES_PER_INSERT))
+        }
       })
     },
     /** Lines after `afterSeq`, in order. */
-    lines(deploymentId: string, limit: number, afterSeq = -1): { items: DeploymentLogLine[]; more: boolean } {
-      const rows = db.select().from(deploymentLogs)
+    async lines(deploymentId: string, limit: number, afterSeq = -1): Promise<{ items: DeploymentLogLine[]; more: boolean }> {
+      const rows = await db.select().from(deploymentLogs)
         .where(and(eq(deploymentLogs.deploymentId, deploymentId), gt(deploymentLogs.seq, afterSeq)))
-        .orderBy(asc(deploymentLogs.seq)).limit(limit + 1).all()
+        .orderBy(asc(deploymentLogs.seq)).limit(limit + 1)
       return { items: rows.slice(0, limit), more: rows.length > limit }
     },
-    lastLines(deploymentId: string, count: number): DeploymentLogLine[] {
-      return db.select().from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId))
-        .orderBy(desc(deploymentLogs.seq)).limit(count).all().reverse()
+    async lastLines(deploymentId: string, count: number): Promise<DeploymentLogLine[]> {
+      const rows = await db.select().from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId))
+        .orderBy(desc(deploymentLogs.seq)).limit(count)
+      return rows.reverse()
     },
     /**
      * Where a rollback of the app goes when none is named. `current` is the deploy the app runs now: the one its latest
      * succeeded run put live (a succeeded rollback puts its target back). `target` is the latest succeeded deploy made
      * before `current`. Both are undefined when nothing ever succeeded.
      */
-    rollbackTarget(organizationId: string, appId: string): { current?: Deployment; target?: Deployment } {
+    async rollbackTarget(organizationId: string, appId: string): Promise<{ current?: Deployment; target?: Deployment }> {
       const ofApp = and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), eq(deployments.status, 'succeeded'))
-      const latest = db.select().from(deployments).where(ofApp).orderBy(desc(deployments.id)).limit(1).get()
+      const [latest] = await db.select().from(deployments).where(ofApp).orderBy(desc(deployments.id)).limit(1)
       if (!latest) return {}
       const currentId = latest.kind === 'rollback' && latest.rollbackOf ? latest.rollbackOf : latest.id
-      const current = currentId === latest.id ? latest : (db.select().from(deployments)
-        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.id, currentId))).get() ?? latest)
-      const target = db.select().from(deployments)
+      const current = currentId === latest.id ? latest : ((await db.select().from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.id, currentId))))[0] ?? latest)
+      const [target] = await db.select().from(deployments)
         .where(and(ofApp, eq(deployments.kind, 'deploy'), lt(deployments.id, current.id)))
-        .orderBy(desc(deployments.id)).limit(1).get()
+        .orderBy(desc(deployments.id)).limit(1)
       return target ? { current, target } : { current }
     },
-    active(organizationId: string, appId: string): Deployment | undefined {
-      return db.select().from(deployments)
-        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), inArray(deployments.status, ['queued', 'running']))).get()
+    async active(organizationId: string, appId: string): Promise<Deployment | undefined> {
+      return (await db.select().from(deployments)
+        .where(and(eq(deployments.organizationId, organizationId), eq(deployments.appId, appId), inArray(deployments.status, ['queued', 'running'])))
+        .limit(1))[0]
     },
   }
 }

@@ -1,7 +1,6 @@
 import { and, asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
-import { envVars } from '../schema.js'
+import type { Store } from '../store.js'
 import type { EnvVar } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -13,48 +12,52 @@ export function envVarAad(appId: string, name: string): string {
 }
 
 /** Env vars of an app. Values arrive and leave as ciphertext: encryption is the caller's (lib/secret-box.ts). */
-export function envVarsRepo(db: Db) {
+export function envVarsRepo(store: Store) {
+  const { db, t: { envVars } } = store
   return {
     /** Names and times, never values. */
-    list(organizationId: string, appId: string): Array<{ name: string; createdAt: number; updatedAt: number }> {
+    async list(organizationId: string, appId: string): Promise<Array<{ name: string; createdAt: number; updatedAt: number }>> {
       return db.select({ name: envVars.name, createdAt: envVars.createdAt, updatedAt: envVars.updatedAt }).from(envVars)
-        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId))).orderBy(asc(envVars.name)).all()
+        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId))).orderBy(asc(envVars.name))
     },
     /** Everything, for the pipeline's environment only. */
-    ciphertexts(organizationId: string, appId: string): Array<{ name: string; ciphertext: string }> {
+    async ciphertexts(organizationId: string, appId: string): Promise<Array<{ name: string; ciphertext: string }>> {
       return db.select({ name: envVars.name, ciphertext: envVars.ciphertext }).from(envVars)
-        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId))).orderBy(asc(envVars.name)).all()
+        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId))).orderBy(asc(envVars.name))
     },
     /** Creates or replaces; returns whether the variable existed before. */
-    set(input: { organizationId: string; appId: string; name: string; ciphertext: string; userId: string | null }): { created: boolean } {
+    async set(input: { organizationId: string; appId: string; name: string; ciphertext: string; userId: string | null }): Promise<{ created: boolean }> {
       const now = Date.now()
-      const existing = db.select({ id: envVars.id }).from(envVars)
-        .where(and(eq(envVars.appId, input.appId), eq(envVars.name, input.name))).get()
+      const [existing] = await db.select({ id: envVars.id }).from(envVars)
+        .where(and(eq(envVars.appId, input.appId), eq(envVars.name, input.name)))
       if (existing) {
-        db.update(envVars).set({ ciphertext: input.ciphertext, updatedAt: now, updatedBy: input.userId }).where(eq(envVars.id, existing.id)).run()
+        await db.update(envVars).set({ ciphertext: input.ciphertext, updatedAt: now, updatedBy: input.userId }).where(eq(envVars.id, existing.id))
         return { created: false }
       }
-      db.insert(envVars).values({ id: newId('env'), organizationId: input.organizationId, appId: input.appId, name: input.name, ciphertext: input.ciphertext, createdAt: now, updatedAt: now, updatedBy: input.userId }).run()
+      await db.insert(envVars).values({ id: newId('env'), organizationId: input.organizationId, appId: input.appId, name: input.name, ciphertext: input.ciphertext, createdAt: now, updatedAt: now, updatedBy: input.userId })
       return { created: true }
     },
-    exists(organizationId: string, appId: string, name: string): boolean {
-      return db.select({ id: envVars.id }).from(envVars)
-        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId), eq(envVars.name, name))).get() !== undefined
+    async exists(organizationId: string, appId: string, name: string): Promise<boolean> {
+      const rows = await db.select({ id: envVars.id }).from(envVars)
+        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId), eq(envVars.name, name)))
+      return rows[0] !== undefined
     },
     /** How many values are sealed in the database, every organization's (the env-key check, db/env-key.ts). */
-    count(): number {
-      return db.select({ n: count() }).from(envVars).get()?.n ?? 0
+    async count(): Promise<number> {
+      return (await db.select({ n: count() }).from(envVars))[0]?.n ?? 0
     },
     /** Every sealed value with the place it is bound to, every organization's: proving a key opens them (db/env-key.ts). */
-    allSealed(): Array<{ appId: string; name: string; ciphertext: string }> {
-      return db.select({ appId: envVars.appId, name: envVars.name, ciphertext: envVars.ciphertext }).from(envVars).all()
+    async allSealed(): Promise<Array<{ appId: string; name: string; ciphertext: string }>> {
+      return db.select({ appId: envVars.appId, name: envVars.name, ciphertext: envVars.ciphertext }).from(envVars)
     },
     /** Deletes every value of every organization (`service-mcp env-key reset`, once their key is lost); returns how many. */
-    deleteAll(): number {
-      return db.delete(envVars).run().changes
+    async deleteAll(): Promise<number> {
+      return (await db.delete(envVars).returning({ id: envVars.id })).length
     },
-    unset(organizationId: string, appId: string, name: string): boolean {
-      return db.delete(envVars).where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId), eq(envVars.name, name))).run().changes === 1
+    async unset(organizationId: string, appId: string, name: string): Promise<boolean> {
+      const deleted = await db.delete(envVars)
+        .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId), eq(envVars.name, name))).returning({ id: envVars.id })
+      return deleted.length === 1
     },
   }
 }

@@ -1,10 +1,11 @@
 import type { Db } from '../client.js'
+import { sqliteStore, type RootStore, type Store } from '../store.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'
 import { auditRepo } from './audit.js'
 import { authorizationsRepo } from './authorizations.js'
 import { browserSessionsRepo } from './browser-sessions.js'
-import { credentialChanges } from './credential-changes.js'
+import { credentialChanges, type CredentialChanges } from './credential-changes.js'
 import { deploymentsRepo } from './deployments.js'
 import { envVarsRepo } from './env-vars.js'
 import { healthRepo } from './health.js'
@@ -20,38 +21,62 @@ import { signingKeysRepo } from './signing-keys.js'
 import { tasksRepo } from './tasks.js'
 import { usersRepo } from './users.js'
 
-/** Every query the server runs lives in one of these modules. */
-export function createRepos(db: Db) {
-  const changes = credentialChanges(db)
+/** Every query the server runs lives in one of these modules; each method returns a promise. */
+function buildRepos(store: Store, changes: CredentialChanges) {
   return {
+    organizations: organizationsRepo(store),
+    users: usersRepo(store, changes),
+    memberships: membershipsRepo(store, changes),
+    apiKeys: apiKeysRepo(store, changes),
+    sessions: sessionsRepo(store),
+    apps: appsRepo(store),
+    envVars: envVarsRepo(store),
+    deployments: deploymentsRepo(store),
+    audit: auditRepo(store),
+    idempotency: idempotencyRepo(store),
+    tasks: tasksRepo(store),
+    /** The readiness check's ping. */
+    health: healthRepo(store),
+    oauthClients: oauthClientsRepo(store),
+    signingKeys: signingKeysRepo(store),
+    requestStateKeys: requestStateKeysRepo(store),
+    /** Facts about the database itself: the env-key check (db/env-key.ts). */
+    serviceMeta: serviceMetaRepo(store),
+    browserSessions: browserSessionsRepo(store),
+    authorizations: authorizationsRepo(store),
+    oauthGrants: oauthGrantsRepo(store, changes),
+  }
+}
+
+/** The repositories inside one transaction (Repos.transaction): the same methods, on the transaction's connection. */
+export type TxRepos = ReturnType<typeof buildRepos>
+
+/** The repositories on a SQLite database (the embedded default). */
+export function createRepos(db: Db): Repos {
+  return reposOn(sqliteStore(db), credentialChanges(db))
+}
+
+/** The repositories on any store: each call is guarded as the store needs (store.ts), and transactions get their own. */
+export function reposOn(store: RootStore, changes: CredentialChanges) {
+  // A store that runs transactions on itself (SQLite's one connection) gets the same transaction repositories each time.
+  const built = new WeakMap<Store, TxRepos>()
+  const txRepos = (tx: Store): TxRepos => {
+    let repos = built.get(tx)
+    if (!repos) built.set(tx, (repos = buildRepos(tx, changes)))
+    return repos
+  }
+  return {
+    ...store.guarded((inner) => buildRepos(inner, changes)),
     /** Moves whenever a credential may resolve differently; the credential cache watches it. */
     credentialChanges: changes,
-    organizations: organizationsRepo(db),
-    users: usersRepo(db, changes),
-    memberships: membershipsRepo(db, changes),
-    apiKeys: apiKeysRepo(db, changes),
-    sessions: sessionsRepo(db),
-    apps: appsRepo(db),
-    envVars: envVarsRepo(db),
-    deployments: deploymentsRepo(db),
-    audit: auditRepo(db),
-    idempotency: idempotencyRepo(db),
-    tasks: tasksRepo(db),
-    /** The readiness check's ping. */
-    health: healthRepo(db),
-    oauthClients: oauthClientsRepo(db),
-    signingKeys: signingKeysRepo(db),
-    requestStateKeys: requestStateKeysRepo(db),
-    /** Facts about the database itself: the env-key check (db/env-key.ts). */
-    serviceMeta: serviceMetaRepo(db),
-    browserSessions: browserSessionsRepo(db),
-    authorizations: authorizationsRepo(db),
-    oauthGrants: oauthGrantsRepo(db, changes),
-    /** Runs `fn` in one transaction: all of its writes land, or none. */
-    transaction<T>(fn: () => T): T {
-      return db.transaction(fn)
+    /**
+     * Runs `fn` in one transaction with that transaction's repositories: all of its writes land, or none. `fn` must use
+     * `tx`, not these repositories (on SQLite they wait for the transaction to end), and await nothing else.
+     */
+    transaction<T>(fn: (tx: TxRepos) => Promise<T>): Promise<T> {
+      return store.transaction((tx) => fn(txRepos(tx)))
     },
   }
 }
 
-export type Repos = ReturnType<typeof createRepos>
+export type Repos = ReturnType<typeof reposOn>

@@ -1,9 +1,8 @@
 import { and, asc, count, eq, ne } from 'drizzle-orm'
 import { fail } from '../../errors/service-error.js'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
+import type { Store } from '../store.js'
 import type { CredentialChanges } from './credential-changes.js'
-import { memberships, organizations, users } from '../schema.js'
 import type { Membership, Role } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -21,85 +20,93 @@ export interface MembershipView {
   createdAt: number
 }
 
-const view = {
-  id: memberships.id,
-  role: memberships.role,
-  userId: users.id,
-  email: users.email,
-  userName: users.name,
-  organizationId: organizations.id,
-  organizationSlug: organizations.slug,
-  organizationName: organizations.name,
-  createdAt: memberships.createdAt,
-}
+export function membershipsRepo(store: Store, changes: CredentialChanges) {
+  const { db, t: { memberships, organizations, users } } = store
+  const view = {
+    id: memberships.id,
+    role: memberships.role,
+    userId: users.id,
+    email: users.email,
+    userName: users.name,
+    organizationId: organizations.id,
+    organizationSlug: organizations.slug,
+    organizationName: organizations.name,
+    createdAt: memberships.createdAt,
+  }
 
-// The write lock from the start: two processes (server, CLI) demoting two owners at once cannot both see another one.
-const WRITE_NOW = { behavior: 'immediate' } as const
-
-export function membershipsRepo(db: Db, changes: CredentialChanges) {
   const joined = () =>
     db.select(view).from(memberships)
       .innerJoin(users, eq(users.id, memberships.userId))
       .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
-  const membershipOf = (userId: string, organizationId: string): Membership | undefined =>
-    db.select().from(memberships).where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId))).get()
+  const membershipOf = async (on: Store['db'], userId: string, organizationId: string): Promise<Membership | undefined> =>
+    (await on.select().from(memberships).where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId))))[0]
 
   /**
    * The rule every path honours: an organization always keeps an owner (nobody could manage it otherwise). Why
-   * making `next` the role of this user (null: removing them) would break it, or null when it would not.
+   * making `next` the role of this user (null: removing them) would break it, or null when it would not. Asks `on`
+   * (the transaction's connection inside one).
    */
-  const lastOwnerConflict = (userId: string, organizationId: string, next: Role | null): string | null => {
-    const current = membershipOf(userId, organizationId)
+  const lastOwnerConflict = async (on: Store['db'], userId: string, organizationId: string, next: Role | null): Promise<string | null> => {
+    const current = await membershipOf(on, userId, organizationId)
     if (current?.role !== 'owner' || next === 'owner') return null
-    const others = db.select({ n: count() }).from(memberships)
-      .where(and(eq(memberships.organizationId, organizationId), eq(memberships.role, 'owner'), ne(memberships.id, current.id))).get()?.n ?? 0
+    const others = (await on.select({ n: count() }).from(memberships)
+      .where(and(eq(memberships.organizationId, organizationId), eq(memberships.role, 'owner'), ne(memberships.id, current.id))))[0]?.n ?? 0
     if (others > 0) return null
     return 'the organization would have no owner left; make another member owner first'
   }
 
+  // Both writes below run in store.transaction, which takes the write lock from the start (BEGIN IMMEDIATE on SQLite):
+  // two processes (server, CLI) demoting two owners at once cannot both see another one.
   return {
-    lastOwnerConflict,
+    /**
+     * The rule every path honours: an organization always keeps an owner (nobody could manage it otherwise). Why
+     * making `next` the role of this user (null: removing them) would break it, or null when it would not.
+     */
+    async lastOwnerConflict(userId: string, organizationId: string, next: Role | null): Promise<string | null> {
+      return lastOwnerConflict(db, userId, organizationId, next)
+    },
     /**
      * Creates the membership, or changes the role when the user is already a member. Refuses (CONFLICT) to demote the
      * organization's last owner; the check and the write are one transaction.
      */
-    upsert(input: { userId: string; organizationId: string; role: Role }): Membership {
-      return db.transaction(() => {
-        const conflict = lastOwnerConflict(input.userId, input.organizationId, input.role)
+    async upsert(input: { userId: string; organizationId: string; role: Role }): Promise<Membership> {
+      return store.transaction(async (tx) => {
+        const conflict = await lastOwnerConflict(tx.db, input.userId, input.organizationId, input.role)
         if (conflict) throw fail('CONFLICT', { message: `Refused: ${conflict}` })
-        const existing = membershipOf(input.userId, input.organizationId)
+        const existing = await membershipOf(tx.db, input.userId, input.organizationId)
         if (existing) {
-          db.update(memberships).set({ role: input.role }).where(eq(memberships.id, existing.id)).run()
+          await tx.db.update(memberships).set({ role: input.role }).where(eq(memberships.id, existing.id))
           changes.bump()
           return { ...existing, role: input.role }
         }
         const row: Membership = { id: newId('mem'), ...input, createdAt: Date.now() }
-        db.insert(memberships).values(row).run()
+        await tx.db.insert(memberships).values(row)
         return row
-      }, WRITE_NOW)
+      })
     },
     /** Removes the membership (false when there was none). Refuses (CONFLICT) to remove the last owner. */
-    remove(userId: string, organizationId: string): boolean {
-      return db.transaction(() => {
-        const conflict = lastOwnerConflict(userId, organizationId, null)
+    async remove(userId: string, organizationId: string): Promise<boolean> {
+      return store.transaction(async (tx) => {
+        const conflict = await lastOwnerConflict(tx.db, userId, organizationId, null)
         if (conflict) throw fail('CONFLICT', { message: `Refused: ${conflict}` })
-        const res = db.delete(memberships)
-          .where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId))).run()
+        const removed = await tx.db.delete(memberships)
+          .where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId)))
+          .returning({ id: memberships.id })
         changes.bump()
-        return res.changes > 0
-      }, WRITE_NOW)
+        return removed.length > 0
+      })
     },
-    byId(id: string): MembershipView | undefined {
-      return joined().where(eq(memberships.id, id)).get()
+    async byId(id: string): Promise<MembershipView | undefined> {
+      return (await joined().where(eq(memberships.id, id)))[0]
     },
-    find(userId: string, organizationId: string): MembershipView | undefined {
-      return joined().where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId))).get()
+    async find(userId: string, organizationId: string): Promise<MembershipView | undefined> {
+      return (await joined().where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId))))[0]
     },
-    forUser(userId: string): MembershipView[] {
-      return joined().where(eq(memberships.userId, userId)).orderBy(asc(organizations.slug)).all()
+    async forUser(userId: string): Promise<MembershipView[]> {
+      return joined().where(eq(memberships.userId, userId)).orderBy(asc(organizations.slug))
     },
-    forOrganization(organizationId: string): MembershipView[] {
-      return joined().where(eq(memberships.organizationId, organizationId)).orderBy(asc(users.email)).all()
+    async forOrganization(organizationId: string): Promise<MembershipView[]> {
+      return joined().where(eq(memberships.organizationId, organizationId)).orderBy(asc(users.email))
     },
   }
 }

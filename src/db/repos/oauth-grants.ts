@@ -1,6 +1,5 @@
-import { and, desc, eq, gt, isNull, lte, or, sql } from 'drizzle-orm'
-import type { Db } from '../client.js'
-import { accessTokens, memberships, oauthClients, oauthGrants, organizations, refreshTokens, users } from '../schema.js'
+import { and, desc, eq, gt, isNull, lte, or, sql, type Placeholder } from 'drizzle-orm'
+import type { Store } from '../store.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
 import type { OAuthGrant, RefreshToken, Role } from '../types.js'
@@ -35,10 +34,10 @@ export interface AuthorizedClient {
  * Grants (one per consent), their refresh-token family and their access tokens. Every revocation path returns the
  * `jti`s it revoked, so the caller can end the sessions bound to them, and tells the credential cache.
  */
-export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
-  const audit = auditRepo(db)
-  // Cache-miss path of every OAuth-authenticated request: prepared once.
-  const tokenState = db.select({
+export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
+  const { db, dialect, t: { accessTokens, memberships, oauthClients, oauthGrants, organizations, refreshTokens, users } } = store
+  // Cache-miss path of every OAuth-authenticated request.
+  const tokenStateWhere = (jti: Placeholder | string) => db.select({
     jti: accessTokens.jti,
     revokedAt: accessTokens.revokedAt,
     grantRevokedAt: oauthGrants.revokedAt,
@@ -53,64 +52,71 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
     .innerJoin(oauthGrants, eq(oauthGrants.id, accessTokens.grantId))
     .innerJoin(users, eq(users.id, oauthGrants.userId))
     .leftJoin(memberships, and(eq(memberships.id, oauthGrants.membershipId), eq(memberships.userId, oauthGrants.userId)))
-    .where(eq(accessTokens.jti, sql.placeholder('jti')))
-    .prepare()
+    .where(eq(accessTokens.jti, jti))
+  // SQLite: prepared once.
+  const tokenState = dialect === 'sqlite' ? tokenStateWhere(sql.placeholder('jti')).prepare() : undefined
 
-  function revokeGrantTokens(grantId: string, at: number): string[] {
-    return db.update(accessTokens).set({ revokedAt: at })
+  /** Revokes the grant's live access tokens on `on` (the transaction's connection); returns their jtis. */
+  async function revokeGrantTokens(on: Store['db'], grantId: string, at: number): Promise<string[]> {
+    const revoked = await on.update(accessTokens).set({ revokedAt: at })
       .where(and(eq(accessTokens.grantId, grantId), isNull(accessTokens.revokedAt)))
-      .returning({ jti: accessTokens.jti }).all().map((r) => r.jti)
+      .returning({ jti: accessTokens.jti })
+    return revoked.map((r) => r.jti)
   }
 
   return {
-    createGrant(row: Omit<OAuthGrant, 'lastUsedAt' | 'revokedAt' | 'revokedReason'>): OAuthGrant {
+    async createGrant(row: Omit<OAuthGrant, 'lastUsedAt' | 'revokedAt' | 'revokedReason'>): Promise<OAuthGrant> {
       const grant: OAuthGrant = { ...row, lastUsedAt: null, revokedAt: null, revokedReason: null }
-      db.insert(oauthGrants).values(grant).run()
+      await db.insert(oauthGrants).values(grant)
       return grant
     },
-    grant(id: string): OAuthGrant | undefined {
-      return db.select().from(oauthGrants).where(eq(oauthGrants.id, id)).get()
+    async grant(id: string): Promise<OAuthGrant | undefined> {
+      return (await db.select().from(oauthGrants).where(eq(oauthGrants.id, id)))[0]
     },
-    touchGrant(id: string, at: number): void {
-      db.update(oauthGrants).set({ lastUsedAt: at }).where(eq(oauthGrants.id, id)).run()
+    async touchGrant(id: string, at: number): Promise<void> {
+      await db.update(oauthGrants).set({ lastUsedAt: at }).where(eq(oauthGrants.id, id))
     },
     /** Records when grants were last used, from the jti of their access tokens (write-behind from memory). */
-    touchByJti(entries: ReadonlyArray<[string, number]>): void {
+    async touchByJti(entries: ReadonlyArray<[string, number]>): Promise<void> {
       for (const [jti, at] of entries) {
-        db.update(oauthGrants).set({ lastUsedAt: at })
-          .where(eq(oauthGrants.id, db.select({ id: accessTokens.grantId }).from(accessTokens).where(eq(accessTokens.jti, jti)))).run()
+        await db.update(oauthGrants).set({ lastUsedAt: at })
+          .where(eq(oauthGrants.id, db.select({ id: accessTokens.grantId }).from(accessTokens).where(eq(accessTokens.jti, jti))))
       }
     },
-    addRefreshToken(row: Omit<RefreshToken, 'usedAt'>): void {
-      db.insert(refreshTokens).values({ ...row, usedAt: null }).run()
+    async addRefreshToken(row: Omit<RefreshToken, 'usedAt'>): Promise<void> {
+      await db.insert(refreshTokens).values({ ...row, usedAt: null })
     },
-    refreshToken(hash: string): RefreshToken | undefined {
-      return db.select().from(refreshTokens).where(eq(refreshTokens.hash, hash)).get()
+    async refreshToken(hash: string): Promise<RefreshToken | undefined> {
+      return (await db.select().from(refreshTokens).where(eq(refreshTokens.hash, hash)))[0]
     },
     /** Rotation's compare-and-set: true only for the first use of the token. */
-    useRefreshToken(hash: string, at: number): boolean {
-      return db.update(refreshTokens).set({ usedAt: at })
-        .where(and(eq(refreshTokens.hash, hash), isNull(refreshTokens.usedAt))).run().changes === 1
+    async useRefreshToken(hash: string, at: number): Promise<boolean> {
+      const used = await db.update(refreshTokens).set({ usedAt: at })
+        .where(and(eq(refreshTokens.hash, hash), isNull(refreshTokens.usedAt)))
+        .returning({ hash: refreshTokens.hash })
+      return used.length === 1
     },
-    addAccessToken(row: { jti: string; grantId: string; createdAt: number; expiresAt: number }): void {
-      db.insert(accessTokens).values({ ...row, revokedAt: null }).run()
+    async addAccessToken(row: { jti: string; grantId: string; createdAt: number; expiresAt: number }): Promise<void> {
+      await db.insert(accessTokens).values({ ...row, revokedAt: null })
     },
-    accessTokenState(jti: string): AccessTokenState | undefined {
-      return tokenState.get({ jti })
+    async accessTokenState(jti: string): Promise<AccessTokenState | undefined> {
+      if (tokenState) return tokenState.get({ jti })
+      return (await tokenStateWhere(jti))[0]
     },
     /** Revokes one access token; returns whether it was live. */
-    revokeAccessToken(jti: string, at: number): boolean {
-      const done = db.update(accessTokens).set({ revokedAt: at })
-        .where(and(eq(accessTokens.jti, jti), isNull(accessTokens.revokedAt))).run().changes === 1
+    async revokeAccessToken(jti: string, at: number): Promise<boolean> {
+      const revoked = await db.update(accessTokens).set({ revokedAt: at })
+        .where(and(eq(accessTokens.jti, jti), isNull(accessTokens.revokedAt)))
+        .returning({ jti: accessTokens.jti })
       changes.bump()
-      return done
+      return revoked.length === 1
     },
     /** Revokes a grant, its refresh tokens (by the grant's revocation) and its access tokens; returns their jtis. */
-    revokeGrant(grantId: string, reason: string, at: number): string[] {
-      const jtis = db.transaction(() => {
-        db.update(oauthGrants).set({ revokedAt: at, revokedReason: reason })
-          .where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt))).run()
-        return revokeGrantTokens(grantId, at)
+    async revokeGrant(grantId: string, reason: string, at: number): Promise<string[]> {
+      const jtis = await store.transaction(async (tx) => {
+        await tx.db.update(oauthGrants).set({ revokedAt: at, revokedReason: reason })
+          .where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)))
+        return revokeGrantTokens(tx.db, grantId, at)
       })
       changes.bump()
       return jtis
@@ -119,17 +125,18 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
      * The member withdraws a client: every live grant of theirs for it is revoked. Returns the revoked jtis. With `by`,
      * each grant's revocation is audited in its own organization, in the same transaction.
      */
-    revokeClientForUser(userId: string, clientId: string, at: number, by?: CredentialActor): { grants: number; jtis: string[] } {
-      const result = db.transaction(() => {
-        const revoked = db.update(oauthGrants).set({ revokedAt: at, revokedReason: 'revoked by the user' })
+    async revokeClientForUser(userId: string, clientId: string, at: number, by?: CredentialActor): Promise<{ grants: number; jtis: string[] }> {
+      const result = await store.transaction(async (tx) => {
+        const audit = auditRepo(tx)
+        const revoked = await tx.db.update(oauthGrants).set({ revokedAt: at, revokedReason: 'revoked by the user' })
           .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId), isNull(oauthGrants.revokedAt)))
-          .returning({ id: oauthGrants.id, organizationId: oauthGrants.organizationId, membershipId: oauthGrants.membershipId, scope: oauthGrants.scope }).all()
+          .returning({ id: oauthGrants.id, organizationId: oauthGrants.organizationId, membershipId: oauthGrants.membershipId, scope: oauthGrants.scope })
         const jtis: string[] = []
         for (const grant of revoked) {
-          const tokens = revokeGrantTokens(grant.id, at)
+          const tokens = await revokeGrantTokens(tx.db, grant.id, at)
           jtis.push(...tokens)
           if (!by) continue
-          audit.add(credentialAuditEntry(by, {
+          await audit.add(credentialAuditEntry(by, {
             organizationId: grant.organizationId,
             membershipId: grant.membershipId,
             action: CREDENTIAL_AUDIT_ACTIONS.grantRevoked,
@@ -144,14 +151,14 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
       return result
     },
     /** The membership this user last authorized this client for (newest grant, even if since revoked), if any. */
-    lastChosenMembership(userId: string, clientId: string): string | undefined {
-      return db.select({ membershipId: oauthGrants.membershipId }).from(oauthGrants)
+    async lastChosenMembership(userId: string, clientId: string): Promise<string | undefined> {
+      return (await db.select({ membershipId: oauthGrants.membershipId }).from(oauthGrants)
         .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId)))
-        .orderBy(desc(oauthGrants.createdAt), desc(oauthGrants.id)).limit(1).get()?.membershipId
+        .orderBy(desc(oauthGrants.createdAt), desc(oauthGrants.id)).limit(1))[0]?.membershipId
     },
     /** Live grants of a user, one line per client and organization, for the account page. */
-    authorizedClients(userId: string, now: number): AuthorizedClient[] {
-      const rows = db.select({
+    async authorizedClients(userId: string, now: number): Promise<AuthorizedClient[]> {
+      const rows = await db.select({
         clientId: oauthGrants.clientId,
         clientName: oauthClients.name,
         organizationName: organizations.name,
@@ -162,7 +169,7 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
         .innerJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
         .innerJoin(organizations, eq(organizations.id, oauthGrants.organizationId))
         .where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt), gt(oauthGrants.expiresAt, now)))
-        .orderBy(desc(oauthGrants.createdAt)).all()
+        .orderBy(desc(oauthGrants.createdAt))
       const seen = new Set<string>()
       return rows.filter((r) => {
         const key = `${r.clientId}\u0000${r.organizationName}`
@@ -172,10 +179,11 @@ export function oauthGrantsRepo(db: Db, changes: CredentialChanges) {
       })
     },
     /** Drops access-token rows past their expiry and grants that ended (revoked or past their absolute expiry). */
-    purge(now: number): number {
-      const tokens = db.delete(accessTokens).where(lte(accessTokens.expiresAt, now)).run().changes
-      const grants = db.delete(oauthGrants).where(or(lte(oauthGrants.expiresAt, now), lte(oauthGrants.revokedAt, now - 86_400_000))).run().changes
-      return tokens + grants
+    async purge(now: number): Promise<number> {
+      const tokens = await db.delete(accessTokens).where(lte(accessTokens.expiresAt, now)).returning({ jti: accessTokens.jti })
+      const grants = await db.delete(oauthGrants).where(or(lte(oauthGrants.expiresAt, now), lte(oauthGrants.revokedAt, now - 86_400_000)))
+        .returning({ id: oauthGrants.id })
+      return tokens.length + grants.length
     },
   }
 }

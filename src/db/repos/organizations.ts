@@ -1,31 +1,31 @@
 import { asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
+import type { Store } from '../store.js'
 import { uniqueOrConflict } from './conflict.js'
-import { organizations } from '../schema.js'
 import type { Organization } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { Organization }
 
-export function organizationsRepo(db: Db) {
+export function organizationsRepo(store: Store) {
+  const { db, t: { organizations } } = store
   return {
-    create(input: { slug: string; name?: string }): Organization {
+    async create(input: { slug: string; name?: string }): Promise<Organization> {
       const row: Organization = { id: newId('org'), slug: input.slug, name: input.name ?? input.slug, createdAt: Date.now() }
-      uniqueOrConflict(() => db.insert(organizations).values(row).run(), `An organization with the slug ${input.slug} already exists`)
+      await uniqueOrConflict(() => db.insert(organizations).values(row).execute(), `An organization with the slug ${input.slug} already exists`)
       return row
     },
-    bySlug(slug: string): Organization | undefined {
-      return db.select().from(organizations).where(eq(organizations.slug, slug)).get()
+    async bySlug(slug: string): Promise<Organization | undefined> {
+      return (await db.select().from(organizations).where(eq(organizations.slug, slug)))[0]
     },
-    byId(id: string): Organization | undefined {
-      return db.select().from(organizations).where(eq(organizations.id, id)).get()
+    async byId(id: string): Promise<Organization | undefined> {
+      return (await db.select().from(organizations).where(eq(organizations.id, id)))[0]
     },
-    list(): Organization[] {
-      return db.select().from(organizations).orderBy(asc(organizations.slug)).all()
+    async list(): Promise<Organization[]> {
+      return db.select().from(organizations).orderBy(asc(organizations.slug))
     },
-    count(): number {
-      return db.select({ n: count() }).from(organizations).get()?.n ?? 0
+    async count(): Promise<number> {
+      return (await db.select({ n: count() }).from(organizations))[0]?.n ?? 0
     },
   }
 }

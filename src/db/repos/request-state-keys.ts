@@ -1,33 +1,35 @@
 import { and, desc, eq, isNotNull, isNull, lt } from 'drizzle-orm'
-import type { Db } from '../client.js'
-import { requestStateKeys } from '../schema.js'
+import type { Store } from '../store.js'
 import type { RequestStateKey } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { RequestStateKey }
 
 /** The keys that seal requestState; the newest unretired one seals, any stored one opens. */
-export function requestStateKeysRepo(db: Db) {
+export function requestStateKeysRepo(store: Store) {
+  const { db, t: { requestStateKeys } } = store
   return {
-    all(): RequestStateKey[] {
-      return db.select().from(requestStateKeys).orderBy(desc(requestStateKeys.createdAt)).all()
+    async all(): Promise<RequestStateKey[]> {
+      return db.select().from(requestStateKeys).orderBy(desc(requestStateKeys.createdAt))
     },
-    current(): RequestStateKey | undefined {
-      return db.select().from(requestStateKeys).where(isNull(requestStateKeys.retiredAt)).orderBy(desc(requestStateKeys.createdAt)).limit(1).get()
+    async current(): Promise<RequestStateKey | undefined> {
+      return (await db.select().from(requestStateKeys).where(isNull(requestStateKeys.retiredAt)).orderBy(desc(requestStateKeys.createdAt)).limit(1))[0]
     },
-    byKid(kid: string): RequestStateKey | undefined {
-      return db.select().from(requestStateKeys).where(eq(requestStateKeys.kid, kid)).get()
+    async byKid(kid: string): Promise<RequestStateKey | undefined> {
+      return (await db.select().from(requestStateKeys).where(eq(requestStateKeys.kid, kid)))[0]
     },
     /** Adds a key and retires every other one, in one transaction: exactly one key seals afterwards. */
-    rotate(key: Omit<RequestStateKey, 'retiredAt'>): void {
-      db.transaction((tx) => {
-        tx.update(requestStateKeys).set({ retiredAt: key.createdAt }).where(isNull(requestStateKeys.retiredAt)).run()
-        tx.insert(requestStateKeys).values({ ...key, retiredAt: null }).run()
+    async rotate(key: Omit<RequestStateKey, 'retiredAt'>): Promise<void> {
+      await store.transaction(async (tx) => {
+        await tx.db.update(requestStateKeys).set({ retiredAt: key.createdAt }).where(isNull(requestStateKeys.retiredAt))
+        await tx.db.insert(requestStateKeys).values({ ...key, retiredAt: null })
       })
     },
     /** Deletes keys retired before `before` (nothing they sealed can still be valid); returns how many. */
-    pruneRetiredBefore(before: number): number {
-      return db.delete(requestStateKeys).where(and(isNotNull(requestStateKeys.retiredAt), lt(requestStateKeys.retiredAt, before))).run().changes
+    async pruneRetiredBefore(before: number): Promise<number> {
+      const pruned = await db.delete(requestStateKeys).where(and(isNotNull(requestStateKeys.retiredAt), lt(requestStateKeys.retiredAt, before)))
+        .returning({ kid: requestStateKeys.kid })
+      return pruned.length
     },
   }
 }

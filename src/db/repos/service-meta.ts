@@ -1,16 +1,16 @@
 import { eq } from 'drizzle-orm'
-import type { Db } from '../client.js'
-import { serviceMeta } from '../schema.js'
+import type { Store } from '../store.js'
 
 /** Named facts about the database itself (schema.ts `service_meta`). */
-export function serviceMetaRepo(db: Db) {
+export function serviceMetaRepo(store: Store) {
+  const { db, t: { serviceMeta } } = store
   return {
-    get(name: string): string | undefined {
-      return db.select({ value: serviceMeta.value }).from(serviceMeta).where(eq(serviceMeta.name, name)).get()?.value
+    async get(name: string): Promise<string | undefined> {
+      return (await db.select({ value: serviceMeta.value }).from(serviceMeta).where(eq(serviceMeta.name, name)))[0]?.value
     },
-    set(name: string, value: string): void {
+    async set(name: string, value: string): Promise<void> {
       const updatedAt = Date.now()
-      db.insert(serviceMeta).values({ name, value, updatedAt }).onConflictDoUpdate({ target: serviceMeta.name, set: { value, updatedAt } }).run()
+      await db.insert(serviceMeta).values({ name, value, updatedAt }).onConflictDoUpdate({ target: serviceMeta.name, set: { value, updatedAt } })
     },
   }
 }

@@ -1,12 +1,68 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from 'drizzle-orm'
-import type { Db } from '../client.js'
-import { sessions } from '../schema.js'
+import type { Store } from '../store.js'
 import type { SessionRow } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { SessionRow }
 
-export function sessionsRepo(db: Db) {
+export function sessionsRepo(store: Store) {
+  const { db, dialect, t: { sessions } } = store
+  const prepared = dialect === 'sqlite' ? sqliteStatements(db, sessions) : undefined
+
+  return {
+    async insert(row: SessionRow): Promise<void> {
+      if (prepared) prepared.insert.run(row)
+      else await db.insert(sessions).values(row)
+    },
+    /** Inserts new sessions in one transaction: a commit per batch rather than per session. */
+    async insertMany(rows: Iterable<SessionRow>): Promise<void> {
+      await store.transaction(async (tx) => {
+        // SQLite's transaction runs on the one connection the statements were prepared on.
+        for (const row of rows) {
+          if (prepared) prepared.insert.run(row)
+          else await tx.db.insert(sessions).values(row)
+        }
+      })
+    },
+    async byId(id: string): Promise<SessionRow | undefined> {
+      if (prepared) return prepared.byId.get({ id })
+      return (await db.select().from(sessions).where(eq(sessions.id, id)))[0]
+    },
+    /** Writes the latest activity times of many sessions in one transaction (write-behind from memory). */
+    async touchMany(entries: Iterable<[string, number]>): Promise<void> {
+      await store.transaction(async (tx) => {
+        for (const [id, at] of entries) {
+          if (prepared) prepared.touch.run({ id, at })
+          else await tx.db.update(sessions).set({ lastSeenAt: at }).where(eq(sessions.id, id))
+        }
+      })
+    },
+    async markInitialized(id: string, at: number): Promise<void> {
+      await db.update(sessions).set({ initializedAt: at }).where(eq(sessions.id, id))
+    },
+    async setLogLevel(id: string, level: string): Promise<void> {
+      await db.update(sessions).set({ logLevel: level }).where(eq(sessions.id, id))
+    },
+    async end(id: string, at: number): Promise<void> {
+      await db.update(sessions).set({ endedAt: at }).where(and(eq(sessions.id, id), isNull(sessions.endedAt)))
+    },
+    /** Ends every live session bound to a credential; returns their ids. */
+    async endByCredential(credential: string, at: number): Promise<string[]> {
+      const ended = await db.update(sessions).set({ endedAt: at })
+        .where(and(eq(sessions.credential, credential), isNull(sessions.endedAt)))
+        .returning({ id: sessions.id })
+      return ended.map((r) => r.id)
+    },
+    /** Deletes ended sessions and those idle since before `idleBefore`. */
+    async purge(idleBefore: number): Promise<number> {
+      const purged = await db.delete(sessions).where(or(isNotNull(sessions.endedAt), lt(sessions.lastSeenAt, idleBefore))).returning({ id: sessions.id })
+      return purged.length
+    },
+  }
+}
+
+/** SQLite's statements of the hot paths (initialize, the session lookup, the write-behind of activity), prepared once. */
+function sqliteStatements(db: Store['db'], sessions: Store['t']['sessions']) {
   const byId = db.select().from(sessions).where(eq(sessions.id, sql.placeholder('id'))).prepare()
   // initialize is a hot path: the INSERT is built and prepared once.
   const insert = db.insert(sessions).values({
@@ -25,44 +81,5 @@ export function sessionsRepo(db: Db) {
   }).prepare()
   const touch = db.update(sessions).set({ lastSeenAt: sql`${sql.placeholder('at')}` })
     .where(eq(sessions.id, sql.placeholder('id'))).prepare()
-
-  return {
-    insert(row: SessionRow): void {
-      insert.run(row)
-    },
-    /** Inserts new sessions in one transaction: a commit per batch rather than per session. */
-    insertMany(rows: Iterable<SessionRow>): void {
-      db.transaction(() => {
-        for (const row of rows) insert.run(row)
-      })
-    },
-    byId(id: string): SessionRow | undefined {
-      return byId.get({ id })
-    },
-    /** Writes the latest activity times of many sessions in one transaction (write-behind from memory). */
-    touchMany(entries: Iterable<[string, number]>): void {
-      db.transaction(() => {
-        for (const [id, at] of entries) touch.run({ id, at })
-      })
-    },
-    markInitialized(id: string, at: number): void {
-      db.update(sessions).set({ initializedAt: at }).where(eq(sessions.id, id)).run()
-    },
-    setLogLevel(id: string, level: string): void {
-      db.update(sessions).set({ logLevel: level }).where(eq(sessions.id, id)).run()
-    },
-    end(id: string, at: number): void {
-      db.update(sessions).set({ endedAt: at }).where(and(eq(sessions.id, id), isNull(sessions.endedAt))).run()
-    },
-    /** Ends every live session bound to a credential; returns their ids. */
-    endByCredential(credential: string, at: number): string[] {
-      return db.update(sessions).set({ endedAt: at })
-        .where(and(eq(sessions.credential, credential), isNull(sessions.endedAt)))
-        .returning({ id: sessions.id }).all().map((r) => r.id)
-    },
-    /** Deletes ended sessions and those idle since before `idleBefore`. */
-    purge(idleBefore: number): number {
-      return db.delete(sessions).where(or(isNotNull(sessions.endedAt), lt(sessions.lastSeenAt, idleBefore))).run().changes
-    },
-  }
+  return { byId, insert, touch }
 }

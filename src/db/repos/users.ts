@@ -1,9 +1,8 @@
 import { asc, count, eq } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import type { Db } from '../client.js'
+import type { Store } from '../store.js'
 import { uniqueOrConflict } from './conflict.js'
 import type { CredentialChanges } from './credential-changes.js'
-import { users } from '../schema.js'
 import type { User } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -13,9 +12,10 @@ export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase()
 }
 
-export function usersRepo(db: Db, changes: CredentialChanges) {
+export function usersRepo(store: Store, changes: CredentialChanges) {
+  const { db, t: { users } } = store
   return {
-    create(input: { email: string; name?: string; passwordHash: string | null }): User {
+    async create(input: { email: string; name?: string; passwordHash: string | null }): Promise<User> {
       const email = normalizeEmail(input.email)
       const row: User = {
         id: newId('usr'),
@@ -25,27 +25,27 @@ export function usersRepo(db: Db, changes: CredentialChanges) {
         createdAt: Date.now(),
         disabledAt: null,
       }
-      uniqueOrConflict(() => db.insert(users).values(row).run(), `A user with the email ${email} already exists`)
+      await uniqueOrConflict(() => db.insert(users).values(row).execute(), `A user with the email ${email} already exists`)
       return row
     },
-    byEmail(email: string): User | undefined {
-      return db.select().from(users).where(eq(users.email, normalizeEmail(email))).get()
+    async byEmail(email: string): Promise<User | undefined> {
+      return (await db.select().from(users).where(eq(users.email, normalizeEmail(email))))[0]
     },
-    byId(id: string): User | undefined {
-      return db.select().from(users).where(eq(users.id, id)).get()
+    async byId(id: string): Promise<User | undefined> {
+      return (await db.select().from(users).where(eq(users.id, id)))[0]
     },
-    list(): User[] {
-      return db.select().from(users).orderBy(asc(users.email)).all()
+    async list(): Promise<User[]> {
+      return db.select().from(users).orderBy(asc(users.email))
     },
-    setPasswordHash(id: string, passwordHash: string): void {
-      db.update(users).set({ passwordHash }).where(eq(users.id, id)).run()
+    async setPasswordHash(id: string, passwordHash: string): Promise<void> {
+      await db.update(users).set({ passwordHash }).where(eq(users.id, id))
     },
-    setDisabled(id: string, disabled: boolean): void {
-      db.update(users).set({ disabledAt: disabled ? Date.now() : null }).where(eq(users.id, id)).run()
+    async setDisabled(id: string, disabled: boolean): Promise<void> {
+      await db.update(users).set({ disabledAt: disabled ? Date.now() : null }).where(eq(users.id, id))
       changes.bump()
     },
-    count(): number {
-      return db.select({ n: count() }).from(users).get()?.n ?? 0
+    async count(): Promise<number> {
+      return (await db.select({ n: count() }).from(users))[0]?.n ?? 0
     },
   }
 }

@@ -28,7 +28,7 @@ export function confirmer(fastify: FastifyInstance, ask: AskFn, operationOf: (ex
     const key = index === 1 ? 'confirm' : `confirm_${index}`
     const record = (outcome: Parameters<typeof recordOutcome>[4], details: Record<string, unknown> = {}) => {
       const operation = operationOf(ctx.exchange)
-      recordOutcome(repos, ctx, toolName, message, outcome, operation === null ? details : { operation_id: operation, ...details })
+      return recordOutcome(repos, ctx, toolName, message, outcome, operation === null ? details : { operation_id: operation, ...details })
     }
     let asked: Asked<InputRequests>
     try {
@@ -37,13 +37,13 @@ export function confirmer(fastify: FastifyInstance, ask: AskFn, operationOf: (ex
       if (!isServiceError(err)) throw err
       switch (err.code) {
         case 'INPUT_TIMEOUT':
-          record('timed_out')
+          await record('timed_out')
           throw fail('ELICITATION_TIMEOUT')
         case 'INPUT_REFUSED':
-          record('declined', { error: err.message })
+          await record('declined', { error: err.message })
           throw fail('ELICITATION_DENIED', { message: 'The client could not show the confirmation; nothing was changed' })
         case 'OPERATION_CANCELLED':
-          record('cancelled')
+          await record('cancelled')
           throw fail('OPERATION_CANCELLED', { message: 'The confirmation was abandoned; nothing was changed' })
         case 'CAPABILITY_REQUIRED':
           throw fail('CAPABILITY_REQUIRED', { message: `${toolName} asks for confirmation: the client must declare the elicitation capability and read the call's SSE stream (${err.message})` })
@@ -58,10 +58,10 @@ export function confirmer(fastify: FastifyInstance, ask: AskFn, operationOf: (ex
     }
     const answer = asked.answers[key] as ElicitResult
     if (answer.action === 'accept' && answer.content?.confirm === true) {
-      if (asked.fresh) record('confirmed')
+      if (asked.fresh) await record('confirmed')
       return
     }
-    if (asked.fresh) record('declined', { action: answer.action, ...(answer.action === 'accept' ? { confirm: answer.content?.confirm } : {}) })
+    if (asked.fresh) await record('declined', { action: answer.action, ...(answer.action === 'accept' ? { confirm: answer.content?.confirm } : {}) })
     throw fail('ELICITATION_DENIED')
   }
 }

@@ -16,7 +16,7 @@ export function confirmationRequest(message: string): { mode: 'form'; message: s
 
 export type Outcome = 'confirmed' | 'declined' | 'timed_out' | 'cancelled'
 
-/** Every outcome of a confirmation is audited as `<tool>.confirmation`, with the message the user saw. */
-export function recordOutcome(repos: Repos, ctx: CallContext, toolName: string, message: string, outcome: Outcome, details: Record<string, unknown> = {}): void {
-  writeAudit(repos, ctx, toolName, { action: `${toolName}.confirmation`, outcome, details: { message, ...details } })
+/** Every outcome of a confirmation is audited as `<tool>.confirmation`, with the message the user saw. Never rejects. */
+export function recordOutcome(repos: Repos, ctx: CallContext, toolName: string, message: string, outcome: Outcome, details: Record<string, unknown> = {}): Promise<void> {
+  return writeAudit(repos, ctx, toolName, { action: `${toolName}.confirmation`, outcome, details: { message, ...details } })
 }

@@ -37,9 +37,10 @@ export interface Elicitation extends Asker {
    * Before a handler that may ask runs: on a stateless request, opens and checks its `requestState` and keeps its
    * `inputResponses` for `ask` (-32602 when the state is not this server's, or not this request's); in a session,
    * nothing (answers arrive as responses to server requests). `target` is the method's target: `tools/call <name>`,
-   * `prompts/get <name>`, `resources/read <uri>`.
+   * `prompts/get <name>`, `resources/read <uri>`. A promise only when the state names a key this process has not seen
+   * yet (it is read from the database first); the caller waits for it.
    */
-  openRound(ctx: { exchange: Exchange; principal: Principal }, target: string, args: unknown, requestState: unknown, inputResponses: unknown): void
+  openRound(ctx: { exchange: Exchange; principal: Principal }, target: string, args: unknown, requestState: unknown, inputResponses: unknown): void | Promise<void>
   /** The operation a stateless request's accepted requestState names, if any: the key of its at-most-once record. */
   operationOf(exchange: Exchange): string | null
 }
@@ -47,7 +48,7 @@ export interface Elicitation extends Asker {
 /** Questions to the client (elicitation, sampling, roots) and the confirmation of protected tool calls, one strategy per era. */
 const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
   const sealer = new RequestStateSealer(fastify.repos)
-  sealer.ensureKey()
+  await sealer.ensureKey()
   fastify.decorate('requestStates', sealer)
   const inSession = sessionAsker(fastify)
   const stateless = statelessAsker(fastify, sealer)
@@ -59,7 +60,7 @@ const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
     ask: async (ctx, about, requests, options) => (await askDetailed(ctx, about, requests, options)).answers,
     confirm: confirmer(fastify, askDetailed, operationOf),
     openRound(ctx, target, args, requestState, inputResponses) {
-      if (ctx.exchange.era === 'modern') stateless.open(ctx, target, args, requestState, inputResponses)
+      if (ctx.exchange.era === 'modern') return stateless.open(ctx, target, args, requestState, inputResponses)
     },
     operationOf,
   } satisfies Elicitation)

@@ -135,31 +135,39 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
 
   /**
    * Before a handler runs on a stateless request: opens and checks its requestState (-32602 when it is not one of
-   * ours, or not for this member, credential, target and arguments) and keeps its answers for `ask()`.
+   * ours, or not for this member, credential, target and arguments) and keeps its answers for `ask()`. A promise only
+   * when the state names a key this process has not seen yet (RequestStateSealer.open).
    */
-  function open(ctx: { exchange: Exchange; principal: Principal }, target: string, args: unknown, requestState: unknown, inputResponses: unknown): void {
+  function open(ctx: { exchange: Exchange; principal: Principal }, target: string, args: unknown, requestState: unknown, inputResponses: unknown): void | Promise<void> {
     // A request without state or answers is a first round: ask() makes its round if the handler ever asks.
     if (requestState === undefined && inputResponses === undefined) return
-    let state: StatePayload | null = null
-    let digest: string | undefined
-    if (requestState !== undefined) {
-      digest = argumentsDigest(args)
-      const payload = typeof requestState === 'string' ? sealer.open(requestState) : null
-      if (!payload || !isStatePayload(payload)) {
-        throw fail('INVALID_PARAMS', {
-          message: 'requestState is not one this server issued, or it was altered: send the request again without requestState and inputResponses',
-          details: { param: 'requestState' },
-        })
-      }
-      const p = ctx.principal
-      if (payload.m !== p.membershipId || payload.o !== p.organizationId || payload.c !== lastingCredential(p) || payload.t !== target || payload.a !== digest) {
-        throw fail('INVALID_PARAMS', {
-          message: 'requestState belongs to another request: a retry repeats the method, name (or URI) and arguments of the request that returned it, with the same credential',
-          details: { param: 'requestState' },
-        })
-      }
-      state = payload
+    if (requestState === undefined) return keep(ctx, target, args, null, inputResponses, undefined)
+    const digest = argumentsDigest(args)
+    const opened = typeof requestState === 'string' ? sealer.open(requestState) : null
+    if (opened instanceof Promise) return opened.then((payload) => accept(ctx, target, args, payload, inputResponses, digest))
+    accept(ctx, target, args, opened, inputResponses, digest)
+  }
+
+  /** The opened requestState checked against the retry; kept with its answers when it is this request's. */
+  function accept(ctx: { exchange: Exchange; principal: Principal }, target: string, args: unknown, payload: Record<string, unknown> | null, inputResponses: unknown, digest: string): void {
+    if (!payload || !isStatePayload(payload)) {
+      throw fail('INVALID_PARAMS', {
+        message: 'requestState is not one this server issued, or it was altered: send the request again without requestState and inputResponses',
+        details: { param: 'requestState' },
+      })
     }
+    const p = ctx.principal
+    if (payload.m !== p.membershipId || payload.o !== p.organizationId || payload.c !== lastingCredential(p) || payload.t !== target || payload.a !== digest) {
+      throw fail('INVALID_PARAMS', {
+        message: 'requestState belongs to another request: a retry repeats the method, name (or URI) and arguments of the request that returned it, with the same credential',
+        details: { param: 'requestState' },
+      })
+    }
+    keep(ctx, target, args, payload, inputResponses, digest)
+  }
+
+  /** Keeps the request's round: its verified state (null: none) and the answers it carries. */
+  function keep(ctx: { exchange: Exchange }, target: string, args: unknown, state: StatePayload | null, inputResponses: unknown, digest: string | undefined): void {
     const answers = typeof inputResponses === 'object' && inputResponses !== null && !Array.isArray(inputResponses) ? (inputResponses as Record<string, unknown>) : undefined
     rounds.set(ctx.exchange, new Round(target, args, state, answers, digest))
   }
@@ -170,7 +178,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
   }
 
   /** The input_required result that asks `requests` for the pending round `index` of this operation. */
-  function question(ctx: CallContext, round: Round, requests: InputRequests, exp: number): InputRequired {
+  async function question(ctx: CallContext, round: Round, requests: InputRequests, exp: number): Promise<InputRequired> {
     const p = ctx.principal
     const state: StatePayload = {
       v: 2,
@@ -184,7 +192,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
       r: round.known,
       p: Object.fromEntries(Object.entries(requests).map(([k, r]) => [k, r.method])),
     }
-    const sealed = sealer.seal({ ...state })
+    const sealed = await sealer.seal({ ...state })
     if (sealed.length > MAX_STATE_LENGTH) {
       throw fail('INVALID_PARAMS', { message: 'The answers given so far are too large to carry to the next round; answer with less' })
     }
@@ -213,7 +221,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
       if (state.exp <= Date.now()) throw fail('INPUT_TIMEOUT')
       const given = round.answers ?? {}
       // Not answered (yet), or only in part: the same questions again, for the same operation and deadline.
-      if (Object.keys(requests).some((k) => given[k] === undefined)) throw question(ctx, round, requests, state.exp)
+      if (Object.keys(requests).some((k) => given[k] === undefined)) throw await question(ctx, round, requests, state.exp)
       const checked = checkedAnswers(requests, given)
       round.known.push(checked)
       return { answers: checked as InputResponses<R>, fresh: true }
@@ -234,7 +242,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
         details: { requiredCapabilities: required },
       })
     }
-    throw question(ctx, round, requests, Date.now() + config.elicitationTimeoutMs)
+    throw await question(ctx, round, requests, Date.now() + config.elicitationTimeoutMs)
   }
 
   return { open, operationOf, ask }

@@ -53,9 +53,17 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     // Node keeps the first of repeated Authorization headers and drops the rest: a request with two is ambiguous
     // (which credential acts?), so it is refused rather than served with one of them.
     if (countHeader(request.raw.rawHeaders, 'authorization') > 1) throw fail('BAD_REQUEST', { message: 'Send exactly one Authorization header' })
-    request.principal = auth.authenticate(request.headers.authorization, request.raw.socket)
-    rateLimits.mcpRequest(request.principal)
-    done()
+    const principal = auth.authenticate(request.headers.authorization, request.raw.socket)
+    if (!(principal instanceof Promise)) {
+      request.principal = principal
+      rateLimits.mcpRequest(principal)
+      return done()
+    }
+    // A credential the cache did not hold: verified against the database.
+    principal.then((verified) => {
+      request.principal = verified
+      rateLimits.mcpRequest(verified)
+    }).then(() => done(), done)
   })
 
   fastify.setErrorHandler((err, request, reply) => {

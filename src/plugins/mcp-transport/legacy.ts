@@ -18,18 +18,26 @@ import { StoppableCall, stoppedByShutdown } from './stopping.js'
  */
 export interface LegacyFrontEnd {
   post(request: FastifyRequest, reply: FastifyReply, body: unknown, accept: Acceptance): Promise<FastifyReply>
-  get(request: FastifyRequest, reply: FastifyReply): FastifyReply
-  delete(request: FastifyRequest, reply: FastifyReply): FastifyReply
+  get(request: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply>
+  delete(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply>
 }
 
 export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   const { config, rpc, sessions, heartbeats } = fastify
 
-  /** The session named by Mcp-Session-Id, usable only with the credential that created it. */
-  function resolveSession(request: FastifyRequest, principal: Principal): Session {
+  /**
+   * The session named by Mcp-Session-Id, usable only with the credential that created it. A session in memory is
+   * answered at once; one that must be read from the database (after a restart), with a promise.
+   */
+  function resolveSession(request: FastifyRequest, principal: Principal): Session | Promise<Session> {
     const id = sessionIdHeader(request)
     if (id === undefined) throw fail('SESSION_NOT_FOUND', { message: 'The Mcp-Session-Id header is missing or malformed' })
-    const session = sessions.get(id)
+    const found = sessions.get(id)
+    return found instanceof Promise ? found.then((session) => usable(request, principal, session)) : usable(request, principal, found)
+  }
+
+  /** The session found for the request, when its credential may use it; touched. */
+  function usable(request: FastifyRequest, principal: Principal, session: Session | undefined): Session {
     if (!session || session.credential !== principal.credential || session.membershipId !== principal.membershipId) {
       throw fail('SESSION_NOT_FOUND')
     }
@@ -140,7 +148,8 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       return handleInitialize(request, reply, principal, init.message, accept.json, seen?.get(init.message) ?? null)
     }
 
-    const session = resolveSession(request, principal)
+    const resolved = resolveSession(request, principal)
+    const session = resolved instanceof Promise ? await resolved : resolved
     if (seen) for (const s of seen.values()) s.protocolVersion = session.protocolVersion
     if (batch && session.protocolVersion !== '2025-03-26') {
       throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
@@ -152,8 +161,10 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     const refusals: ServiceError[] = []
     for (const c of classified) {
       if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
-      else if (c.kind === 'notification') rpc.notify(c.message, { session, principal, log: request.log })
-      else if (c.kind === 'response') {
+      else if (c.kind === 'notification') {
+        const handled = rpc.notify(c.message, { session, principal, log: request.log })
+        if (handled) await handled
+      } else if (c.kind === 'response') {
         const refused = rpc.acceptResponse(c.message, session, principal)
         if (refused) refusals.push(refused)
       } else {
@@ -171,7 +182,10 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     }
     const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
     const precheck = (call: PreparedRequest) => ({ exchange, session, principal, requestId: call.message.id })
-    for (const call of calls) call.def.precheck?.(call.params, precheck(call))
+    for (const call of calls) {
+      const checking = call.def.precheck?.(call.params, precheck(call))
+      if (checking) await checking
+    }
     // SSE at once when the client takes nothing else or a call prefers it (a confirmation, progress); JSON when the
     // client takes nothing else; otherwise JSON unless a call sends something while it runs (a log line, a question
     // to the client), which turns the answer into an SSE stream carrying everything from then on.
@@ -250,21 +264,26 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     get(request, reply) {
       const principal = request.principal!
       if (!parseAccept(request.headers.accept).sse) throw fail('NOT_ACCEPTABLE', { message: 'GET /mcp opens an SSE stream: Accept must include text/event-stream' })
-      const session = resolveSession(request, principal)
-      if (resumeStream(request, reply, session)) return reply
-      const previous = session.runtime?.standalone
-      const stream = openStream(request, reply, session, 'standalone')
-      // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
-      runtimeOf(session).standalone = stream
-      previous?.end()
-      return reply
+      const resolved = resolveSession(request, principal)
+      return resolved instanceof Promise ? resolved.then((session) => openGet(request, reply, session)) : openGet(request, reply, resolved)
     },
 
-    delete(request, reply) {
-      const session = resolveSession(request, request.principal!)
-      sessions.close(session)
+    async delete(request, reply) {
+      const session = await resolveSession(request, request.principal!)
+      await sessions.close(session)
       return reply.code(204).send()
     },
+  }
+
+  /** GET: resumes a call stream (Last-Event-ID), or opens the session's standalone stream. */
+  function openGet(request: FastifyRequest, reply: FastifyReply, session: Session): FastifyReply {
+    if (resumeStream(request, reply, session)) return reply
+    const previous = session.runtime?.standalone
+    const stream = openStream(request, reply, session, 'standalone')
+    // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
+    runtimeOf(session).standalone = stream
+    previous?.end()
+    return reply
   }
 }
 

@@ -301,7 +301,8 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     const { prepared, def, exchange } = checked
     if (seen) seen.protocolVersion = exchange.protocolVersion
     try {
-      def.precheck?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id })
+      const checking = def.precheck?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id })
+      if (checking) await checking
     } catch (err) {
       return failBeforeAnswer(reply, message.id, err, seen)
     }

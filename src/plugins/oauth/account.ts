@@ -31,14 +31,14 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   const shownOnce = new ShownOnceStore(config.accountNoticeTtlMs)
   answerErrorsWithPages(fastify, { link: { href: '/account', label: 'Back to your account' } })
 
-  function current(request: FastifyRequest): SignedIn | undefined {
-    const user = browser.user(request)
+  async function current(request: FastifyRequest): Promise<SignedIn | undefined> {
+    const user = await browser.user(request)
     const signInId = browser.signInId(request)
     return user && signInId ? { user, signInId } : undefined
   }
 
-  function signedIn(request: FastifyRequest): SignedIn {
-    const who = current(request)
+  async function signedIn(request: FastifyRequest): Promise<SignedIn> {
+    const who = await current(request)
     if (!who) throw fail('SIGN_IN_REQUIRED')
     return who
   }
@@ -49,21 +49,25 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   }
 
   /** Memberships of the user, and the keys of each, for the page and for ownership checks. */
-  function ownKeys(userId: string) {
-    const memberships = repos.memberships.forUser(userId)
-    const keys = memberships.flatMap((m) => repos.apiKeys.listForMembership(m.id).map((k) => ({ ...k, organizationName: m.organizationName })))
+  async function ownKeys(userId: string) {
+    const memberships = await repos.memberships.forUser(userId)
+    const keys: Array<Awaited<ReturnType<typeof repos.apiKeys.listForMembership>>[number] & { organizationName: string }> = []
+    for (const m of memberships) {
+      for (const k of await repos.apiKeys.listForMembership(m.id)) keys.push({ ...k, organizationName: m.organizationName })
+    }
     return { memberships, keys }
   }
 
-  function render(request: FastifyRequest, reply: FastifyReply, user: { id: string; email: string }, extra: ShownOnce = {}, status = 200) {
+  async function render(request: FastifyRequest, reply: FastifyReply, user: { id: string; email: string }, extra: ShownOnce = {}, status = 200) {
     const browserId = browser.browserId(request, reply)
-    const { memberships, keys } = ownKeys(user.id)
+    const { memberships, keys } = await ownKeys(user.id)
+    const clients = await repos.oauthGrants.authorizedClients(user.id, Date.now())
     return sendPage(reply, status, accountPage({
       csrf: browser.csrfToken(browserId, ACCOUNT_CSRF),
       userEmail: user.email,
       memberships: memberships.map((m) => ({ membershipId: m.id, organizationName: m.organizationName, organizationSlug: m.organizationSlug, role: m.role })),
       keys: keys.map((k) => ({ id: k.id, name: k.name, displayPrefix: k.displayPrefix, scopes: k.scopes, organizationName: k.organizationName, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt })),
-      clients: repos.oauthGrants.authorizedClients(user.id, Date.now()),
+      clients,
       ...extra,
     }))
   }
@@ -85,13 +89,13 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   }
 
   fastify.get('/account', async (request, reply) => {
-    const who = current(request)
+    const who = await current(request)
     if (!who) return seeOther(reply, '/account/signin')
     return render(request, reply, who.user, shownOnce.take(who.signInId))
   })
 
   fastify.get('/account/signin', async (request, reply) => {
-    if (browser.user(request)) return seeOther(reply, '/account')
+    if (await browser.user(request)) return seeOther(reply, '/account')
     return signInForm(request, reply)
   })
 
@@ -104,7 +108,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
       return signInForm(request, reply, { email: result.email, error: result.refused.message }, result.refused.status)
     }
     if ('wrong' in result) return signInForm(request, reply, { email: result.email, error: 'Incorrect email or password.' }, 401)
-    browser.signIn(reply, result.user.id)
+    await browser.signIn(reply, result.user.id)
     return seeOther(reply, '/account')
   })
 
@@ -112,26 +116,26 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
     const signInId = browser.signInId(request)
     if (signInId) shownOnce.drop(signInId)
-    browser.signOut(request, reply)
+    await browser.signOut(request, reply)
     return seeOther(reply, '/account/signin')
   })
 
   fastify.post('/account/keys', async (request, reply) => {
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, ACCOUNT_CSRF, body.csrf)
-    const who = signedIn(request)
+    const who = await signedIn(request)
     const { user } = who
     // A refused form is answered in place (400): posting it again changes nothing either.
     const name = typeof body.name === 'string' ? body.name.trim() : ''
     if (name === '' || name.length > 100) return render(request, reply, user, { notice: 'Give the key a name of 1 to 100 characters.' }, 400)
-    const membership = typeof body.membership === 'string' ? repos.memberships.byId(body.membership) : undefined
+    const membership = typeof body.membership === 'string' ? await repos.memberships.byId(body.membership) : undefined
     if (!membership || membership.userId !== user.id) return render(request, reply, user, { notice: 'Choose one of your organizations.' }, 400)
     const requested = Array.isArray(body.scope) ? body.scope : body.scope === undefined ? [] : [body.scope]
     const scopes = SCOPES.filter((s) => requested.includes(s))
     if (scopes.length === 0 || requested.some((s) => !(SCOPES as readonly unknown[]).includes(s))) {
       return render(request, reply, user, { notice: 'Choose at least one scope.' }, 400)
     }
-    const { key } = repos.apiKeys.create({ membershipId: membership.id, name, scopes, by: actor(request, who) })
+    const { key } = await repos.apiKeys.create({ membershipId: membership.id, name, scopes, by: actor(request, who) })
     request.log.info({ membership: membership.id }, 'API key created on the account page')
     return done(reply, who, { newKey: { name, key } })
   })
@@ -140,16 +144,16 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
    * A key of the signed-in user, or a 404 page (another member's id is indistinguishable). `revoked` keys are
    * returned (a second post of a confirmation form finds its key revoked already); expired ones are not.
    */
-  function ownKey(userId: string, id: string) {
-    const key = ownKeys(userId).keys.find((k) => k.id === id)
+  async function ownKey(userId: string, id: string) {
+    const key = (await ownKeys(userId)).keys.find((k) => k.id === id)
     if (!key || (key.revokedAt === null && key.expiresAt !== null && key.expiresAt <= Date.now())) {
       throw fail('NOT_FOUND', { message: 'No such active API key in your account' })
     }
     return key
   }
 
-  function activeOwnKey(userId: string, id: string) {
-    const key = ownKey(userId, id)
+  async function activeOwnKey(userId: string, id: string) {
+    const key = await ownKey(userId, id)
     if (key.revokedAt !== null) throw fail('NOT_FOUND', { message: 'No such active API key in your account' })
     return key
   }
@@ -177,19 +181,19 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   }
 
   fastify.get('/account/keys/:id/rotate', async (request, reply) => {
-    const who = current(request)
+    const who = await current(request)
     if (!who) return seeOther(reply, '/account/signin')
-    return rotateQuestion(request, reply, activeOwnKey(who.user.id, keyId(request)))
+    return rotateQuestion(request, reply, await activeOwnKey(who.user.id, keyId(request)))
   })
 
   fastify.post('/account/keys/:id/rotate', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
-    const who = signedIn(request)
-    const key = ownKey(who.user.id, keyId(request))
+    const who = await signedIn(request)
+    const key = await ownKey(who.user.id, keyId(request))
     // Already rotated (a second click): the first answer's new key still waits for the GET; do not replace it.
     if (key.revokedAt !== null) return seeOther(reply, '/account')
     if (!confirmed(request)) return rotateQuestion(request, reply, key)
-    const rotated = repos.apiKeys.rotate(key.id, actor(request, who))
+    const rotated = await repos.apiKeys.rotate(key.id, actor(request, who))
     if (!rotated) return seeOther(reply, '/account')
     auth.revoked(`key:${key.id}`)
     request.log.info({ key: key.id }, 'API key rotated on the account page')
@@ -200,18 +204,18 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   })
 
   fastify.get('/account/keys/:id/revoke', async (request, reply) => {
-    const who = current(request)
+    const who = await current(request)
     if (!who) return seeOther(reply, '/account/signin')
-    return revokeQuestion(request, reply, activeOwnKey(who.user.id, keyId(request)))
+    return revokeQuestion(request, reply, await activeOwnKey(who.user.id, keyId(request)))
   })
 
   fastify.post('/account/keys/:id/revoke', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
-    const who = signedIn(request)
-    const key = ownKey(who.user.id, keyId(request))
+    const who = await signedIn(request)
+    const key = await ownKey(who.user.id, keyId(request))
     if (key.revokedAt !== null) return seeOther(reply, '/account')
     if (!confirmed(request)) return revokeQuestion(request, reply, key)
-    if (repos.apiKeys.revoke(key.id, actor(request, who))) {
+    if (await repos.apiKeys.revoke(key.id, actor(request, who))) {
       auth.revoked(`key:${key.id}`)
       request.log.info({ key: key.id }, 'API key revoked on the account page')
     }
@@ -219,14 +223,14 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   })
 
   /** The user's live authorizations of a client (one per organization), or a 404 page. */
-  function authorizedClient(userId: string, clientId: string) {
-    const rows = repos.oauthGrants.authorizedClients(userId, Date.now()).filter((c) => c.clientId === clientId)
+  async function authorizedClient(userId: string, clientId: string) {
+    const rows = (await repos.oauthGrants.authorizedClients(userId, Date.now())).filter((c) => c.clientId === clientId)
     const first = rows[0]
     if (!first) throw fail('NOT_FOUND', { message: 'No such authorized application in your account' })
     return { clientId, clientName: first.clientName, organizations: rows.map((r) => r.organizationName) }
   }
 
-  function clientQuestion(request: FastifyRequest, reply: FastifyReply, client: ReturnType<typeof authorizedClient>) {
+  function clientQuestion(request: FastifyRequest, reply: FastifyReply, client: Awaited<ReturnType<typeof authorizedClient>>) {
     return confirm(request, reply, {
       question: `Revoke access of “${client.clientName}”?`,
       consequence: `It can no longer act for you in ${client.organizations.join(', ')}: its tokens are refused from its next request, and it must be authorized again to connect.`,
@@ -238,18 +242,18 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   const clientIdOf = (request: FastifyRequest) => (request.params as { clientId: string }).clientId
 
   fastify.get('/account/clients/:clientId/revoke', async (request, reply) => {
-    const who = current(request)
+    const who = await current(request)
     if (!who) return seeOther(reply, '/account/signin')
-    return clientQuestion(request, reply, authorizedClient(who.user.id, clientIdOf(request)))
+    return clientQuestion(request, reply, await authorizedClient(who.user.id, clientIdOf(request)))
   })
 
   fastify.post('/account/clients/:clientId/revoke', async (request, reply) => {
     browser.checkForm(request, ACCOUNT_CSRF, (request.body as Record<string, unknown> | undefined)?.csrf)
-    const who = signedIn(request)
+    const who = await signedIn(request)
     const clientId = clientIdOf(request)
-    if (!confirmed(request)) return clientQuestion(request, reply, authorizedClient(who.user.id, clientId))
-    const name = repos.oauthClients.byId(clientId)?.name ?? clientId
-    const { grants, jtis } = repos.oauthGrants.revokeClientForUser(who.user.id, clientId, Date.now(), actor(request, who))
+    if (!confirmed(request)) return clientQuestion(request, reply, await authorizedClient(who.user.id, clientId))
+    const name = (await repos.oauthClients.byId(clientId))?.name ?? clientId
+    const { grants, jtis } = await repos.oauthGrants.revokeClientForUser(who.user.id, clientId, Date.now(), actor(request, who))
     for (const jti of jtis) auth.revoked(`jwt:${jti}`)
     // Nothing left to revoke: a second post of the form; the first one's notice still waits for the GET.
     if (grants === 0) return seeOther(reply, '/account')

@@ -110,7 +110,7 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
       throw fail(checked.error === 'invalid_redirect_uri' ? 'OAUTH_INVALID_REDIRECT_URI' : 'OAUTH_INVALID_CLIENT_METADATA', { message: checked.description })
     }
     const v = checked.value
-    const client = repos.oauthClients.create({ name: v.clientName, redirectUris: v.redirectUris, grantTypes: v.grantTypes, scope: v.scope })
+    const client = await repos.oauthClients.create({ name: v.clientName, redirectUris: v.redirectUris, grantTypes: v.grantTypes, scope: v.scope })
     request.log.info({ client: client.id }, 'OAuth client registered')
     return reply.code(201).send({
       client_id: client.id,
@@ -135,7 +135,7 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     refuseClientSecrets(request, fields)
     const grantType = required(fields, 'grant_type')
     if (grantType !== 'authorization_code' && grantType !== 'refresh_token') throw fail('OAUTH_UNSUPPORTED_GRANT_TYPE')
-    const client = tokens.client(required(fields, 'client_id'))
+    const client = await tokens.client(required(fields, 'client_id'))
     const resource = fields.resource
     if (grantType === 'authorization_code') {
       return tokens.exchangeCode({
@@ -160,8 +160,8 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     requireForm(request)
     const fields = formFields(request.body, ['token', 'token_type_hint', 'client_id', 'client_secret'])
     refuseClientSecrets(request, fields)
-    const client = tokens.client(required(fields, 'client_id'))
-    tokens.revoke({ client, token: required(fields, 'token') })
+    const client = await tokens.client(required(fields, 'client_id'))
+    await tokens.revoke({ client, token: required(fields, 'token') })
     return reply.code(200).send({})
   })
 }

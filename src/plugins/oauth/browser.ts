@@ -75,7 +75,7 @@ export class BrowserState {
   }
 
   /** The signed-in user, or undefined. */
-  user(request: FastifyRequest): { id: string; email: string; name: string } | undefined {
+  async user(request: FastifyRequest): Promise<{ id: string; email: string; name: string } | undefined> {
     const id = this.signInId(request)
     return id ? this.#repos.browserSessions.user(id, Date.now()) : undefined
   }
@@ -114,20 +114,20 @@ export class BrowserState {
   /** The user whose email and password these are, if enabled; unknown emails cost the same time as wrong passwords. */
   async #checkPassword(email: unknown, password: unknown): Promise<{ id: string } | null> {
     if (typeof email !== 'string' || typeof password !== 'string' || email.length > MAX_EMAIL || password.length > MAX_PASSWORD) return null
-    const user = this.#repos.users.byEmail(email)
+    const user = await this.#repos.users.byEmail(email)
     const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH)
     return ok && user && user.passwordHash && user.disabledAt === null ? { id: user.id } : null
   }
 
-  signIn(reply: FastifyReply, userId: string): void {
+  async signIn(reply: FastifyReply, userId: string): Promise<void> {
     const value = randomSecret(32)
-    this.#repos.browserSessions.create({ id: sha256Hex(value), userId, expiresAt: Date.now() + this.#config.browserSessionTtlMs })
+    await this.#repos.browserSessions.create({ id: sha256Hex(value), userId, expiresAt: Date.now() + this.#config.browserSessionTtlMs })
     this.#set(reply, 'mcp_signin', value, this.#config.browserSessionTtlMs)
   }
 
-  signOut(request: FastifyRequest, reply: FastifyReply): void {
+  async signOut(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const cookie = this.#get(request, 'mcp_signin')
-    if (cookie) this.#repos.browserSessions.delete(sha256Hex(cookie))
+    if (cookie) await this.#repos.browserSessions.delete(sha256Hex(cookie))
     this.#set(reply, 'mcp_signin', '', 0)
   }
 

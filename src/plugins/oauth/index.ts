@@ -25,7 +25,7 @@ declare module 'fastify' {
 const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   const { config, repos, auth } = fastify
   const keyring = new Keyring(repos, { issuer: () => config.baseUrl, audience: () => config.baseUrl, accessTokenTtlMs: config.accessTokenTtlMs })
-  keyring.ensureKey()
+  await keyring.ensureKey()
   const tokens = new TokenService({
     repos,
     keyring,
@@ -47,17 +47,19 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
 
   // Expired codes, pending requests, browser sign-ins, token rows and forgotten sign-in failures go on the session
   // sweep's rhythm.
-  const timer = setInterval(() => {
+  const purge = async () => {
     const now = Date.now()
     browser.throttle.sweep(now)
     try {
-      repos.authorizations.purge(now)
-      repos.browserSessions.purge(now)
-      repos.oauthGrants.purge(now)
+      await repos.authorizations.purge(now)
+      await repos.browserSessions.purge(now)
+      await repos.oauthGrants.purge(now)
     } catch (err) {
       fastify.log.error({ err }, 'could not purge expired OAuth records')
     }
-  }, config.sessionSweepMs)
+  }
+  // A timer cannot wait: purge reports its own failure.
+  const timer = setInterval(() => void purge(), config.sessionSweepMs)
   timer.unref()
   fastify.addHook('onClose', async () => clearInterval(timer))
 }

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
 import { clientAddressKey } from '../../auth/sign-in-throttle.js'
 import type { AuthorizationRequest } from '../../db/repos/authorizations.js'
+import type { TxRepos } from '../../db/repos/index.js'
 import type { MembershipView } from '../../db/repos/memberships.js'
 import type { OAuthClient } from '../../db/repos/oauth-clients.js'
 import { toOAuthBody } from '../../errors/render.js'
@@ -112,7 +113,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     let client: OAuthClient
     let redirectUri: string
     try {
-      ({ client, redirectUri } = checkClient(query))
+      ({ client, redirectUri } = await checkClient(query))
     } catch (err) {
       if (!isServiceError(err)) throw err
       // The reader is the person at the browser; the reason itself is for the application's developer.
@@ -134,31 +135,35 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     }
     // Over the bound this is a page (429), not a redirect: the client did nothing wrong, this address has too many.
     const clientAddress = sha256Hex(clientAddressKey(request.ip))
-    refuseOverPendingBound(request, clientAddress)
-    const browserId = browser.browserId(request, reply)
-    const requestId = randomSecret(32)
-    const now = Date.now()
-    repos.authorizations.createRequest({
-      id: sha256Hex(requestId),
-      browserBinding: sha256Hex(browserId),
-      clientId: client.id,
-      redirectUri,
-      scope: params.scope,
-      state: params.state,
-      codeChallenge: params.challenge,
-      resource: params.audience,
-      clientAddress,
-      createdAt: now,
-      expiresAt: now + config.authRequestTtlMs,
+    // The count and the insert in one transaction: no other request from the address gets in between.
+    const requestId = await repos.transaction(async (tx) => {
+      await refuseOverPendingBound(tx, request, clientAddress)
+      const browserId = browser.browserId(request, reply)
+      const requestId = randomSecret(32)
+      const now = Date.now()
+      await tx.authorizations.createRequest({
+        id: sha256Hex(requestId),
+        browserBinding: sha256Hex(browserId),
+        clientId: client.id,
+        redirectUri,
+        scope: params.scope,
+        state: params.state,
+        codeChallenge: params.challenge,
+        resource: params.audience,
+        clientAddress,
+        createdAt: now,
+        expiresAt: now + config.authRequestTtlMs,
+      })
+      return requestId
     })
     return seeOther(reply, `/oauth/interaction/${requestId}`)
   })
 
   /** The registered client and the exact redirect URI it registered; errors here are shown, never redirected. */
-  function checkClient(query: Record<string, unknown>): { client: OAuthClient; redirectUri: string } {
+  async function checkClient(query: Record<string, unknown>): Promise<{ client: OAuthClient; redirectUri: string }> {
     const clientId = single(query, 'client_id')
     if (clientId === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'client_id is required' })
-    const client = repos.oauthClients.byId(clientId)
+    const client = await repos.oauthClients.byId(clientId)
     if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id: register the client first' })
     const redirectUri = single(query, 'redirect_uri')
     if (redirectUri === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is required' })
@@ -201,11 +206,11 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
 
   /**
    * Each pending request is a row for up to SERVICE_AUTH_REQUEST_TTL_MS, created without signing in: one address may
-   * hold only so many unanswered ones. The count and the insert that follows run in one turn of the event loop.
+   * hold only so many unanswered ones. The count and the insert that follows run in one transaction (`tx`).
    */
-  function refuseOverPendingBound(request: FastifyRequest, clientAddress: string): void {
+  async function refuseOverPendingBound(tx: TxRepos, request: FastifyRequest, clientAddress: string): Promise<void> {
     const now = Date.now()
-    const pending = repos.authorizations.pendingFrom(clientAddress, now)
+    const pending = await tx.authorizations.pendingFrom(clientAddress, now)
     if (pending.count < config.pendingAuthorizationsPerAddress) return
     const retryAfter = Math.max(1, Math.ceil(((pending.oldestExpiresAt ?? now + config.authRequestTtlMs) - now) / 1000))
     request.log.warn({ address: request.ip, pending: pending.count }, 'authorization refused: too many pending authorizations from this address')
@@ -221,14 +226,14 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
    * The pending request named in the URL, usable only by the browser that started it; else why not. A request past
    * SERVICE_AUTH_REQUEST_TTL_MS is soon purged, so an unknown id is most likely an expired one, and is called that.
    */
-  function pending(request: FastifyRequest): Pending | Unusable {
+  async function pending(request: FastifyRequest): Promise<Pending | Unusable> {
     const { id } = request.params as { id: string }
-    const row = /^[A-Za-z0-9_-]{43}$/.test(id) ? repos.authorizations.request(sha256Hex(id)) : undefined
+    const row = /^[A-Za-z0-9_-]{43}$/.test(id) ? await repos.authorizations.request(sha256Hex(id)) : undefined
     if (!row) return { unusable: 'expired' }
     const browserId = browser.existingBrowserId(request)
     // Another browser learns nothing of the request, not even the application's name.
     if (!browserId || sha256Hex(browserId) !== row.browserBinding) return { unusable: 'elsewhere' }
-    const client = repos.oauthClients.byId(row.clientId)
+    const client = await repos.oauthClients.byId(row.clientId)
     if (!client) return { unusable: 'expired' }
     if (row.consumedAt !== null) return { unusable: 'used', clientName: client.name }
     if (row.expiresAt <= Date.now()) return { unusable: 'expired', clientName: client.name }
@@ -250,12 +255,12 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     return sendPage(reply, 400, errorPage(pages[u.unusable]))
   }
 
-  function showConsent(reply: FastifyReply, p: Pending, user: { id: string; email: string }, status = 200): FastifyReply {
-    const memberships = repos.memberships.forUser(user.id)
+  async function showConsent(reply: FastifyReply, p: Pending, user: { id: string; email: string }, status = 200): Promise<FastifyReply> {
+    const memberships = await repos.memberships.forUser(user.id)
     const organizations = memberships.map((m) => consentOrganization(m, p.row.scope))
     const preselected = preferredMembership(
       memberships.map((m, i) => ({ id: m.id, createdAt: m.createdAt, grantable: organizations[i]!.grantable })),
-      repos.oauthGrants.lastChosenMembership(user.id, p.client.id),
+      await repos.oauthGrants.lastChosenMembership(user.id, p.client.id),
     )
     return sendPage(reply, status, consentPage({
       action: `/oauth/interaction/${p.id}/consent`,
@@ -275,14 +280,14 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   }
 
   fastify.get('/oauth/interaction/:id', async (request, reply) => {
-    const p = pending(request)
+    const p = await pending(request)
     if ('unusable' in p) return unusablePage(request, reply, p)
-    const user = browser.user(request)
+    const user = await browser.user(request)
     return user ? showConsent(reply, p, user) : showSignIn(reply, p)
   })
 
   fastify.post('/oauth/interaction/:id/signin', async (request, reply) => {
-    const p = pending(request)
+    const p = await pending(request)
     if ('unusable' in p) return unusablePage(request, reply, p)
     const body = (request.body ?? {}) as Record<string, unknown>
     browser.checkForm(request, p.id, body.csrf)
@@ -292,24 +297,24 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       return showSignIn(reply, p, { email: result.email, error: result.refused.message }, result.refused.status)
     }
     if ('wrong' in result) return showSignIn(reply, p, { email: result.email, error: 'Incorrect email or password.' }, 401)
-    browser.signIn(reply, result.user.id)
+    await browser.signIn(reply, result.user.id)
     return seeOther(reply, `/oauth/interaction/${p.id}`)
   })
 
   fastify.post('/oauth/interaction/:id/consent', async (request, reply) => {
     // A consent form left open past its request's lifetime lands here too, and gets the same page.
-    const p = pending(request)
+    const p = await pending(request)
     if ('unusable' in p) return unusablePage(request, reply, p)
     const fields = formFields(request.body, ['csrf', 'decision', 'membership'])
     browser.checkForm(request, p.id, fields.csrf)
-    const user = browser.user(request)
+    const user = await browser.user(request)
     if (!user) return showSignIn(reply, p, { error: 'Your sign-in has expired. Sign in again.' }, 401)
     const decision = fields.decision
     if (decision !== 'approve' && decision !== 'deny') throw fail('BAD_REQUEST', { message: 'Choose Allow or Deny' })
     let membership
     let scope = ''
     if (decision === 'approve') {
-      membership = fields.membership ? repos.memberships.byId(fields.membership) : undefined
+      membership = fields.membership ? await repos.memberships.byId(fields.membership) : undefined
       // The grant claims only what the member's role can use; a role that can use none of it cannot approve.
       scope = membership ? narrowScope(p.row.scope, membership.role) : ''
       if (!membership || membership.userId !== user.id || scope === '') {
@@ -317,14 +322,14 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       }
     }
     // Single use: a second submission (double click, back button) cannot mint a second code.
-    if (!repos.authorizations.consumeRequest(p.row.id, Date.now())) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
+    if (!(await repos.authorizations.consumeRequest(p.row.id, Date.now()))) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
     if (decision === 'deny' || !membership) {
       request.log.info({ client: p.client.id }, 'authorization denied')
       return redirectError(reply, p.row.redirectUri, p.row.state, fail('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
     }
     const code = randomSecret(32)
     const now = Date.now()
-    repos.authorizations.createCode({
+    await repos.authorizations.createCode({
       hash: sha256Hex(code),
       clientId: p.client.id,
       redirectUri: p.row.redirectUri,

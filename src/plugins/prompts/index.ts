@@ -67,7 +67,7 @@ const promptsPlugin: FastifyPluginAsync<PromptsPluginOptions> = async (fastify, 
     precheck(params, ctx) {
       const prompt = registry.get(params.name)
       if (prompt && registry.visibleTo(ctx.principal).includes(prompt)) {
-        fastify.elicitation.openRound(ctx, promptTarget(params.name), params.arguments ?? {}, params.requestState, params.inputResponses)
+        return fastify.elicitation.openRound(ctx, promptTarget(params.name), params.arguments ?? {}, params.requestState, params.inputResponses)
       }
     },
     async handle(params, ctx) {

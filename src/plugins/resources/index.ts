@@ -106,7 +106,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
       const found = registry.resolve(params.uri)
       if (found && canUse(ctx.principal, found.resource.audience)) {
         // A stateless retry's requestState is checked before anything runs (-32602 when it is not this read's).
-        fastify.elicitation.openRound(ctx, readTarget(params.uri), {}, params.requestState, params.inputResponses)
+        return fastify.elicitation.openRound(ctx, readTarget(params.uri), {}, params.requestState, params.inputResponses)
       }
     },
     async handle(params, ctx) {
@@ -178,19 +178,30 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
    * demoted member must stop hearing of what it can no longer read. Scopes are the credential's (fixed for the
    * session); the role is read now.
    */
-  const stillReadable = (session: Session, subscriptions: ResourceSubscriptions, uri: string): boolean => {
+  const stillReadable = async (session: Session, subscriptions: ResourceSubscriptions, uri: string): Promise<boolean> => {
     const audience = audienceOf(uri)
     if (audience === undefined || !subscriptions.scopes.includes(audience.scope)) return false
-    const membership = repos.memberships.byId(session.membershipId)
+    const membership = await repos.memberships.byId(session.membershipId)
     return membership !== undefined && membership.organizationId === session.organizationId && roleAllows(membership.role, audience.role)
+  }
+  /** Tells the session of the update when its member may still read `uri`. Never rejects: a failed read is logged. */
+  const notifyIfReadable = async (session: Session, subscriptions: ResourceSubscriptions, uri: string): Promise<void> => {
+    try {
+      if (!(await stillReadable(session, subscriptions, uri))) return
+    } catch (err) {
+      fastify.log.error({ err, session: session.id }, 'could not check who may still read an updated resource')
+      return
+    }
+    notifySession(session, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } })
   }
   const unsubscribe = events.subscribe((event: ServerEvent) => {
     if (event.type !== 'resource.updated') return
     for (const session of sessions.liveSessions()) {
       const subscriptions = session.subscriptions
       if (!subscriptions?.uris.has(event.uri) || !concerns(session, event.organizationId)) continue
-      if (!stillReadable(session, subscriptions, event.uri)) continue
-      notifySession(session, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: event.uri } })
+      // A listener cannot wait: the role is read, then the session is told (in the order of the events, since the
+      // reads are answered in the order they are made). notifyIfReadable never rejects.
+      void notifyIfReadable(session, subscriptions, event.uri)
     }
   })
   fastify.shutdown.onFinish(() => unsubscribe())

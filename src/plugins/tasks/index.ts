@@ -28,20 +28,21 @@ const TASK_SWEEP_MS = 10 * 60 * 1000
 const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   const { rpc, repos, config, events } = fastify
   const manager = new TaskManager({ repos, config, events, log: fastify.log })
-  const interrupted = manager.recover(interruptedResult)
+  const interrupted = await manager.recover(interruptedResult)
   if (interrupted > 0) fastify.log.warn({ tasks: interrupted }, 'tasks left working by a previous process are completed as interrupted')
   fastify.decorate('tasks', manager)
   rpc.capabilities.declareExtension(['modern'], TASKS_EXTENSION)
 
-  const timer = setInterval(() => manager.sweep(), TASK_SWEEP_MS)
+  // A timer cannot wait: sweep never rejects (it logs what fails).
+  const timer = setInterval(() => void manager.sweep(), TASK_SWEEP_MS)
   timer.unref()
   // While the pipelines are interrupted (same phase), live tasks record how they ended.
   fastify.shutdown.onDrain(() => manager.settle(config.pipelineGraceMs + 1000))
   fastify.addHook('onClose', async () => clearInterval(timer))
 
   const requires = { extensions: { [TASKS_EXTENSION]: {} } }
-  const ownTask = (ctx: CallContext, taskId: string) => {
-    const task = manager.get(ctx.principal, taskId)
+  const ownTask = async (ctx: CallContext, taskId: string) => {
+    const task = await manager.get(ctx.principal, taskId)
     if (!task) throw fail('INVALID_PARAMS', { message: 'No task with this id (it never existed, has expired, or is not yours)', details: { taskId } })
     return task
   }
@@ -51,7 +52,7 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
     eras: ['modern'],
     requires,
     params: validatorFor('mcp/tasks-get.params'),
-    handle: (params, ctx) => manager.view(ownTask(ctx, params.taskId)),
+    handle: async (params, ctx) => manager.view(await ownTask(ctx, params.taskId)),
   })
 
   rpc.registerRequest<{ taskId: string }>({
@@ -59,8 +60,8 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
     eras: ['modern'],
     requires,
     params: validatorFor('mcp/tasks-cancel.params'),
-    handle(params, ctx) {
-      const task = ownTask(ctx, params.taskId)
+    async handle(params, ctx) {
+      const task = await ownTask(ctx, params.taskId)
       // Stopping the work is a call of its tool: the member must still be allowed to make it (scope and role).
       const tool = fastify.tools.get(task.tool)
       if (tool && !ctx.principal.scopes.includes(tool.def.scope)) {
@@ -69,7 +70,7 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
       if (tool && !roleAllows(ctx.principal.role, tool.def.role)) {
         throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot cancel a task of ${task.tool}; it needs ${tool.def.role} or above` })
       }
-      manager.cancel(task, 'tasks/cancel')
+      await manager.cancel(task, 'tasks/cancel')
       return {}
     },
   })
@@ -81,8 +82,8 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
     eras: ['modern'],
     requires,
     params: validatorFor('mcp/tasks-update.params'),
-    handle(params, ctx) {
-      ownTask(ctx, params.taskId)
+    async handle(params, ctx) {
+      await ownTask(ctx, params.taskId)
       return {}
     },
   })

@@ -46,13 +46,14 @@ export class TaskManager {
   }
 
   /** At start: tasks a previous process left working can never end; they complete with `interrupted`. */
-  recover(interrupted: (tool: string) => ToolResult, now = Date.now()): number {
+  recover(interrupted: (tool: string) => ToolResult, now = Date.now()): Promise<number> {
     return this.#repos.tasks.interruptWorking((tool) => ({ ...interrupted(tool), resultType: 'complete' }), 'interrupted: the server stopped while the task ran', now)
   }
 
-  sweep(now = Date.now()): void {
+  /** Purges expired tasks. Never rejects (a failure is logged). */
+  async sweep(now = Date.now()): Promise<void> {
     try {
-      this.#repos.tasks.purge(now)
+      await this.#repos.tasks.purge(now)
     } catch (err) {
       this.#log.error({ err }, 'could not purge expired tasks')
     }
@@ -62,8 +63,8 @@ export class TaskManager {
    * Makes `running` (a tool call that has started its work) a task owned by `owner`, and returns the CreateTaskResult
    * (`resultType: "task"`) once the task is stored. `abort` is the work's cancellation.
    */
-  adopt(owner: Principal, tool: string, running: Promise<ToolResult>, abort: CallAbort, now = Date.now()): ToolResult {
-    const row = this.#repos.tasks.create({
+  async adopt(owner: Principal, tool: string, running: Promise<ToolResult>, abort: CallAbort, now = Date.now()): Promise<ToolResult> {
+    const row = await this.#repos.tasks.create({
       id: randomSecret(16),
       membershipId: owner.membershipId,
       organizationId: owner.organizationId,
@@ -84,8 +85,8 @@ export class TaskManager {
   }
 
   /** The task, when it exists, has not expired and belongs to `owner` (anyone else: undefined, as for an unknown id). */
-  get(owner: Principal, id: string, now = Date.now()): TaskRow | undefined {
-    const row = this.#repos.tasks.byId(id, now)
+  async get(owner: Principal, id: string, now = Date.now()): Promise<TaskRow | undefined> {
+    const row = await this.#repos.tasks.byId(id, now)
     return row && row.membershipId === owner.membershipId && row.organizationId === owner.organizationId ? row : undefined
   }
 
@@ -93,15 +94,16 @@ export class TaskManager {
    * A task handle answered again (the stored result of a replayed confirmation): with the task's current status, so a
    * client that lost the first answer sees where the task is. Unchanged when the task is gone or not the caller's.
    */
-  refreshHandle(owner: Principal, handle: ToolResult, now = Date.now()): ToolResult {
-    const row = typeof handle.taskId === 'string' ? this.get(owner, handle.taskId, now) : undefined
+  async refreshHandle(owner: Principal, handle: ToolResult, now = Date.now()): Promise<ToolResult> {
+    const row = typeof handle.taskId === 'string' ? await this.get(owner, handle.taskId, now) : undefined
     return row ? this.#handle(row) : handle
   }
 
   /** Asks the work of a working task to stop (cooperative); a task that already ended stays as it is. */
-  cancel(row: TaskRow, reason: string, now = Date.now()): void {
+  async cancel(row: TaskRow, reason: string, now = Date.now()): Promise<void> {
     if (row.status !== 'working') return
-    this.#repos.tasks.markCancelRequested(row.id, now)
+    // Recorded before the work hears of it: how the work ends is read against it (#end).
+    await this.#repos.tasks.markCancelRequested(row.id, now)
     this.#live.get(row.id)?.abort.abort(new TaskCancelled(reason))
   }
 
@@ -136,24 +138,32 @@ export class TaskManager {
     clearTimeout(timer)
   }
 
-  #end(row: TaskRow, result: ToolResult): void {
+  /** Records the work's result. Never rejects (a failure is logged). */
+  async #end(row: TaskRow, result: ToolResult): Promise<void> {
     const code = failureCode(result)
-    const current = this.#repos.tasks.byId(row.id, Date.now())
+    let current: TaskRow | undefined
+    try {
+      current = await this.#repos.tasks.byId(row.id, Date.now())
+    } catch (err) {
+      this.#log.error({ err, task: row.id }, 'could not record the end of a task')
+      return
+    }
     const cancelled = current?.cancelRequestedAt != null && code === 'OPERATION_CANCELLED'
-    this.#write(row, cancelled
+    await this.#write(row, cancelled
       ? { status: 'cancelled', statusMessage: 'cancelled with tasks/cancel' }
       : { status: 'completed', statusMessage: code ? `completed with a tool error (${code})` : 'completed', result: { ...result, resultType: 'complete' } })
   }
 
-  #failed(row: TaskRow, err: unknown): void {
+  /** Records the work's failure. Never rejects (a failure to record it is logged). */
+  async #failed(row: TaskRow, err: unknown): Promise<void> {
     this.#log.error({ err, task: row.id, tool: row.tool }, 'task failed')
     const error = toRpcError(err, 'modern')
-    this.#write(row, { status: 'failed', statusMessage: error.message, error: { ...error } })
+    await this.#write(row, { status: 'failed', statusMessage: error.message, error: { ...error } })
   }
 
-  #write(row: TaskRow, end: Parameters<Repos['tasks']['finish']>[1]): void {
+  async #write(row: TaskRow, end: Parameters<Repos['tasks']['finish']>[1]): Promise<void> {
     try {
-      if (this.#repos.tasks.finish(row.id, end, Date.now())) this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
+      if (await this.#repos.tasks.finish(row.id, end, Date.now())) this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
     } catch (err) {
       // Only when the database closed under a shutdown that did not wait: the next start marks it interrupted.
       this.#log.error({ err, task: row.id }, 'could not record the end of a task')

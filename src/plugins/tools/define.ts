@@ -32,8 +32,11 @@ export interface ToolContext extends RequestContext {
    * whatever it throws propagate. Tools declared `confirm: true` must call it before changing anything.
    */
   confirm(message: string): Promise<void>
-  /** Adds an audit-log entry for this call's member and organization (the action defaults to the tool name). */
-  audit(entry: { action?: string; targetType?: string; targetId?: string; outcome: AuditOutcome; details?: Record<string, unknown> }): void
+  /**
+   * Adds an audit-log entry for this call's member and organization (the action defaults to the tool name); resolves
+   * once it is written. Never rejects: a failed write is logged.
+   */
+  audit(entry: { action?: string; targetType?: string; targetId?: string; outcome: AuditOutcome; details?: Record<string, unknown> }): Promise<void>
   /** Encrypts values kept at rest (env vars). */
   secrets: SecretBox
   /** Runs deployment pipelines. */

@@ -102,8 +102,10 @@ export class CallIdempotency {
   readonly #log: FastifyBaseLogger
   readonly #ttlMs: number
   readonly #operationOf: (exchange: Exchange) => string | null
-  /** Keys held by calls of this process, from begin to their end: only these are pending or running. */
+  /** Keys held by calls of this process, from the start of begin to their end: only these are pending or running. */
   readonly #live = new Set<string>()
+  /** The begin in progress of each key: begins of one key run one after the other, as they did synchronously. */
+  readonly #beginning = new Map<string, Promise<unknown>>()
   /** Final writes that failed, by key, until they are made. */
   readonly #unsaved = new Map<string, Unsaved>()
 
@@ -118,26 +120,30 @@ export class CallIdempotency {
    * The instance of a running server: recovers what a previous process left, sweeps on an unref'd timer.
    * `operationOf` names the confirmed operation of a stateless call (from its verified requestState).
    */
-  static attach(fastify: FastifyInstance, operationOf: (exchange: Exchange) => string | null): CallIdempotency {
+  static async attach(fastify: FastifyInstance, operationOf: (exchange: Exchange) => string | null): Promise<CallIdempotency> {
     const idempotency = new CallIdempotency(fastify.repos, fastify.log, operationOf)
-    const interrupted = idempotency.recover()
+    const interrupted = await idempotency.recover()
     if (interrupted > 0) fastify.log.warn({ calls: interrupted }, 'confirmed tool calls left unanswered by a previous process are marked interrupted')
-    const timer = setInterval(() => idempotency.sweep(), IDEMPOTENCY_SWEEP_MS)
+    // A timer cannot wait: sweep never rejects (it logs what fails).
+    const timer = setInterval(() => void idempotency.sweep(), IDEMPOTENCY_SWEEP_MS)
     timer.unref()
     fastify.addHook('onClose', async () => clearInterval(timer))
     return idempotency
   }
 
   /** At start: records left pending or running can never be answered; returns how many were marked interrupted. */
-  recover(now = Date.now()): number {
+  recover(now = Date.now()): Promise<number> {
     return this.#repos.idempotency.interruptUnfinished(now, now + this.#ttlMs, nothingRanResult)
   }
 
-  /** Makes the final writes that failed before, then deletes records expired at `now`; returns how many were deleted. */
-  sweep(now = Date.now()): number {
-    this.#saveUnsaved(now)
+  /**
+   * Makes the final writes that failed before, then deletes records expired at `now`; returns how many were deleted.
+   * Never rejects (a failure is logged).
+   */
+  async sweep(now = Date.now()): Promise<number> {
+    await this.#saveUnsaved(now)
     try {
-      return this.#repos.idempotency.purge(now)
+      return await this.#repos.idempotency.purge(now)
     } catch (err) {
       this.#log.error({ err }, 'could not purge expired idempotency records')
       return 0
@@ -161,12 +167,12 @@ export class CallIdempotency {
    * For the precheck: throws IDEMPOTENCY_CONFLICT (HTTP 409) when the id belongs to a call still pending or running, or
    * to a call of another tool; returns the stored result of an ended call, undefined for a new id.
    */
-  check(call: CallIdentity, toolName: string, now = Date.now()): ToolResult | undefined {
+  async check(call: CallIdentity, toolName: string, now = Date.now()): Promise<ToolResult | undefined> {
     const key = this.keyOf(call)
     if (key === null) return undefined
-    const record = this.#repos.idempotency.get(key, now)
+    const record = await this.#repos.idempotency.get(key, now)
     if (!record) return undefined
-    const answer = this.#answer(key, record, toolName, now)
+    const answer = await this.#answer(key, record, toolName, now, false)
     return answer === FREE ? undefined : answer
   }
 
@@ -175,30 +181,56 @@ export class CallIdempotency {
    * again. Throws IDEMPOTENCY_CONFLICT as `check` does (here a JSON-RPC error: the exchange has started), and
    * SERVICE_UNAVAILABLE when the record cannot be written (nothing runs).
    */
-  begin(key: IdempotencyKey, toolName: string, now = Date.now()): { key: IdempotencyKey; replay?: ToolResult } {
-    const expiresAt = now + this.#ttlMs
-    let begun: ReturnType<Repos['idempotency']['begin']>
+  async begin(key: IdempotencyKey, toolName: string, now = Date.now()): Promise<{ key: IdempotencyKey; replay?: ToolResult }> {
+    const id = keyId(key)
+    // Begins of one key run one after the other: each sees what the previous one decided (held, replayed, released).
+    for (let previous = this.#beginning.get(id); previous !== undefined; previous = this.#beginning.get(id)) await previous
+    const begun = this.#begin(key, id, toolName, now)
+    const settled = begun.then(() => {}, () => {})
+    this.#beginning.set(id, settled)
     try {
-      begun = this.#repos.idempotency.begin(key, toolName, now, expiresAt)
-      if (!begun.created) {
-        const answer = this.#answer(key, begun.record, toolName, now)
-        if (answer !== FREE) return { key, replay: answer }
-        // The id is free: its record is taken over, or made anew when answering just wrote the release it waited for.
-        const taken = this.#repos.idempotency.takeOver(key, toolName, now, expiresAt) || this.#repos.idempotency.begin(key, toolName, now, expiresAt).created
-        if (!taken) throw new Error('an idempotency record changed while a free id was taken over')
+      return await begun
+    } finally {
+      if (this.#beginning.get(id) === settled) this.#beginning.delete(id)
+    }
+  }
+
+  async #begin(key: IdempotencyKey, id: string, toolName: string, now: number): Promise<{ key: IdempotencyKey; replay?: ToolResult }> {
+    const expiresAt = now + this.#ttlMs
+    // Held from now on, before the record is read or written, unless another call of this process holds it: any other
+    // call with this key (a precheck, or a begin) sees it held until this one holds it for good or lets go.
+    const claimed = !this.#live.has(id)
+    if (claimed) this.#live.add(id)
+    try {
+      let begun: Awaited<ReturnType<Repos['idempotency']['begin']>>
+      try {
+        begun = await this.#repos.idempotency.begin(key, toolName, now, expiresAt)
+        if (!begun.created) {
+          const answer = await this.#answer(key, begun.record, toolName, now, claimed)
+          if (answer !== FREE) {
+            if (claimed) this.#live.delete(id)
+            return { key, replay: answer }
+          }
+          // The id is free: its record is taken over, or made anew when answering just wrote the release it waited for.
+          const taken = (await this.#repos.idempotency.takeOver(key, toolName, now, expiresAt)) || (await this.#repos.idempotency.begin(key, toolName, now, expiresAt)).created
+          if (!taken) throw new Error('an idempotency record changed while a free id was taken over')
+        }
+      } catch (err) {
+        if (isServiceError(err)) throw err
+        throw notRecorded(err)
       }
     } catch (err) {
-      if (isServiceError(err)) throw err
-      throw notRecorded(err)
+      if (claimed) this.#live.delete(id)
+      throw err
     }
-    this.#live.add(keyId(key))
+    this.#live.add(id)
     return { key }
   }
 
   /** The tool starts: pending → running. Throws SERVICE_UNAVAILABLE when that cannot be recorded: the tool must not run. */
-  markRunning(key: IdempotencyKey, now = Date.now()): void {
+  async markRunning(key: IdempotencyKey, now = Date.now()): Promise<void> {
     try {
-      this.#repos.idempotency.markRunning(key, now)
+      await this.#repos.idempotency.markRunning(key, now)
     } catch (err) {
       this.#log.error({ err }, 'could not mark an idempotency record running; the call does not run')
       throw notRecorded(err)
@@ -209,13 +241,13 @@ export class CallIdempotency {
    * Stores the result the call ended with: finished, or interrupted when the server's shutdown aborted the call, since
    * then the answer never reaches the client.
    */
-  finish(ctx: CallContext, key: IdempotencyKey, result: ToolResult, now = Date.now()): void {
-    this.#end({ key, write: abortedByShutdown(ctx) ? 'interrupt' : 'finish', result }, now)
+  finish(ctx: CallContext, key: IdempotencyKey, result: ToolResult, now = Date.now()): Promise<void> {
+    return this.#end({ key, write: abortedByShutdown(ctx) ? 'interrupt' : 'finish', result }, now)
   }
 
   /** Forgets a call that ended without a tool result (a JSON-RPC error): its id may be used again. */
-  release(key: IdempotencyKey, now = Date.now()): void {
-    this.#end({ key, write: 'release', result: null }, now)
+  release(key: IdempotencyKey, now = Date.now()): Promise<void> {
+    return this.#end({ key, write: 'release', result: null }, now)
   }
 
   /**
@@ -239,43 +271,49 @@ export class CallIdempotency {
     const key = this.keyOf(ctx)
     // A stateless call without an accepted requestState runs only up to its question: nothing to record yet.
     if (key === null) return handle(params, ctx)
-    const call = this.begin(key, tool.name)
+    const call = await this.begin(key, tool.name)
     if (call.replay) return call.replay
     try {
-      this.markRunning(call.key)
+      await this.markRunning(call.key)
     } catch (err) {
-      this.release(call.key)
+      await this.release(call.key)
       throw err
     }
     let result: ToolResult
     try {
       result = await handle(params, ctx)
     } catch (err) {
-      this.release(call.key)
+      await this.release(call.key)
       throw err
     }
     // Asked again (no answer yet, or a further confirmation): the operation has not run; a later round records it.
-    if (result.resultType === 'input_required') this.release(call.key)
-    else this.finish(ctx, call.key, result)
+    if (result.resultType === 'input_required') await this.release(call.key)
+    else await this.finish(ctx, call.key, result)
     return result
   }
 
-  /** The call ends: its final write, kept in memory when it fails. The key is no longer held either way. */
-  #end(write: Unsaved, now: number): void {
+  /**
+   * The call ends: its final write, kept in memory when it fails. The key is no longer held either way (at once, before
+   * the write). Never rejects.
+   */
+  async #end(write: Unsaved, now: number): Promise<void> {
     const id = keyId(write.key)
     this.#live.delete(id)
     this.#unsaved.set(id, write)
-    this.#save(id, write, now)
+    await this.#save(id, write, now)
   }
 
-  /** Makes a final write; forgets it once made. Logged when it fails (it stays in memory, and is made again later). */
-  #save(id: string, write: Unsaved, now: number): boolean {
+  /**
+   * Makes a final write; forgets it once made (unless a newer one replaced it meanwhile). Logged when it fails (it
+   * stays in memory, and is made again later). Never rejects.
+   */
+  async #save(id: string, write: Unsaved, now: number): Promise<boolean> {
     try {
       const repo = this.#repos.idempotency
-      if (write.write === 'release') repo.release(write.key)
-      else if (write.write === 'interrupt') repo.interrupt(write.key, write.result, now, now + this.#ttlMs)
-      else repo.finish(write.key, write.result!, now, now + this.#ttlMs)
-      this.#unsaved.delete(id)
+      if (write.write === 'release') await repo.release(write.key)
+      else if (write.write === 'interrupt') await repo.interrupt(write.key, write.result, now, now + this.#ttlMs)
+      else await repo.finish(write.key, write.result!, now, now + this.#ttlMs)
+      if (this.#unsaved.get(id) === write) this.#unsaved.delete(id)
       return true
     } catch (err) {
       this.#log.error({ err, pending: this.#unsaved.size }, `could not ${write.write} an idempotency record; kept in memory and retried`)
@@ -283,26 +321,27 @@ export class CallIdempotency {
     }
   }
 
-  #saveUnsaved(now: number): void {
-    for (const [id, write] of [...this.#unsaved]) if (!this.#save(id, write, now)) return
+  async #saveUnsaved(now: number): Promise<void> {
+    for (const [id, write] of [...this.#unsaved]) if (!(await this.#save(id, write, now))) return
   }
 
   /**
    * The answer a record gets: a stored result, IDEMPOTENCY_CONFLICT, or FREE when the id may run (a pending record no
-   * call holds). A pending or running record is taken at its word only while a call of this process holds it.
+   * call holds). A pending or running record is taken at its word only while a call of this process holds it (`mine`:
+   * the caller is the begin that holds it, which asks on behalf of no other call).
    */
-  #answer(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number): ToolResult | typeof FREE {
+  async #answer(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number, mine: boolean): Promise<ToolResult | typeof FREE> {
     const id = keyId(key)
-    if ((record.status === 'pending' || record.status === 'running') && !this.#live.has(id)) {
+    if ((record.status === 'pending' || record.status === 'running') && (mine || !this.#live.has(id))) {
       const unsaved = this.#unsaved.get(id)
-      if (unsaved) this.#save(id, unsaved, now)
+      if (unsaved) await this.#save(id, unsaved, now)
       if (unsaved?.write === 'release' || (!unsaved && record.status === 'pending')) return FREE
       if (unsaved) return this.#replay(record, unsaved.result, toolName)
       // Running, and no call holds it: it may have run. Recorded as what it is now, interrupted (best effort).
       this.#log.warn({ tool: record.tool }, 'an idempotency record no call holds reads running: answered as interrupted')
       const interrupted: Unsaved = { key, write: 'interrupt', result: null }
       this.#unsaved.set(id, interrupted)
-      this.#save(id, interrupted, now)
+      await this.#save(id, interrupted, now)
       return this.#replay(record, null, toolName)
     }
     return this.#replay(record, undefined, toolName)

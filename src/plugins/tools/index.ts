@@ -10,7 +10,7 @@ import { SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
 import { CallAbort } from '../../rpc/call-abort.js'
 import { rememberJson, textContent, type TextMemo } from '../../rpc/message-json.js'
-import type { CallContext } from '../../rpc/dispatcher.js'
+import type { CallContext, PrecheckContext } from '../../rpc/dispatcher.js'
 import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
 import { declaresExtension } from '../../rpc/exchange.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
@@ -54,9 +54,9 @@ const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT',
 /** tools/list and tools/call over the registry. Tool failures are tool results, rendered by the error catalog. */
 const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts) => {
   const { rpc, repos, config } = fastify
-  const secrets = new SecretBox(loadEnvKey(config, repos))
+  const secrets = new SecretBox(await loadEnvKey(config, repos))
   const pipelines = new PipelineRunner({ repos, config, secrets, log: fastify.log })
-  const interrupted = pipelines.recover()
+  const interrupted = await pipelines.recover()
   if (interrupted > 0) fastify.log.warn({ deployments: interrupted }, 'deployments left running by a previous process are marked interrupted')
   fastify.decorate('pipelines', pipelines)
   // On stop, runs in flight are interrupted first, so that the calls waiting on them answer before sessions end.
@@ -78,7 +78,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
 
   // Confirmation-gated calls run at most once per (session, member, organization, request id) in a session, and per
   // operation (sealed in the requestState) on a stateless request (decisions.md §6 and §10).
-  const idempotency = CallIdempotency.attach(fastify, (exchange) => fastify.elicitation.operationOf(exchange))
+  const idempotency = await CallIdempotency.attach(fastify, (exchange) => fastify.elicitation.operationOf(exchange))
   rpc.registerRequest<CallParams>({
     method: 'tools/call',
     eras: ['legacy', 'modern'],
@@ -98,9 +98,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       }
       if (!tool) return // answered -32602 by the handler
       // A stateless retry's requestState is checked before anything runs (-32602 when it is not this call's).
-      fastify.elicitation.openRound(ctx, toolTarget(tool.def.name), params.arguments ?? {}, params.requestState, params.inputResponses)
-      // The id (or operation) of a confirmed call still pending or running: 409, before the dispatcher's in-flight check.
-      if (tool.def.confirm === true) idempotency.check(ctx, tool.def.name)
+      const opening = fastify.elicitation.openRound(ctx, toolTarget(tool.def.name), params.arguments ?? {}, params.requestState, params.inputResponses)
+      // Only a confirmed call reads the database here; any other is checked without a promise when its state's key is known.
+      if (tool.def.confirm !== true) return opening
+      return checkConfirmed(opening, ctx, tool.def.name)
     },
     prefersStream(params) {
       const tool = registry.get(params.name)
@@ -112,6 +113,12 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       return result.resultType === 'task' ? fastify.tasks.refreshHandle(ctx.principal, result) : result
     },
   })
+
+  /** The id (or operation) of a confirmed call still pending or running: 409, before the dispatcher's in-flight check. */
+  async function checkConfirmed(opening: void | Promise<void>, ctx: PrecheckContext, toolName: string): Promise<void> {
+    await opening
+    await idempotency.check(ctx, toolName)
+  }
 
   /** tools/call itself, behind the at-most-once guard of confirmed calls. */
   const guarded = idempotency.guard<CallParams>((params) => registry.get(params.name)?.def, async (params, ctx) => {
@@ -131,7 +138,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     const version = ctx.exchange.protocolVersion
     try {
       if (!roleAllows(ctx.principal.role, tool.def.role)) {
-        audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role } })
+        await audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role } })
         throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot call ${tool.def.name}; it needs ${tool.def.role} or above` })
       }
       if (tool.validateInput(args) !== true) {
@@ -147,7 +154,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
           // Declines and timeouts were recorded by confirm(); anything else that stopped a write is a failure.
           if (!NOT_WRITE_FAILURES.has(code)) {
             const subject = tool.def.auditSubject?.(args)
-            toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code } })
+            await toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code } })
           }
         }
         throw err
@@ -156,7 +163,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (tool.def.scope === 'mcp:write') {
         const structured = output instanceof ToolResult ? output.structuredContent : output
         const target = structured === undefined ? undefined : tool.def.auditTarget?.(args, structured)
-        toolCtx.audit({ outcome: output instanceof ToolResult && output.isError ? 'failed' : 'succeeded', ...(target ?? {}) })
+        await toolCtx.audit({ outcome: output instanceof ToolResult && output.isError ? 'failed' : 'succeeded', ...(target ?? {}) })
       }
       return rendered
     } catch (err) {
@@ -249,9 +256,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   }
 
   /** Audit entries of a stateless confirmed call name its operation too, linking the write to its confirmation. */
-  function audit(ctx: CallContext, toolName: string, entry: Parameters<ToolContext['audit']>[0]): void {
+  function audit(ctx: CallContext, toolName: string, entry: Parameters<ToolContext['audit']>[0]): Promise<void> {
     const operation = fastify.elicitation.operationOf(ctx.exchange)
-    writeAudit(repos, ctx, toolName, operation === null ? entry : { ...entry, details: { ...entry.details, operation_id: operation } })
+    return writeAudit(repos, ctx, toolName, operation === null ? entry : { ...entry, details: { ...entry.details, operation_id: operation } })
   }
 
   const deps = handlerDeps(fastify)
@@ -305,8 +312,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       this.#onConfirmed?.()
     }
 
-    audit(entry: Parameters<ToolContext['audit']>[0]): void {
-      audit(this.call, this.#toolName, entry)
+    audit(entry: Parameters<ToolContext['audit']>[0]): Promise<void> {
+      return audit(this.call, this.#toolName, entry)
     }
   }
 }

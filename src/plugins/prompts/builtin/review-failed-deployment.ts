@@ -62,20 +62,22 @@ export const reviewFailedDeployment = definePrompt<{ deployment_id: string }>({
   }],
   scope: 'mcp:read',
   role: 'viewer',
-  get(args, ctx) {
+  async get(args, ctx) {
     const { repos, principal } = ctx
-    const d = repos.deployments.byId(principal.organizationId, args.deployment_id)
-    const app = d && repos.apps.byId(principal.organizationId, d.appId)
+    const d = await repos.deployments.byId(principal.organizationId, args.deployment_id)
+    const app = d && await repos.apps.byId(principal.organizationId, d.appId)
     if (!d || !app) {
       throw fail('INVALID_PARAMS', { message: 'No deployment with this id in your organization', details: { argument: 'deployment_id' } })
     }
     const phrase = deploymentPhrase(d, app.name)
+    const details = await appDetails(repos, app)
+    const log = await renderLog(repos, d.id, REVIEW_LOG_LINES)
     return {
       description: `Review of the ${phrase} (${d.status})`,
       messages: [
         { role: 'user', content: text(`${request(d, phrase)}\n\n${facts(d, app.name)}\n\nThe app and the deployment's log follow.`) },
-        { role: 'user', content: embeddedResource({ uri: appUri(app.id), mimeType: 'application/json', text: JSON.stringify(appDetails(repos, app)) }) },
-        { role: 'user', content: embeddedResource({ uri: deploymentLogUri(d.id), mimeType: 'text/plain', text: renderLog(repos, d.id, REVIEW_LOG_LINES) }) },
+        { role: 'user', content: embeddedResource({ uri: appUri(app.id), mimeType: 'application/json', text: JSON.stringify(details) }) },
+        { role: 'user', content: embeddedResource({ uri: deploymentLogUri(d.id), mimeType: 'text/plain', text: log }) },
       ],
     }
   },

@@ -22,27 +22,22 @@ function auditLine(e: AuditEntry, who: (userId: string | null) => string): strin
   return `${isoTime(e.at)} ${who(e.userId)} (${credential}) ${e.action}${target}: ${e.outcome}${details}`
 }
 
-/** Names users by email, looked up once each; a user since deleted keeps its id. */
-function userNames(repos: Repos): (userId: string | null) => string {
+/** Names the users of `entries` by email, looked up once each, in order; a user since deleted keeps its id. */
+async function userNames(repos: Repos, entries: readonly AuditEntry[]): Promise<(userId: string | null) => string> {
   const known = new Map<string, string>()
-  return (userId) => {
-    if (userId === null) return 'unknown user'
-    let name = known.get(userId)
-    if (name === undefined) {
-      name = repos.users.byId(userId)?.email ?? `user ${userId}`
-      known.set(userId, name)
-    }
-    return name
+  for (const { userId } of entries) {
+    if (userId !== null && !known.has(userId)) known.set(userId, (await repos.users.byId(userId))?.email ?? `user ${userId}`)
   }
+  return (userId) => (userId === null ? 'unknown user' : known.get(userId) ?? `user ${userId}`)
 }
 
 /**
  * The latest audit entries of the organization, or those about one app: itself, its env vars, its deployments, and the
  * confirmations that name it.
  */
-function auditEntries(repos: Repos, organizationId: string, appId: string | undefined): { entries: AuditEntry[]; scanned: number } {
-  if (appId === undefined) return { entries: repos.audit.page(organizationId, ACTIVITY_AUDIT_ENTRIES).items, scanned: 0 }
-  const deployments = new Set(repos.deployments.list(organizationId, { appId, limit: COMPLETED_DEPLOYMENTS, offset: 0 }).items.map((d) => d.id))
+async function auditEntries(repos: Repos, organizationId: string, appId: string | undefined): Promise<{ entries: AuditEntry[]; scanned: number }> {
+  if (appId === undefined) return { entries: (await repos.audit.page(organizationId, ACTIVITY_AUDIT_ENTRIES)).items, scanned: 0 }
+  const deployments = new Set((await repos.deployments.list(organizationId, { appId, limit: COMPLETED_DEPLOYMENTS, offset: 0 })).items.map((d) => d.id))
   const about = (e: AuditEntry) =>
     (e.targetType === 'app' && e.targetId === appId) ||
     (e.targetType === 'env_var' && e.targetId !== null && e.targetId.startsWith(`${appId}/`)) ||
@@ -54,7 +49,7 @@ function auditEntries(repos: Repos, organizationId: string, appId: string | unde
   let scanned = 0
   let before: string | undefined
   while (entries.length < ACTIVITY_AUDIT_ENTRIES && scanned < ACTIVITY_AUDIT_SCANNED) {
-    const page = repos.audit.page(organizationId, 200, before)
+    const page = await repos.audit.page(organizationId, 200, before)
     scanned += page.items.length
     for (const e of page.items) if (entries.length < ACTIVITY_AUDIT_ENTRIES && about(e)) entries.push(e)
     if (!page.more || page.items.length === 0) break
@@ -76,21 +71,21 @@ export const summarizeRecentActivity = definePrompt<{ app_id?: string }>({
   arguments: [{ name: 'app_id', title: 'App', description: 'Only what concerns this app of your organization (optional)', required: false }],
   scope: 'mcp:read',
   role: 'admin',
-  get(args, ctx) {
+  async get(args, ctx) {
     const { repos, principal } = ctx
     const organizationId = principal.organizationId
     const appId = args.app_id === undefined || args.app_id === '' ? undefined : args.app_id
-    const app = appId === undefined ? undefined : repos.apps.byId(organizationId, appId)
+    const app = appId === undefined ? undefined : await repos.apps.byId(organizationId, appId)
     if (appId !== undefined && !app) {
       throw fail('INVALID_PARAMS', { message: 'No app with this id in your organization', details: { argument: 'app_id' } })
     }
-    const organization = repos.organizations.byId(organizationId)
+    const organization = await repos.organizations.byId(organizationId)
     const orgName = organization ? `${organization.name} (${organization.slug})` : organizationId
     const scope = app ? `app ${app.name} (${app.id}) of organization ${orgName}` : `organization ${orgName}`
-    const { entries, scanned } = auditEntries(repos, organizationId, appId)
-    const names = new Map(appsOf(repos, organizationId).map((a) => [a.id, a.name]))
-    const deployments = repos.deployments.list(organizationId, { ...(appId !== undefined ? { appId } : {}), limit: ACTIVITY_DEPLOYMENTS, offset: 0 }).items
-    const who = userNames(repos)
+    const { entries, scanned } = await auditEntries(repos, organizationId, appId)
+    const names = new Map((await appsOf(repos, organizationId)).map((a) => [a.id, a.name]))
+    const deployments = (await repos.deployments.list(organizationId, { ...(appId !== undefined ? { appId } : {}), limit: ACTIVITY_DEPLOYMENTS, offset: 0 })).items
+    const who = await userNames(repos, entries)
 
     const auditHead = app
       ? `Audit log entries about ${app.name}, newest first (${entries.length}, from the latest ${scanned} entries of the organization):`

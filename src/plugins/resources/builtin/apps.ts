@@ -6,11 +6,11 @@ import { defineResource, type ResourceEntry } from '../define.js'
 import { APP_TEMPLATE, appUri } from './uris.js'
 
 /** Every app of the organization, oldest first (keyset pages of the repository; organizations have few apps). */
-export function appsOf(repos: Repos, organizationId: string): App[] {
+export async function appsOf(repos: Repos, organizationId: string): Promise<App[]> {
   const all: App[] = []
   let after: string | undefined
   for (;;) {
-    const page = repos.apps.page(organizationId, 500, after)
+    const page = await repos.apps.page(organizationId, 500, after)
     all.push(...page.items)
     if (!page.more || page.items.length === 0) return all
     after = page.items.at(-1)!.id
@@ -22,9 +22,9 @@ export function appsOf(repos: Repos, organizationId: string): App[] {
  * name starts with what was typed, ignoring case (by name), then those whose id starts with it (oldest first). So `web`
  * offers the id of app `web`, and a pasted id prefix still finds its app. Only ids are offered.
  */
-export function completeAppId(value: string, ctx: RequestContext): string[] {
+export async function completeAppId(value: string, ctx: RequestContext): Promise<string[]> {
   const typed = value.toLowerCase()
-  const apps = appsOf(ctx.repos, ctx.principal.organizationId)
+  const apps = await appsOf(ctx.repos, ctx.principal.organizationId)
   const byName = apps
     .filter((a) => a.name.toLowerCase().startsWith(typed))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
@@ -57,13 +57,13 @@ export const appResource = defineResource({
   mimeType: 'application/json',
   scope: 'mcp:read',
   role: 'viewer',
-  list(ctx) {
-    return appsOf(ctx.repos, ctx.principal.organizationId).map(entryOf)
+  async list(ctx) {
+    return (await appsOf(ctx.repos, ctx.principal.organizationId)).map(entryOf)
   },
-  read(variables, uri, ctx) {
-    const app = ctx.repos.apps.byId(ctx.principal.organizationId, variables.app_id!)
+  async read(variables, uri, ctx) {
+    const app = await ctx.repos.apps.byId(ctx.principal.organizationId, variables.app_id!)
     if (!app) return null
-    return { uri, mimeType: 'application/json', text: JSON.stringify(appDetails(ctx.repos, app)) }
+    return { uri, mimeType: 'application/json', text: JSON.stringify(await appDetails(ctx.repos, app)) }
   },
   complete: { app_id: completeAppId },
 })

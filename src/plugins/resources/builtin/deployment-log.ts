@@ -18,8 +18,8 @@ export const LOG_MAX_LINES = 10_000
  * stdout, stderr, or system for what the server adds: the start and the outcome), each ending with a newline. Only
  * the last `maxLines` lines; when earlier ones are left out, a first line says how many and where to find them.
  */
-export function renderLog(repos: Repos, deploymentId: string, maxLines = LOG_MAX_LINES): string {
-  const lines = repos.deployments.lastLines(deploymentId, maxLines)
+export async function renderLog(repos: Repos, deploymentId: string, maxLines = LOG_MAX_LINES): Promise<string> {
+  const lines = await repos.deployments.lastLines(deploymentId, maxLines)
   const earlier = lines[0]?.seq ?? 0 // seq counts from 0 without gaps: the first line kept says how many came before
   const head = earlier > 0 ? `[${earlier} earlier ${earlier === 1 ? 'line' : 'lines'} not shown: service_deployments_logs returns every line]\n` : ''
   return head + lines.map((l) => `${isoTime(l.at)} [${l.stream}] ${l.line}\n`).join('')
@@ -37,16 +37,16 @@ export function deploymentPhrase(d: Deployment, appName: string): string {
  * older deployment is offered too. `first`: deployments to put before the others (keeping that order inside each part).
  */
 export function deploymentIdCompleter(first?: (d: Deployment) => boolean) {
-  return (value: string, ctx: RequestContext): string[] => {
+  return async (value: string, ctx: RequestContext): Promise<string[]> => {
     const organizationId = ctx.principal.organizationId
     const typed = value.toLowerCase()
-    const names = new Map(appsOf(ctx.repos, organizationId).map((a) => [a.id, a.name.toLowerCase()]))
-    const recent = ctx.repos.deployments.list(organizationId, { limit: COMPLETED_DEPLOYMENTS, offset: 0 }).items
+    const names = new Map((await appsOf(ctx.repos, organizationId)).map((a) => [a.id, a.name.toLowerCase()]))
+    const recent = (await ctx.repos.deployments.list(organizationId, { limit: COMPLETED_DEPLOYMENTS, offset: 0 })).items
     const byApp = recent.filter((d) => (names.get(d.appId) ?? '').startsWith(typed))
     const named = new Set(byApp)
     const byId = recent.filter((d) => !named.has(d) && d.id.startsWith(typed))
     if (byApp.length === 0 && byId.length === 0 && typed !== '') {
-      const older = ctx.repos.deployments.byId(organizationId, typed)
+      const older = await ctx.repos.deployments.byId(organizationId, typed)
       if (older) byId.push(older)
     }
     const found = [...byApp, ...byId]
@@ -81,16 +81,16 @@ export const deploymentLogResource = defineResource({
   mimeType: 'text/plain',
   scope: 'mcp:read',
   role: 'viewer',
-  list(ctx) {
+  async list(ctx) {
     const organizationId = ctx.principal.organizationId
-    const names = new Map(appsOf(ctx.repos, organizationId).map((a) => [a.id, a.name]))
-    return ctx.repos.deployments.list(organizationId, { limit: LISTED_DEPLOYMENTS, offset: 0 }).items
+    const names = new Map((await appsOf(ctx.repos, organizationId)).map((a) => [a.id, a.name]))
+    return (await ctx.repos.deployments.list(organizationId, { limit: LISTED_DEPLOYMENTS, offset: 0 })).items
       .map((d) => entryOf(d, names.get(d.appId) ?? d.appId))
   },
-  read(variables, uri, ctx) {
-    const d = ctx.repos.deployments.byId(ctx.principal.organizationId, variables.deployment_id!)
+  async read(variables, uri, ctx) {
+    const d = await ctx.repos.deployments.byId(ctx.principal.organizationId, variables.deployment_id!)
     if (!d) return null
-    return { uri, mimeType: 'text/plain', text: renderLog(ctx.repos, d.id) }
+    return { uri, mimeType: 'text/plain', text: await renderLog(ctx.repos, d.id) }
   },
   complete: { deployment_id: deploymentIdCompleter() },
 })

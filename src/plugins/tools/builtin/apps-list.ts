@@ -26,14 +26,14 @@ export const appsList = defineTool<{ limit?: number; cursor?: string }>({
   role: 'viewer',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
-  handler(args, { principal, repos }) {
+  async handler(args, { principal, repos }) {
     const limit = args.limit ?? 20
     let after: string | undefined
     if (args.cursor !== undefined) {
       after = decodeCursor('apps', args.cursor)
       if (after === undefined) throw fail('INVALID_ARGUMENTS', { message: 'cursor is not a cursor returned by service_apps_list' })
     }
-    const page = repos.apps.page(principal.organizationId, limit, after)
+    const page = await repos.apps.page(principal.organizationId, limit, after)
     const last = page.items.at(-1)
     return {
       apps: page.items.map(appView),

@@ -14,8 +14,8 @@ type AppOutput = { app: ReturnType<typeof appView> }
  * The app `appId` of the caller's organization. Absent and "in another organization" are one answer, with one text,
  * so an id from elsewhere reveals nothing.
  */
-export function requireApp(repos: Repos, principal: Principal, appId: string): App {
-  const app = repos.apps.byId(principal.organizationId, appId)
+export async function requireApp(repos: Pick<Repos, 'apps'>, principal: Principal, appId: string): Promise<App> {
+  const app = await repos.apps.byId(principal.organizationId, appId)
   if (!app) throw appNotFound()
   return app
 }
@@ -34,8 +34,8 @@ function requirePipeline(config: Readonly<Config>, name: string): string {
 }
 
 /** An app with the names of its env vars (values never leave the server): service_apps_get, and the app resource. */
-export function appDetails(repos: Repos, app: App) {
-  const env = repos.envVars.list(app.organizationId, app.id)
+export async function appDetails(repos: Repos, app: App) {
+  const env = (await repos.envVars.list(app.organizationId, app.id))
     .map((v) => ({ name: v.name, created_at: isoTime(v.createdAt), updated_at: isoTime(v.updatedAt) }))
   return { app: appView(app), env }
 }
@@ -50,8 +50,8 @@ export const appsGet = defineTool<{ app_id: string }>({
   role: 'viewer',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
-  handler(args, { principal, repos }) {
-    return appDetails(repos, requireApp(repos, principal, args.app_id))
+  async handler(args, { principal, repos }) {
+    return appDetails(repos, await requireApp(repos, principal, args.app_id))
   },
 })
 
@@ -66,10 +66,10 @@ export const appsCreate = defineTool<{ name: string; description?: string; pipel
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   rateLimitPerMinute: 10,
   auditTarget: (_args, output) => ({ targetType: 'app', targetId: output.app.id, details: { name: output.app.name } }),
-  handler(args, { principal, repos, config, resources }) {
+  async handler(args, { principal, repos, config, resources }) {
     const pipeline = requirePipeline(config, args.pipeline ?? 'default')
     // A name taken in the organization is the repository's CONFLICT.
-    const app = repos.apps.create({
+    const app = await repos.apps.create({
       organizationId: principal.organizationId,
       name: args.name,
       description: args.description ?? '',
@@ -97,13 +97,13 @@ export const appsUpdate = defineTool<{ app_id: string; name?: string; descriptio
     targetId: output.app.id,
     details: { changed: ['name', 'description', 'pipeline'].filter((k) => k in args) },
   }),
-  handler(args, { principal, repos, config, resources }) {
+  async handler(args, { principal, repos, config, resources }) {
     if (args.name === undefined && args.description === undefined && args.pipeline === undefined) {
       throw fail('INVALID_ARGUMENTS', { message: 'Pass at least one of name, description, pipeline to change' })
     }
-    requireApp(repos, principal, args.app_id)
+    await requireApp(repos, principal, args.app_id)
     if (args.pipeline !== undefined) requirePipeline(config, args.pipeline)
-    const app: App | undefined = repos.apps.update(principal.organizationId, args.app_id, {
+    const app: App | undefined = await repos.apps.update(principal.organizationId, args.app_id, {
       ...(args.name !== undefined ? { name: args.name } : {}),
       ...(args.description !== undefined ? { description: args.description } : {}),
       ...(args.pipeline !== undefined ? { pipeline: args.pipeline } : {}),
@@ -134,16 +134,19 @@ export const appsDelete = defineTool<{ app_id: string }, { deleted: true; app_id
   }),
   async handler(args, ctx) {
     const { principal, repos } = ctx
-    const app = requireApp(repos, principal, args.app_id)
-    refuseWhileDeploying(repos, principal, app)
-    const n = repos.apps.deploymentCount(principal.organizationId, app.id)
+    const app = await requireApp(repos, principal, args.app_id)
+    await refuseWhileDeploying(repos, principal, app)
+    const n = await repos.apps.deploymentCount(principal.organizationId, app.id)
     await ctx.confirm(`Delete app ${app.name} (${app.id}) and its ${n} ${n === 1 ? 'deployment' : 'deployments'}?`)
-    // The answer may take minutes: look again. Everything from here on is synchronous (one SQLite connection),
-    // so no deployment can start between the check, the count and the delete.
-    const current = requireApp(repos, principal, app.id)
-    refuseWhileDeploying(repos, principal, current)
-    const deleted = repos.apps.deploymentCount(principal.organizationId, current.id)
-    if (!repos.apps.delete(principal.organizationId, current.id)) throw appNotFound()
+    // The answer may take minutes: look again. Everything from here on is one transaction, so no deployment can start
+    // between the check, the count and the delete.
+    const { current, deleted } = await repos.transaction(async (tx) => {
+      const current = await requireApp(tx, principal, app.id)
+      await refuseWhileDeploying(tx, principal, current)
+      const deleted = await tx.apps.deploymentCount(principal.organizationId, current.id)
+      if (!(await tx.apps.delete(principal.organizationId, current.id))) throw appNotFound()
+      return { current, deleted }
+    })
     // Its resource is gone (a subscriber reading it again learns so), and so are its deployments' logs.
     ctx.resources.updated(appUri(current.id))
     ctx.resources.listChanged()
@@ -151,8 +154,8 @@ export const appsDelete = defineTool<{ app_id: string }, { deleted: true; app_id
   },
 })
 
-function refuseWhileDeploying(repos: Repos, principal: Principal, app: App): void {
-  const active = repos.deployments.active(principal.organizationId, app.id)
+async function refuseWhileDeploying(repos: Pick<Repos, 'deployments'>, principal: Principal, app: App): Promise<void> {
+  const active = await repos.deployments.active(principal.organizationId, app.id)
   if (active) {
     throw fail('CONFLICT', {
       message: `App ${app.name} has a deployment ${active.status} (${active.id}); cancel it or wait for it to finish, then delete the app`,

@@ -50,8 +50,8 @@ function deploymentNotFound() {
   return fail('RESOURCE_NOT_FOUND', { message: 'No deployment with this id in your organization' })
 }
 
-function requireDeployment(ctx: ToolContext, deploymentId: string): Deployment {
-  const d = ctx.repos.deployments.byId(ctx.principal.organizationId, deploymentId)
+async function requireDeployment(ctx: ToolContext, deploymentId: string): Promise<Deployment> {
+  const d = await ctx.repos.deployments.byId(ctx.principal.organizationId, deploymentId)
   if (!d) throw deploymentNotFound()
   return d
 }
@@ -61,11 +61,11 @@ function isActive(d: Deployment): boolean {
 }
 
 /** Checks made before the user is asked, so nobody confirms something that cannot start. */
-function refuseToStart(ctx: ToolContext, app: App): void {
+async function refuseToStart(ctx: ToolContext, app: App): Promise<void> {
   if (!Object.hasOwn(ctx.config.pipelines, app.pipeline)) {
     throw fail('OPERATION_FAILED', { message: `The pipeline "${app.pipeline}" of app ${app.name} is not configured on this server; ask the operator, or pick another with service_apps_update` })
   }
-  const active = ctx.repos.deployments.active(ctx.principal.organizationId, app.id)
+  const active = await ctx.repos.deployments.active(ctx.principal.organizationId, app.id)
   if (active) {
     throw fail('CONFLICT', {
       message: `App ${app.name} already has a deployment ${active.status} (${active.id}); wait for it to finish or cancel it with service_deployments_cancel`,
@@ -96,7 +96,7 @@ async function runAndStream(
   const signal = ctx.signal
   if (signal.aborted) throw fail('OPERATION_CANCELLED', { message: 'The call was cancelled before the deployment started; nothing ran' })
   let forwarding = true
-  const handle = pipelines.start(
+  const handle = await pipelines.start(
     { organizationId: principal.organizationId, appId: app.id, kind: input.kind, ...(input.rollbackOf ? { rollbackOf: input.rollbackOf } : {}), createdBy: principal.userId },
     {
       onLine(line) {
@@ -116,6 +116,8 @@ async function runAndStream(
       resolve(null)
     }
     signal.addEventListener('abort', onAbort, { once: true })
+    // Cancelled while the run was being started: the listener came too late to hear it.
+    if (signal.aborted) onAbort()
   })
   let final: Deployment | null
   try {
@@ -126,7 +128,7 @@ async function runAndStream(
   }
   if (final === null) {
     // The dispatcher sends nothing for a cancelled call; the runner stops the child (SIGTERM, then SIGKILL).
-    ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind, by: cancelledWith(signal) } })
+    await ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind, by: cancelledWith(signal) } })
     throw fail('OPERATION_CANCELLED', { message: `Deployment ${id} was cancelled` })
   }
   const why = (final.outcome ?? final.status).replace(/^[a-z]+: /, '')
@@ -134,7 +136,7 @@ async function runAndStream(
     case 'succeeded':
       return { deployment: deploymentView(final) }
     case 'cancelled':
-      ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind } })
+      await ctx.audit({ targetType: 'deployment', targetId: id, outcome: 'cancelled', details: { app_id: app.id, kind: input.kind } })
       throw fail('OPERATION_CANCELLED', { message: `Deployment ${id} of app ${app.name} was cancelled: ${why}`, details: { deployment_id: id } })
     case 'interrupted':
       // Only this server's shutdown interrupts a run it is streaming: the client is told how to find the outcome.
@@ -162,11 +164,11 @@ export const deploymentsList = defineTool<{ app_id?: string; limit?: number; off
   role: 'viewer',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
-  handler(args, ctx) {
+  async handler(args, ctx) {
     const limit = args.limit ?? 20
     const offset = args.offset ?? 0
-    if (args.app_id !== undefined) requireApp(ctx.repos, ctx.principal, args.app_id)
-    const page = ctx.repos.deployments.list(ctx.principal.organizationId, { ...(args.app_id !== undefined ? { appId: args.app_id } : {}), limit, offset })
+    if (args.app_id !== undefined) await requireApp(ctx.repos, ctx.principal, args.app_id)
+    const page = await ctx.repos.deployments.list(ctx.principal.organizationId, { ...(args.app_id !== undefined ? { appId: args.app_id } : {}), limit, offset })
     const end = offset + page.items.length
     return { deployments: page.items.map(deploymentView), total: page.total, next_offset: page.items.length > 0 && end < page.total ? end : null }
   },
@@ -182,9 +184,9 @@ export const deploymentsGet = defineTool<{ deployment_id: string }, { deployment
   role: 'viewer',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
-  handler(args, ctx) {
-    const d = requireDeployment(ctx, args.deployment_id)
-    return { deployment: deploymentView(d), last_lines: ctx.repos.deployments.lastLines(d.id, LAST_LINES).map(logLineView) }
+  async handler(args, ctx) {
+    const d = await requireDeployment(ctx, args.deployment_id)
+    return { deployment: deploymentView(d), last_lines: (await ctx.repos.deployments.lastLines(d.id, LAST_LINES)).map(logLineView) }
   },
 })
 
@@ -198,7 +200,7 @@ export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: numbe
   role: 'viewer',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
-  handler(args, ctx) {
+  async handler(args, ctx) {
     const limit = args.limit ?? 100
     let after = -1
     if (args.cursor !== undefined) {
@@ -210,8 +212,8 @@ export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: numbe
       after = Number(m[2])
     }
     // The status is read before the lines: a run seen finished here has all of its lines stored.
-    const d = requireDeployment(ctx, args.deployment_id)
-    const page = ctx.repos.deployments.lines(d.id, limit, after)
+    const d = await requireDeployment(ctx, args.deployment_id)
+    const page = await ctx.repos.deployments.lines(d.id, limit, after)
     const last = page.items.at(-1)?.seq ?? after
     return {
       lines: page.items.map(logLineView),
@@ -239,11 +241,11 @@ export const deploymentsCreate = defineTool<{ app_id: string }, { deployment: De
     details: { app_id: output.deployment.app_id, kind: output.deployment.kind, status: output.deployment.status },
   }),
   async handler(args, ctx) {
-    const app = requireApp(ctx.repos, ctx.principal, args.app_id)
-    refuseToStart(ctx, app)
+    const app = await requireApp(ctx.repos, ctx.principal, args.app_id)
+    await refuseToStart(ctx, app)
     await ctx.confirm(`Deploy app ${app.name} (${app.id}) with pipeline ${app.pipeline}?`)
     // The answer may have taken minutes: the runner checks the app and the active run again when it starts.
-    return runAndStream(ctx, requireApp(ctx.repos, ctx.principal, app.id), { kind: 'deploy' })
+    return runAndStream(ctx, await requireApp(ctx.repos, ctx.principal, app.id), { kind: 'deploy' })
   },
 })
 
@@ -259,14 +261,14 @@ export const deploymentsCancel = defineTool<{ deployment_id: string }, { deploym
   rateLimitPerMinute: 10,
   auditSubject: (args) => ({ targetType: 'deployment', targetId: args.deployment_id }),
   auditTarget: (_args, output) => ({ targetType: 'deployment', targetId: output.deployment_id }),
-  handler(args, ctx) {
+  async handler(args, ctx) {
     const { principal } = ctx
-    const d = requireDeployment(ctx, args.deployment_id)
+    const d = await requireDeployment(ctx, args.deployment_id)
     const ended = (status: string) => fail('CONFLICT', { message: `Deployment ${d.id} is ${status}: only a queued or running deployment can be cancelled` })
     if (!isActive(d)) throw ended(d.status)
     if (!ctx.pipelines.cancel(principal.organizationId, d.id, `cancelled by user ${principal.userId} with service_deployments_cancel`)) {
       // It ended between the read and the cancel (a row left active by another process is marked at start).
-      const now = ctx.repos.deployments.byId(principal.organizationId, d.id)
+      const now = await ctx.repos.deployments.byId(principal.organizationId, d.id)
       throw ended(now && !isActive(now) ? now.status : 'not running in this server')
     }
     return { deployment_id: d.id, status: 'cancelling' as const }
@@ -293,10 +295,10 @@ export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id
   }),
   async handler(args, ctx) {
     const { principal, repos } = ctx
-    const app = requireApp(ctx.repos, ctx.principal, args.app_id)
+    const app = await requireApp(ctx.repos, ctx.principal, args.app_id)
     let target: Deployment
     if (args.to_deployment_id !== undefined) {
-      target = requireDeployment(ctx, args.to_deployment_id)
+      target = await requireDeployment(ctx, args.to_deployment_id)
       if (target.appId !== app.id) {
         throw fail('INVALID_ARGUMENTS', { message: `Deployment ${target.id} belongs to another app; pass a deployment of app ${app.name} (service_deployments_list with app_id)` })
       }
@@ -304,7 +306,7 @@ export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id
         throw fail('CONFLICT', { message: `Deployment ${target.id} is a ${target.status} ${target.kind}: an app can only be rolled back to a succeeded deploy` })
       }
     } else {
-      const { current, target: previous } = repos.deployments.rollbackTarget(principal.organizationId, app.id)
+      const { current, target: previous } = await repos.deployments.rollbackTarget(principal.organizationId, app.id)
       if (!previous) {
         throw fail('CONFLICT', {
           message: current
@@ -314,9 +316,9 @@ export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id
       }
       target = previous
     }
-    refuseToStart(ctx, app)
+    await refuseToStart(ctx, app)
     await ctx.confirm(`Roll back app ${app.name} (${app.id}) to deployment ${target.id} of ${isoTime(target.createdAt)}?`)
-    return runAndStream(ctx, requireApp(ctx.repos, ctx.principal, app.id), { kind: 'rollback', rollbackOf: target.id })
+    return runAndStream(ctx, await requireApp(ctx.repos, ctx.principal, app.id), { kind: 'rollback', rollbackOf: target.id })
   },
 })
 

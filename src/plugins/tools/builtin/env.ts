@@ -18,9 +18,9 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
   // Never the value: only where it went.
   auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
   auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
-  handler(args, { principal, repos, secrets, resources }) {
-    const app = requireApp(repos, principal, args.app_id)
-    const { created } = repos.envVars.set({
+  async handler(args, { principal, repos, secrets, resources }) {
+    const app = await requireApp(repos, principal, args.app_id)
+    const { created } = await repos.envVars.set({
       organizationId: principal.organizationId,
       appId: app.id,
       name: args.name,
@@ -47,12 +47,12 @@ export const envUnset = defineTool<{ app_id: string; name: string }, { app_id: s
   auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}` }),
   async handler(args, ctx) {
     const { principal, repos } = ctx
-    const app = requireApp(repos, principal, args.app_id)
+    const app = await requireApp(repos, principal, args.app_id)
     const missing = () => fail('RESOURCE_NOT_FOUND', { message: `App ${app.name} has no env var ${args.name}` })
-    if (!repos.envVars.exists(principal.organizationId, app.id, args.name)) throw missing()
+    if (!(await repos.envVars.exists(principal.organizationId, app.id, args.name))) throw missing()
     await ctx.confirm(`Remove env var ${args.name} from app ${app.name} (${app.id})?`)
     // Removed (or the app deleted) while the user was asked: nothing left to remove.
-    if (!repos.envVars.unset(principal.organizationId, app.id, args.name)) throw missing()
+    if (!(await repos.envVars.unset(principal.organizationId, app.id, args.name))) throw missing()
     ctx.resources.updated(appUri(app.id))
     return { app_id: app.id, name: args.name, removed: true }
   },

@@ -40,16 +40,16 @@ export const membersList = defineTool<{ limit?: number; cursor?: string }, { mem
   inputSchema: 'tools/service_members_list.input',
   outputSchema: 'tools/service_members_list.output',
   ...ADMIN_READ,
-  handler(args, { principal, repos }) {
+  async handler(args, { principal, repos }) {
     const limit = args.limit ?? 20
     // An organization has few members: one query, sorted and paged in memory.
-    const all = repos.memberships.forOrganization(principal.organizationId).sort(byEmail)
+    const all = (await repos.memberships.forOrganization(principal.organizationId)).sort(byEmail)
     let start = 0
     if (args.cursor !== undefined) {
       // Keyset on the email of the last member listed, found through their user id: a member removed (or added) between
       // two pages shifts nothing. The cursor is only a starting point; the list is still the caller's organization.
       const userId = decodeCursor('members', args.cursor)
-      const after = userId === undefined ? undefined : repos.users.byId(userId)
+      const after = userId === undefined ? undefined : await repos.users.byId(userId)
       if (after === undefined) throw fail('INVALID_ARGUMENTS', { message: 'cursor is not a cursor returned by service_members_list' })
       const index = all.findIndex((m) => m.email > after.email || (m.email === after.email && m.userId > after.id))
       start = index === -1 ? all.length : index
@@ -94,14 +94,14 @@ export const auditList = defineTool<{ limit?: number; cursor?: string; action?: 
   inputSchema: 'tools/service_audit_list.input',
   outputSchema: 'tools/service_audit_list.output',
   ...ADMIN_READ,
-  handler(args, { principal, repos }) {
+  async handler(args, { principal, repos }) {
     const limit = args.limit ?? 20
     let before: string | undefined
     if (args.cursor !== undefined) {
       before = decodeCursor('audit', args.cursor)
       if (before === undefined) throw fail('INVALID_ARGUMENTS', { message: 'cursor is not a cursor returned by service_audit_list' })
     }
-    const { items, more } = repos.audit.page(principal.organizationId, limit, before, args.action)
+    const { items, more } = await repos.audit.page(principal.organizationId, limit, before, args.action)
     const last = items.at(-1)
     return {
       entries: items.map(auditEntryView),

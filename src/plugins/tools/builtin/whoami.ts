@@ -11,9 +11,9 @@ export const whoami = defineTool({
   role: 'viewer',
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 60,
-  handler(_args, { principal, repos }) {
-    const user = repos.users.byId(principal.userId)
-    const org = repos.organizations.byId(principal.organizationId)
+  async handler(_args, { principal, repos }) {
+    const user = await repos.users.byId(principal.userId)
+    const org = await repos.organizations.byId(principal.organizationId)
     if (!user || !org) throw fail('RESOURCE_NOT_FOUND', { message: 'Your membership no longer exists' })
     const credential: Record<string, string> = { kind: principal.kind, id: principal.credentialId }
     if (principal.clientId) credential.client_id = principal.clientId

@@ -1,0 +1,73 @@
+import { join } from 'node:path'
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
+import { migrate } from 'drizzle-orm/node-postgres/migrator'
+import pg from 'pg'
+import { ConfigError } from '../config.js'
+import { maskedUrl } from '../lib/database-url.js'
+import { packageRoot } from '../lib/package-root.js'
+import type { CredentialChanges } from './repos/credential-changes.js'
+import * as schema from './schema-postgres.js'
+import type { RootStore, Store, Tables } from './store.js'
+import type { Db } from './types.js'
+
+export interface PostgresHandle {
+  readonly db: NodePgDatabase<typeof schema>
+  readonly pool: pg.Pool
+  close(): Promise<void>
+}
+
+/**
+ * Connects a pool to the database at `url` and, unless told otherwise, applies the committed migrations of
+ * drizzle/postgres/. A database that cannot be reached or migrated is a ConfigError naming SERVICE_DATABASE (with the
+ * password masked), like a SQLite file that cannot be opened.
+ */
+export async function openPostgres(url: string, options: { migrate?: boolean; max?: number; onError?: (err: Error) => void } = {}): Promise<PostgresHandle> {
+  const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10 })
+  // An idle client whose connection drops emits 'error' on the pool; unheard, it would end the process.
+  pool.on('error', (err) => options.onError?.(err))
+  const db = drizzle(pool, { schema })
+  try {
+    await pool.query('select 1')
+    if (options.migrate !== false) await migrate(db, { migrationsFolder: join(packageRoot(), 'drizzle', 'postgres') })
+  } catch (err) {
+    await pool.end().catch(() => {})
+    throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) cannot be used: ${(err as Error).message}`, { cause: err })
+  }
+  let closed: Promise<void> | undefined
+  return { db, pool, close: () => (closed ??= pool.end()) }
+}
+
+/**
+ * The repositories' store on PostgreSQL. The repositories are written against the SQLite tables' types; the tables of
+ * schema-postgres.ts read and write the very same rows (schema-rows.ts proves it at compile time), and the query
+ * builder calls they use are the ones both dialects share (store.ts). A transaction runs on its own pooled client, so
+ * nothing else needs guarding.
+ */
+export function postgresStore(db: NodePgDatabase<typeof schema>): RootStore {
+  const tables = schema as unknown as Tables
+  const scoped = (on: unknown, inTransaction: boolean): Store => {
+    const store: Store = {
+      dialect: 'postgres',
+      db: on as Db,
+      t: tables,
+      transaction: inTransaction
+        ? (fn) => fn(store)
+        : (fn) => db.transaction((tx) => fn(scoped(tx, true))),
+    }
+    return store
+  }
+  const root = scoped(db, false)
+  return { ...root, guarded: (build) => build(root) }
+}
+
+/**
+ * Credential changes on PostgreSQL, until processes share them (issue 14, the revocation barrier): whether another
+ * process (the CLI, another server) has revoked a key cannot be known without asking, so every request asks. Nothing is
+ * served from the credential cache: a revocation counts on the very next request, at the cost of one query per request.
+ */
+export function uncachedCredentials(): CredentialChanges {
+  return {
+    bump() {},
+    takeChanged: () => true,
+  }
+}

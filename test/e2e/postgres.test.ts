@@ -1,0 +1,78 @@
+import t from 'tap'
+import { request } from 'undici'
+import { appTools } from '../../src/plugins/tools/builtin/apps.js'
+import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
+import type { ToolDefinition } from '../../src/plugins/tools/define.js'
+import { postgresClient, postgresDatabase } from '../helpers/backends.js'
+import { cli } from '../helpers/cli.js'
+import { callTool, openSession, post } from '../helpers/mcp.js'
+import { createMember } from '../helpers/seed.js'
+import { OWNER_KEY, startServer } from '../helpers/server.js'
+import { failureOf, okData, resultOf } from '../helpers/tools.js'
+
+/**
+ * SERVICE_DATABASE as a postgres:// URL: the server migrates a fresh database, bootstraps it, serves tools from it
+ * through the same repositories as SQLite, keeps its data across a restart, and sees a credential revoked by someone
+ * else on the very next request.
+ */
+
+/** PostgreSQL has no folder for a default env.key: the key is a setting. */
+const ENV_KEY = Buffer.alloc(32, 0x2a).toString('base64')
+const TOOLS = [...new Map<string, ToolDefinition<any, any>>([...builtinTools, ...appTools].map((d) => [d.name, d])).values()]
+let nextId = 1
+
+t.test('a server on PostgreSQL: tools, conflicts, revocation by another writer, restart', async (t) => {
+  const url = await postgresDatabase(t)
+  const server = await startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY } })
+  t.equal(server.app.database, null, 'no SQLite connection')
+
+  const ready = await request(`${server.url}/readyz`)
+  t.equal(ready.statusCode, 200, '/readyz pings PostgreSQL')
+  await ready.body.dump()
+
+  const { headers } = await openSession(server.mcpUrl, OWNER_KEY)
+  const call = async (name: string, args: Record<string, unknown>, h = headers) => resultOf(t, await post(server.mcpUrl, callTool(name, args, nextId++), h))
+  const created = okData(t, await call('service_apps_create', { name: 'pg-one', description: 'stored in PostgreSQL' }))
+  t.equal(created.app.name, 'pg-one')
+  failureOf(t, await call('service_apps_create', { name: 'pg-one' }), 'CONFLICT')
+  const listed = okData(t, await call('service_apps_list', {}))
+  t.strictSame(listed.apps.map((a: { name: string }) => a.name), ['pg-one'], 'listed from PostgreSQL')
+
+  const db = await postgresClient(t, url)
+  const rows = await db.query('select name, description, created_at from apps')
+  t.strictSame(rows.rows.map((r) => [r.name, r.description]), [['pg-one', 'stored in PostgreSQL']], 'the row is in the database')
+  const organization = await server.app.repos.organizations.bySlug('default')
+  const stored = await server.app.repos.apps.byId(organization!.id, created.app.id)
+  t.type(stored?.createdAt, 'number', 'times read back as numbers (bigint columns)')
+
+  // Another writer (the CLI, another process) revokes a member's key: the next request is refused.
+  const member = await createMember(server, { role: 'developer' })
+  const memberHeaders = (await openSession(server.mcpUrl, member.key)).headers
+  okData(t, await call('service_whoami', {}, memberHeaders))
+  await db.query('update api_keys set revoked_at = $1 where id = $2', [Date.now(), member.keyId])
+  const refused = await post(server.mcpUrl, callTool('service_whoami', {}, nextId++), memberHeaders)
+  t.equal(refused.status, 401, 'a key revoked by another writer is refused on the very next request')
+
+  // The command line on the same database, beside the running server.
+  const env = { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY }
+  const migrated = await cli(['migrate'], env)
+  t.equal(migrated.code, 0, migrated.stderr)
+  const org = await cli(['orgs', 'create', 'from-cli'], env)
+  t.equal(org.code, 0, org.stderr)
+  t.ok(await server.app.repos.organizations.bySlug('from-cli'), 'the server reads what the CLI wrote')
+  const keyless = await cli(['orgs', 'list'], { SERVICE_DATABASE: url })
+  t.equal(keyless.code, 2, 'without SERVICE_ENV_KEY the command is refused')
+  t.match(keyless.stderr, /set SERVICE_ENV_KEY/)
+  const backup = await cli(['backup', '/tmp/never-written.db'], env)
+  t.equal(backup.code, 2, 'backup refuses a PostgreSQL database')
+  t.match(backup.stderr, /pg_dump/)
+
+  // A restart on the same database: migrations are not applied twice, nothing is bootstrapped again, data is kept.
+  await server.close()
+  const again = await startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY } })
+  const second = await openSession(again.mcpUrl, OWNER_KEY)
+  const after = resultOf(t, await post(again.mcpUrl, callTool('service_apps_list', {}, nextId++), second.headers))
+  t.strictSame(okData(t, after).apps.map((a: { name: string }) => a.name), ['pg-one'], 'the app survived the restart')
+  const owners = await db.query("select count(*)::int as n from users")
+  t.equal(owners.rows[0].n, 2, 'the owner and the member, no second bootstrap')
+})
