@@ -83,6 +83,7 @@ interface RawConfig {
   maxBatchSize: number
   headersTimeoutMs: number
   requestTimeoutMs: number
+  lingerMs: number
   maxConnectionsPerAddress: number
   sseMaxBufferedBytes: number
   signInFreeAttempts: number
@@ -219,6 +220,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'maxBatchSize', env: 'SERVICE_MAX_BATCH_SIZE', flag: '--max-batch-size', kind: 'int', default: 20, min: 1, max: 1000, doc: 'Most messages in one JSON-RPC batch (2025-03-26 sessions); each counts against the rate limits' },
   { key: 'headersTimeoutMs', env: 'SERVICE_HEADERS_TIMEOUT_MS', flag: '--headers-timeout-ms', kind: 'int', default: 10_000, min: 100, doc: 'A client must send its request headers within this time (408 otherwise)' },
   { key: 'requestTimeoutMs', env: 'SERVICE_REQUEST_TIMEOUT_MS', flag: '--request-timeout-ms', kind: 'int', default: 30_000, min: 100, doc: 'A client must send its whole request, body included, within this time (408 otherwise); answers may stream longer' },
+  { key: 'lingerMs', env: 'SERVICE_LINGER_MS', flag: '--linger-ms', kind: 'int', default: 2_000, min: 0, doc: 'A connection closed after a request refused before its body was read (413, 401) keeps reading and discarding what its client still sends for at most this long, so the client or proxy reads the answer instead of a reset' },
   { key: 'maxConnectionsPerAddress', env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS', flag: '--max-connections-per-address', kind: 'int', default: 256, min: 0, doc: 'Open connections one client address may hold; more are closed at once (0: no limit; behind a proxy every client shares its address)' },
   { key: 'sseMaxBufferedBytes', env: 'SERVICE_SSE_MAX_BUFFERED_BYTES', flag: '--sse-max-buffered-bytes', kind: 'int', default: 1_048_576, min: 1024, doc: 'Output waiting for a client that reads an SSE stream too slowly; beyond it the connection is closed (a session stream can be resumed)' },
   { key: 'signInFreeAttempts', env: 'SERVICE_SIGN_IN_FREE_ATTEMPTS', flag: '--sign-in-free-attempts', kind: 'int', default: 5, min: 1, doc: 'Failed sign-ins of one account before each further attempt must wait (a delay doubling from SERVICE_SIGN_IN_DELAY_MS)' },

@@ -31,11 +31,41 @@ export function serverFactory(config: Config) {
       connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(shortest / 4))),
       requireHostHeader: false,
       keepAliveTimeout: KEEP_ALIVE_MS,
-    }, handler)
+    }, config.lingerMs > 0 ? lingeringClose(handler, config.lingerMs) : handler)
     server.headersTimeout = config.headersTimeoutMs
     server.keepAliveTimeout = KEEP_ALIVE_MS
     if (config.maxConnectionsPerAddress > 0) limitConnectionsPerAddress(server, config.maxConnectionsPerAddress)
     return server
+  }
+}
+
+const kCurrentRequest = Symbol('current request')
+type LingeringSocket = Socket & { [kCurrentRequest]?: IncomingMessage; destroySoon(): void }
+
+/**
+ * A lingering close, as nginx and Apache do it. A request refused before its body was read (413 on its Content-Length,
+ * 401 on its headers) is answered with `Connection: close` while the client may still be sending. Node then destroys
+ * the socket as soon as the answer is written, and the bytes still arriving make the kernel send a reset, which can
+ * reach the client (or a proxy such as nginx, which then answers 502) before it has read the answer. Instead, such a
+ * connection sends its answer and its FIN, and keeps reading (and discarding) until the client closes its side or
+ * `lingerMs` passes. Connections whose request was read to its end close at once, as before.
+ */
+function lingeringClose(handler: (req: IncomingMessage, res: ServerResponse) => void, lingerMs: number) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const socket = req.socket as LingeringSocket
+    if (socket[kCurrentRequest] === undefined) {
+      const destroySoon = socket.destroySoon.bind(socket)
+      socket.destroySoon = () => {
+        if (socket[kCurrentRequest]?.complete !== false || socket.destroyed) return destroySoon()
+        socket.end()
+        const timer = setTimeout(() => socket.destroy(), lingerMs)
+        timer.unref()
+        socket.once('end', () => socket.destroy())
+        socket.once('close', () => clearTimeout(timer))
+      }
+    }
+    socket[kCurrentRequest] = req
+    handler(req, res)
   }
 }
 
