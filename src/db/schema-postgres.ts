@@ -8,16 +8,13 @@ import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSE
  * repositories are written against (store.ts); schema-rows.ts holds both to the row types of types.ts. drizzle/postgres/
  * is generated from this file by `npm run db:generate` and never edited by hand; `npm run check:generated` fails when
  * the two drift. Times are Unix milliseconds in `bigint` columns; JSON columns are `json` (kept as written, key order
- * included: an idempotent call's result is answered again exactly as first returned).
+ * included: an idempotent call's result is answered again exactly as first returned). What each table and column
+ * means is documented once, in schema.ts.
  */
 
 /** Unix milliseconds need 64 bits; read as JavaScript numbers, as SQLite gives them (exact up to 2^53). */
 const millis = (name: string) => bigint(name, { mode: 'number' })
 const createdAt = () => millis('created_at').notNull()
-
-// The values of enum columns live in types.ts, which the public declarations may import (this file they may not).
-export { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from './types.js'
-export type { DeploymentStatus, IdempotencyStatus, TaskStatus } from './types.js'
 
 export const organizations = pgTable('organizations', {
   id: text('id').primaryKey(),
@@ -50,9 +47,7 @@ export const apiKeys = pgTable('api_keys', {
   id: text('id').primaryKey(),
   membershipId: text('membership_id').notNull().references(() => memberships.id, { onDelete: 'cascade' }),
   name: text('name').notNull(),
-  /** First characters of the key, shown in listings so a person can tell keys apart. */
   displayPrefix: text('display_prefix').notNull(),
-  /** First 16 hex characters of the SHA-256: an index to find candidates; the full hash is compared in constant time. */
   lookup: text('lookup').notNull(),
   hash: text('hash').notNull(),
   scopes: text('scopes').notNull(),
@@ -64,7 +59,6 @@ export const apiKeys = pgTable('api_keys', {
 
 export const sessions = pgTable('sessions', {
   id: text('id').primaryKey(),
-  /** What authenticated the initialize: `key:<api key id>` or `jwt:<jti>`. A session is only usable with it. */
   credential: text('credential').notNull(),
   membershipId: text('membership_id').notNull().references(() => memberships.id, { onDelete: 'cascade' }),
   organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
@@ -75,7 +69,6 @@ export const sessions = pgTable('sessions', {
   initializedAt: millis('initialized_at'),
   createdAt: createdAt(),
   lastSeenAt: millis('last_seen_at').notNull(),
-  /** Set when the session is closed (DELETE) or ended (credential revoked); the row is purged later. */
   endedAt: millis('ended_at'),
 }, (t) => [
   index('sessions_credential_idx').on(t.credential),
@@ -87,18 +80,14 @@ export const apps = pgTable('apps', {
   organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
   name: text('name').notNull(),
   description: text('description').notNull().default(''),
-  /** Name of the operator-configured pipeline that deploys it (config file `pipelines`). */
   pipeline: text('pipeline').notNull().default('default'),
   createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
   createdAt: createdAt(),
   updatedAt: millis('updated_at').notNull(),
 }, (t) => [
   uniqueIndex('apps_org_name_idx').on(t.organizationId, t.name),
-  // Keyset pages walk (organization, id) without sorting the organization's apps.
   index('apps_org_id_idx').on(t.organizationId, t.id),
 ])
-
-/** Dynamically registered OAuth clients (RFC 7591): public clients only, so there is no secret to keep. */
 export const oauthClients = pgTable('oauth_clients', {
   id: text('id').primaryKey(),
   name: text('name').notNull(),
@@ -108,11 +97,6 @@ export const oauthClients = pgTable('oauth_clients', {
   createdAt: createdAt(),
   lastUsedAt: millis('last_used_at'),
 })
-
-/**
- * Access-token signing keys (ES256). The newest unretired key signs; a retired key stays published in the JWKS until
- * the tokens it signed have expired. The private key is kept as PKCS#8 PEM: the server must be able to sign.
- */
 export const signingKeys = pgTable('signing_keys', {
   kid: text('kid').primaryKey(),
   alg: text('alg').notNull(),
@@ -121,33 +105,18 @@ export const signingKeys = pgTable('signing_keys', {
   createdAt: createdAt(),
   retiredAt: millis('retired_at'),
 })
-
-/**
- * Keys that seal the `requestState` of 2026-07-28 confirmations (AES-256-GCM). The newest unretired key seals; every
- * stored key still opens what it sealed, so a rotation (`service-mcp state-keys rotate`) never breaks a confirmation
- * already handed out. Kept like the signing keys: the server itself must seal and open.
- */
 export const requestStateKeys = pgTable('request_state_keys', {
   kid: text('kid').primaryKey(),
-  /** 32 random bytes, base64url. */
   secret: text('secret').notNull(),
   createdAt: createdAt(),
   retiredAt: millis('retired_at'),
 })
-
-/** Browser sign-ins for the authorization and account pages. The id is the SHA-256 of the cookie value. */
 export const browserSessions = pgTable('browser_sessions', {
   id: text('id').primaryKey(),
   userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
   createdAt: createdAt(),
   expiresAt: millis('expires_at').notNull(),
 }, (t) => [index('browser_sessions_expires_idx').on(t.expiresAt)])
-
-/**
- * An authorization request between /oauth/authorize and the consent decision, kept server-side so that nothing the
- * browser sends back can change it. Single use. The id is the SHA-256 of the id in the page URL; `browserBinding` is
- * the SHA-256 of a cookie set when the request started, so another browser cannot finish it.
- */
 export const authorizationRequests = pgTable('oauth_authorization_requests', {
   id: text('id').primaryKey(),
   browserBinding: text('browser_binding').notNull(),
@@ -157,7 +126,6 @@ export const authorizationRequests = pgTable('oauth_authorization_requests', {
   state: text('state').notNull(),
   codeChallenge: text('code_challenge').notNull(),
   resource: text('resource').notNull(),
-  /** SHA-256 of the client address that started it: pending requests per address are bounded. */
   clientAddress: text('client_address'),
   createdAt: createdAt(),
   expiresAt: millis('expires_at').notNull(),
@@ -166,11 +134,6 @@ export const authorizationRequests = pgTable('oauth_authorization_requests', {
   index('oauth_authorization_requests_expires_idx').on(t.expiresAt),
   index('oauth_authorization_requests_address_idx').on(t.clientAddress, t.expiresAt),
 ])
-
-/**
- * One authorization grant: what a member approved for a client. Its refresh tokens form one rotation family; revoking
- * the grant revokes every token issued under it.
- */
 export const oauthGrants = pgTable('oauth_grants', {
   id: text('id').primaryKey(),
   clientId: text('client_id').notNull().references(() => oauthClients.id, { onDelete: 'cascade' }),
@@ -181,13 +144,10 @@ export const oauthGrants = pgTable('oauth_grants', {
   resource: text('resource').notNull(),
   createdAt: createdAt(),
   lastUsedAt: millis('last_used_at'),
-  /** Absolute end of the family, however often it is refreshed. */
   expiresAt: millis('expires_at').notNull(),
   revokedAt: millis('revoked_at'),
   revokedReason: text('revoked_reason'),
 }, (t) => [index('oauth_grants_user_idx').on(t.userId), index('oauth_grants_membership_idx').on(t.membershipId)])
-
-/** Authorization codes, stored as SHA-256 only. Kept after use so a replay is recognised and revokes its grant. */
 export const authorizationCodes = pgTable('oauth_codes', {
   hash: text('hash').primaryKey(),
   clientId: text('client_id').notNull().references(() => oauthClients.id, { onDelete: 'cascade' }),
@@ -201,21 +161,15 @@ export const authorizationCodes = pgTable('oauth_codes', {
   createdAt: createdAt(),
   expiresAt: millis('expires_at').notNull(),
   consumedAt: millis('consumed_at'),
-  /** The grant the code was exchanged for: what a replay revokes. */
   grantId: text('grant_id').references(() => oauthGrants.id, { onDelete: 'set null' }),
 }, (t) => [index('oauth_codes_expires_idx').on(t.expiresAt)])
-
-/** Refresh tokens (`mcp_rt_…`), SHA-256 only. A used token is kept, marked, so presenting it again is detected. */
 export const refreshTokens = pgTable('oauth_refresh_tokens', {
   hash: text('hash').primaryKey(),
   grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
   createdAt: createdAt(),
-  /** Idle expiry: 30 days after issue, each rotation issues a token with a fresh one. */
   expiresAt: millis('expires_at').notNull(),
   usedAt: millis('used_at'),
 }, (t) => [index('oauth_refresh_tokens_grant_idx').on(t.grantId)])
-
-/** Issued access tokens by `jti`: what revocation marks and what /mcp checks after the signature. */
 export const accessTokens = pgTable('oauth_access_tokens', {
   jti: text('jti').primaryKey(),
   grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
@@ -223,8 +177,6 @@ export const accessTokens = pgTable('oauth_access_tokens', {
   expiresAt: millis('expires_at').notNull(),
   revokedAt: millis('revoked_at'),
 }, (t) => [index('oauth_access_tokens_grant_idx').on(t.grantId), index('oauth_access_tokens_expires_idx').on(t.expiresAt)])
-
-/** Environment variables of an app. Values are AES-256-GCM ciphertext bound to (app, name); never returned. */
 export const envVars = pgTable('env_vars', {
   id: text('id').primaryKey(),
   appId: text('app_id').notNull().references(() => apps.id, { onDelete: 'cascade' }),
@@ -235,14 +187,11 @@ export const envVars = pgTable('env_vars', {
   updatedAt: millis('updated_at').notNull(),
   updatedBy: text('updated_by').references(() => users.id, { onDelete: 'set null' }),
 }, (t) => [uniqueIndex('env_vars_app_name_idx').on(t.appId, t.name)])
-
-/** One run of an app's pipeline: a deployment, or a rollback to an earlier deployment. */
 export const deployments = pgTable('deployments', {
   id: text('id').primaryKey(),
   appId: text('app_id').notNull().references(() => apps.id, { onDelete: 'cascade' }),
   organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
   kind: text('kind', { enum: ['deploy', 'rollback'] }).notNull(),
-  /** For a rollback: the deployment it returns to. */
   rollbackOf: text('rollback_of'),
   pipeline: text('pipeline').notNull(),
   status: text('status', { enum: DEPLOYMENT_STATUSES }).notNull(),
@@ -251,17 +200,13 @@ export const deployments = pgTable('deployments', {
   startedAt: millis('started_at'),
   finishedAt: millis('finished_at'),
   exitCode: integer('exit_code'),
-  /** Why it ended, in a sentence (exit code, signal, cancelled by whom, interrupted by a restart). */
   outcome: text('outcome'),
-  /** Process group of the run while it lives: what a restart stops if a crash left it running. */
   pgid: integer('pgid'),
 }, (t) => [
   index('deployments_app_idx').on(t.appId, t.id),
   index('deployments_org_idx').on(t.organizationId, t.id),
   index('deployments_status_idx').on(t.status),
 ])
-
-/** Every output line of a run, in order. */
 export const deploymentLogs = pgTable('deployment_logs', {
   deploymentId: text('deployment_id').notNull().references(() => deployments.id, { onDelete: 'cascade' }),
   seq: integer('seq').notNull(),
@@ -269,14 +214,11 @@ export const deploymentLogs = pgTable('deployment_logs', {
   line: text('line').notNull(),
   at: millis('at').notNull(),
 }, (t) => [primaryKey({ columns: [t.deploymentId, t.seq] })])
-
-/** Who did what in an organization: every write, confirmation and denial. */
 export const auditLog = pgTable('audit_log', {
   id: text('id').primaryKey(),
   organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
   userId: text('user_id'),
   membershipId: text('membership_id'),
-  /** `api_key` or `oauth`, and the credential or client id, so an entry names what acted. */
   credentialKind: text('credential_kind').notNull(),
   credentialId: text('credential_id'),
   clientId: text('client_id'),
@@ -287,61 +229,35 @@ export const auditLog = pgTable('audit_log', {
   details: json('details').$type<Record<string, unknown>>(),
   at: millis('at').notNull(),
 }, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])
-
-/**
- * One call of a confirmation-gated tool, identified by (session, membership, organization, JSON-RPC id) (decisions.md
- * §6). `pending` and `running` calls make a second call with the same id a 409; a `finished` one is answered again from
- * `result` (the tool result exactly as first returned, whatever the outcome); `interrupted` means the server stopped
- * before the call was answered. No foreign keys: a record outlives nothing it names by more than its 24 hours.
- */
 export const idempotencyRecords = pgTable('idempotency_records', {
-  /** The session; `-` for a stateless (2026-07-28) call, whose request_id is then `op:<operation id>`. */
   sessionId: text('session_id').notNull(),
   membershipId: text('membership_id').notNull(),
   organizationId: text('organization_id').notNull(),
-  /** The JSON-RPC id JSON-encoded, so that 1 and "1" stay different ids. */
   requestId: text('request_id').notNull(),
   tool: text('tool').notNull(),
   status: text('status', { enum: IDEMPOTENCY_STATUSES }).notNull(),
   result: json('result').$type<Record<string, unknown>>(),
   createdAt: createdAt(),
   updatedAt: millis('updated_at').notNull(),
-  /** When a finished or interrupted record may be purged: 24 h after the call ended. */
   expiresAt: millis('expires_at').notNull(),
 }, (t) => [
   primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
   index('idempotency_records_expires_idx').on(t.expiresAt),
 ])
-
-/**
- * Tasks of the `io.modelcontextprotocol/tasks` extension (2026-07-28): a tools/call answered with a task handle runs
- * on, and its outcome is read with tasks/get. Stored before the handle is returned (a tasks/get right after works),
- * owned by the member who started it, and kept until `expiresAt`. A task still `working` when its process stopped is
- * completed at the next start with a result saying it was interrupted, as deployments are.
- */
 export const tasks = pgTable('tasks', {
-  /** 128 random bits: the id is all a caller needs to name it, so it must not be guessable. */
   id: text('id').primaryKey(),
   membershipId: text('membership_id').notNull(),
   organizationId: text('organization_id').notNull(),
   tool: text('tool').notNull(),
   status: text('status', { enum: TASK_STATUSES }).notNull(),
   statusMessage: text('status_message'),
-  /** The tool result, once completed (tool failures included: `isError: true`). */
   result: json('result').$type<Record<string, unknown>>(),
-  /** The JSON-RPC error, once failed. */
   error: json('error').$type<Record<string, unknown>>(),
   cancelRequestedAt: millis('cancel_requested_at'),
   createdAt: createdAt(),
   updatedAt: millis('updated_at').notNull(),
   expiresAt: millis('expires_at').notNull(),
 }, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])
-
-/**
- * Facts about the database itself, one row per name. `env_key_check` holds a constant sealed with the env-var key
- * (src/db/env-key.ts): a server started with another key (a database restored or moved without its env.key) is
- * refused at start, rather than failing at the first deployment that needs an env var.
- */
 export const serviceMeta = pgTable('service_meta', {
   name: text('name').primaryKey(),
   value: text('value').notNull(),

@@ -76,27 +76,8 @@ type SameTables = {
     : false
 }
 
-export const POSTGRES_ROWS_MATCH_SQLITE: SameTables = {
-  organizations: true,
-  users: true,
-  memberships: true,
-  apiKeys: true,
-  sessions: true,
-  apps: true,
-  oauthClients: true,
-  signingKeys: true,
-  requestStateKeys: true,
-  browserSessions: true,
-  authorizationRequests: true,
-  oauthGrants: true,
-  authorizationCodes: true,
-  refreshTokens: true,
-  accessTokens: true,
-  envVars: true,
-  deployments: true,
-  deploymentLogs: true,
-  auditLog: true,
-  idempotencyRecords: true,
-  tasks: true,
-  serviceMeta: true,
-}
+/** The tables whose rows differ between the dialects (or that one lacks); none. */
+type Mismatched = { [K in keyof SameTables]: SameTables[K] extends true ? never : K }[keyof SameTables]
+
+/** Fails to compile when a table differs, naming it: `true` is not assignable to `"deployments"`. */
+export const POSTGRES_ROWS_MATCH_SQLITE: [Mismatched] extends [never] ? true : Mismatched = true
