@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
@@ -70,4 +71,42 @@ export function uncachedCredentials(): CredentialChanges {
     bump() {},
     takeChanged: () => true,
   }
+}
+
+/** The advisory lock a server holds on its PostgreSQL database (two int4 keys: "serv", 1). */
+const LOCK_KEYS = [0x73657276, 1] as const
+
+/**
+ * One server per PostgreSQL database until processes coordinate (issue 14): like `<file>.lock` on SQLite (lock.ts), a
+ * server marks as interrupted at start whatever the database says is in progress, so a second server on the same
+ * database would take the first one's running deployments for a crash's leftovers. The server holds a session-level
+ * advisory lock on a connection of its own for its whole life; PostgreSQL releases it when that connection ends, however
+ * the process ends. A second server is refused with who holds it (its application_name names the host and pid).
+ */
+export async function lockPostgres(pool: pg.Pool, url: string): Promise<{ release(): Promise<void> }> {
+  const client = await pool.connect()
+  try {
+    await client.query(`set application_name = '${applicationName()}'`)
+    const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1, $2) as locked', [...LOCK_KEYS])
+    if (!rows[0]?.locked) {
+      const holder = await client.query<{ application_name: string; client_addr: string | null; backend_start: Date }>(
+        `select a.application_name, a.client_addr, a.backend_start from pg_locks l join pg_stat_activity a on a.pid = l.pid
+         where l.locktype = 'advisory' and l.classid = $1 and l.objid = $2 and l.granted`, [...LOCK_KEYS])
+      const who = holder.rows[0]
+      const by = who ? ` (${who.application_name || 'a server'}${who.client_addr ? ` from ${who.client_addr}` : ''}, since ${who.backend_start.toISOString()})` : ''
+      throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) is in use by another server${by}: one server per database until several processes are supported`)
+    }
+  } catch (err) {
+    client.release()
+    throw err
+  }
+  let released: Promise<void> | undefined
+  return {
+    release: () => (released ??= client.query('select pg_advisory_unlock($1, $2)', [...LOCK_KEYS]).then(() => client.release(), (err: Error) => client.release(err))),
+  }
+}
+
+/** What this process is called in pg_stat_activity (and in a refused second server's message). */
+function applicationName(): string {
+  return `service-mcp ${hostname()} pid ${process.pid}`.replace(/[^A-Za-z0-9 ._-]/g, '').slice(0, 63)
 }

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/client.js'
 import { lockDatabase, type DatabaseLock } from '../db/lock.js'
-import { openPostgres, postgresStore, uncachedCredentials } from '../db/postgres.js'
+import { lockPostgres, openPostgres, postgresStore, uncachedCredentials } from '../db/postgres.js'
 import { createRepos, reposOn, type Repos } from '../db/repos/index.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { PLUGIN } from './names.js'
@@ -60,11 +60,22 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
   fastify.decorate('repos', createRepos(handle.db))
 }
 
-/** A PostgreSQL database (SERVICE_DATABASE is a postgres:// URL): a pool, migrated, closed on shutdown. */
+/** A PostgreSQL database (SERVICE_DATABASE is a postgres:// URL): a pool, migrated, locked (one server), closed on shutdown. */
 async function usePostgres(fastify: FastifyInstance, url: string): Promise<void> {
   const handle = await openPostgres(url, { onError: (err) => fastify.log.warn({ err, database: maskedUrl(url) }, 'a pooled PostgreSQL connection failed') })
-  opened.set(fastify.config, () => void handle.close())
-  fastify.addHook('onClose', async () => handle.close())
+  let lock: Awaited<ReturnType<typeof lockPostgres>>
+  try {
+    lock = await lockPostgres(handle.pool, url)
+  } catch (err) {
+    await handle.close()
+    throw err
+  }
+  const close = async () => {
+    await lock.release()
+    await handle.close()
+  }
+  opened.set(fastify.config, () => void close())
+  fastify.addHook('onClose', close)
   fastify.decorate('database', null)
   fastify.decorate('repos', reposOn(postgresStore(handle.db), uncachedCredentials()))
 }

@@ -67,6 +67,11 @@ t.test('a server on PostgreSQL: tools, conflicts, revocation by another writer, 
   t.equal(backup.code, 2, 'backup refuses a PostgreSQL database')
   t.match(backup.stderr, /pg_dump/)
 
+  // A second server on the same database is refused while the first runs (it would take the first one's running
+  // deployments for a crash's leftovers), naming who holds it.
+  await t.rejects(startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY } }),
+    new RegExp(`is in use by another server \\(service-mcp \\S+ pid ${process.pid}`))
+
   // A restart on the same database: migrations are not applied twice, nothing is bootstrapped again, data is kept.
   await server.close()
   const again = await startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY } })
