@@ -192,6 +192,8 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
       fastify.log.error({ err, session: session.id }, 'could not check who may still read an updated resource')
       return
     }
+    // The role was read over a round trip (PostgreSQL): the client may have unsubscribed meanwhile.
+    if (!session.subscriptions?.uris.has(uri)) return
     notifySession(session, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } })
   }
   const unsubscribe = events.subscribe((event: ServerEvent) => {
