@@ -26,6 +26,21 @@ t.test('the cache answers until something changes, then forgets everything', asy
   t.equal(cache.size, 0)
 })
 
+t.test('a principal verified across a change is not kept: verifying reads the database asynchronously', async (t) => {
+  let changed = false
+  const cache = new CredentialCache({ changed: () => changed })
+  t.equal(cache.get('h1'), undefined, 'a miss: the caller verifies, and awaits the database')
+  const generation = cache.generation
+  // Meanwhile another request notices a change (a revocation committed after the verifier's read) and the cache drops.
+  changed = true
+  t.equal(cache.get('h2'), undefined)
+  changed = false
+  cache.set('h1', principal(), generation)
+  t.equal(cache.get('h1'), undefined, 'what was verified before the change is not kept')
+  cache.set('h1', principal(), cache.generation)
+  t.equal(cache.get('h1')?.credential, 'key:k1', 'what is verified after it is')
+})
+
 t.test('an entry lapses at the credential expiry', async (t) => {
   const cache = new CredentialCache({ changed: () => false })
   cache.set('h', principal({ expiresAt: 1000 }))
