@@ -23,7 +23,8 @@ export interface PostgresHandle {
  * password masked), like a SQLite file that cannot be opened.
  */
 export async function openPostgres(url: string, options: { migrate?: boolean; max?: number; onError?: (err: Error) => void } = {}): Promise<PostgresHandle> {
-  const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10 })
+  // Named in pg_stat_activity (and so in a refused second server's message, lockPostgres): host and pid.
+  const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, application_name: applicationName() })
   // An idle client whose connection drops emits 'error' on the pool; unheard, it would end the process.
   pool.on('error', (err) => options.onError?.(err))
   const db = drizzle(pool, { schema })
@@ -86,7 +87,6 @@ const LOCK_KEYS = [0x73657276, 1] as const
 export async function lockPostgres(pool: pg.Pool, url: string): Promise<{ release(): Promise<void> }> {
   const client = await pool.connect()
   try {
-    await client.query(`set application_name = '${applicationName()}'`)
     const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1, $2) as locked', [...LOCK_KEYS])
     if (!rows[0]?.locked) {
       const holder = await client.query<{ application_name: string; client_addr: string | null; backend_start: Date }>(
