@@ -202,6 +202,7 @@ export const deployments = pgTable('deployments', {
   exitCode: integer('exit_code'),
   outcome: text('outcome'),
   pgid: integer('pgid'),
+  owner: text('owner'),
 }, (t) => [
   index('deployments_app_idx').on(t.appId, t.id),
   index('deployments_org_idx').on(t.organizationId, t.id),
@@ -240,6 +241,7 @@ export const idempotencyRecords = pgTable('idempotency_records', {
   createdAt: createdAt(),
   updatedAt: millis('updated_at').notNull(),
   expiresAt: millis('expires_at').notNull(),
+  owner: text('owner'),
 }, (t) => [
   primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
   index('idempotency_records_expires_idx').on(t.expiresAt),
@@ -257,9 +259,18 @@ export const tasks = pgTable('tasks', {
   createdAt: createdAt(),
   updatedAt: millis('updated_at').notNull(),
   expiresAt: millis('expires_at').notNull(),
+  owner: text('owner'),
 }, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])
 export const serviceMeta = pgTable('service_meta', {
   name: text('name').primaryKey(),
   value: text('value').notNull(),
   updatedAt: millis('updated_at').notNull(),
+})
+
+export const processes = pgTable('processes', {
+  id: text('id').primaryKey(),
+  host: text('host').notNull(),
+  pid: integer('pid').notNull(),
+  startedAt: millis('started_at').notNull(),
+  leaseUntil: millis('lease_until').notNull(),
 })

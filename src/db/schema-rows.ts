@@ -31,6 +31,7 @@ type Checks = {
   auditLog: Exactly<rows.AuditEntry, typeof schema.auditLog.$inferSelect>
   idempotencyRecords: Exactly<rows.IdempotencyRecord, typeof schema.idempotencyRecords.$inferSelect>
   tasks: Exactly<rows.TaskRow, typeof schema.tasks.$inferSelect>
+  processes: Exactly<rows.ProcessRow, typeof schema.processes.$inferSelect>
 }
 
 /** Fails to compile, naming the table, when a row differs from it (its entry's type is then `false`). */
@@ -54,6 +55,7 @@ export const ROWS_MATCH_SCHEMA: Checks = {
   auditLog: true,
   idempotencyRecords: true,
   tasks: true,
+  processes: true,
 }
 
 /**

@@ -250,6 +250,8 @@ export const deployments = sqliteTable('deployments', {
   outcome: text('outcome'),
   /** Process group of the run while it lives: what a restart stops if a crash left it running. */
   pgid: integer('pgid'),
+  /** The server process running it (`processes.id`) while queued or running: only a dead owner's runs are recovered. */
+  owner: text('owner'),
 }, (t) => [
   index('deployments_app_idx').on(t.appId, t.id),
   index('deployments_org_idx').on(t.organizationId, t.id),
@@ -303,6 +305,8 @@ export const idempotencyRecords = sqliteTable('idempotency_records', {
   updatedAt: integer('updated_at').notNull(),
   /** When a finished or interrupted record may be purged: 24 h after the call ended. */
   expiresAt: integer('expires_at').notNull(),
+  /** The server process running the call (`processes.id`) while pending or running. */
+  owner: text('owner'),
 }, (t) => [
   primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
   index('idempotency_records_expires_idx').on(t.expiresAt),
@@ -330,6 +334,8 @@ export const tasks = sqliteTable('tasks', {
   createdAt: createdAt(),
   updatedAt: integer('updated_at').notNull(),
   expiresAt: integer('expires_at').notNull(),
+  /** The server process running the task (`processes.id`) while it is working. */
+  owner: text('owner'),
 }, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])
 
 /**
@@ -341,4 +347,20 @@ export const serviceMeta = sqliteTable('service_meta', {
   name: text('name').primaryKey(),
   value: text('value').notNull(),
   updatedAt: integer('updated_at').notNull(),
+})
+
+/**
+ * The server processes serving this database, each holding a lease it renews (SERVICE_LEASE_MS). Work in progress
+ * (deployments, confirmed calls, tasks) names the process running it in `owner`; a process whose lease has lapsed is
+ * dead, and only its work is recovered as interrupted, so several processes can share one database
+ * (src/coordination/process-registry.ts). A process removes its row when it stops.
+ */
+export const processes = sqliteTable('processes', {
+  id: text('id').primaryKey(),
+  /** Where it runs: its work's process groups can be stopped only from the same host. */
+  host: text('host').notNull(),
+  pid: integer('pid').notNull(),
+  startedAt: integer('started_at').notNull(),
+  /** Alive until then (Unix ms, its own clock); renewed a few times per lease. */
+  leaseUntil: integer('lease_until').notNull(),
 })

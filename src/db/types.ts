@@ -214,6 +214,8 @@ export type Deployment = {
   exitCode: number | null
   outcome: string | null
   pgid: number | null
+  /** The server process running it while queued or running. */
+  owner: string | null
 }
 
 export type DeploymentLogLine = {
@@ -251,6 +253,8 @@ export type IdempotencyRecord = {
   createdAt: number
   updatedAt: number
   expiresAt: number
+  /** The server process running the call while pending or running. */
+  owner: string | null
 }
 
 export type TaskRow = {
@@ -266,4 +270,15 @@ export type TaskRow = {
   createdAt: number
   updatedAt: number
   expiresAt: number
+  /** The server process running the task while it is working. */
+  owner: string | null
+}
+
+/** A server process serving the database, alive while its lease lasts (schema.ts `processes`). */
+export type ProcessRow = {
+  id: string
+  host: string
+  pid: number
+  startedAt: number
+  leaseUntil: number
 }

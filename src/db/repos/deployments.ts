@@ -24,7 +24,7 @@ export function deploymentsRepo(store: Store) {
     : undefined
 
   return {
-    async create(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string | null; pipeline: string; createdBy: string | null }): Promise<Deployment> {
+    async create(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string | null; pipeline: string; createdBy: string | null; owner?: string | null }): Promise<Deployment> {
       const row: Deployment = {
         id: newId('dep'),
         appId: input.appId,
@@ -40,6 +40,7 @@ export function deploymentsRepo(store: Store) {
         exitCode: null,
         outcome: null,
         pgid: null,
+        owner: input.owner ?? null,
       }
       await db.insert(deployments).values(row)
       return row

@@ -14,6 +14,7 @@ import { membershipsRepo } from './memberships.js'
 import { oauthClientsRepo } from './oauth-clients.js'
 import { oauthGrantsRepo } from './oauth-grants.js'
 import { organizationsRepo } from './organizations.js'
+import { processesRepo } from './processes.js'
 import { requestStateKeysRepo } from './request-state-keys.js'
 import { serviceMetaRepo } from './service-meta.js'
 import { sessionsRepo } from './sessions.js'
@@ -45,6 +46,8 @@ function buildRepos(store: Store, changes: CredentialChanges) {
     browserSessions: browserSessionsRepo(store),
     authorizations: authorizationsRepo(store),
     oauthGrants: oauthGrantsRepo(store, changes),
+    /** The server processes serving the database, and their leases. */
+    processes: processesRepo(store),
   }
 }
 

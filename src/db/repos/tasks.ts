@@ -11,8 +11,8 @@ const TERMINAL: TaskStatus[] = ['completed', 'failed', 'cancelled']
 export function tasksRepo(store: Store) {
   const { db, t: { tasks } } = store
   return {
-    async create(row: Omit<TaskRow, 'statusMessage' | 'result' | 'error' | 'cancelRequestedAt'> & { statusMessage?: string | null }): Promise<TaskRow> {
-      const task: TaskRow = { statusMessage: null, result: null, error: null, cancelRequestedAt: null, ...row }
+    async create(row: Omit<TaskRow, 'statusMessage' | 'result' | 'error' | 'cancelRequestedAt' | 'owner'> & { statusMessage?: string | null; owner?: string | null }): Promise<TaskRow> {
+      const task: TaskRow = { statusMessage: null, result: null, error: null, cancelRequestedAt: null, owner: null, ...row }
       await db.insert(tasks).values(task)
       return task
     },
