@@ -4,6 +4,8 @@ import { clientErrorHandler, serverFactory } from './lib/http-edge.js'
 import type { Config, TrustProxy } from './config.js'
 import type { DatabaseHandle } from './db/client.js'
 import authPlugin from './plugins/auth.js'
+import coordinationPlugin from './plugins/coordination.js'
+import processesPlugin from './plugins/processes.js'
 import dbPlugin from './plugins/db.js'
 import discoveryPlugin from './plugins/discovery.js'
 import elicitationPlugin from './plugins/elicitation/index.js'
@@ -110,8 +112,10 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     clientErrorHandler,
   })
   await app.register(httpPlugin, { config })
+  await app.register(coordinationPlugin)
   await app.register(rateLimitsPlugin)
   await app.register(dbPlugin, { path: config.database, ...(options.database ? { handle: options.database } : {}) })
+  await app.register(processesPlugin)
   await app.register(rpcPlugin)
   // Observability before the route plugins, whose routes their hooks must see; each registers nothing when off.
   await app.register(healthPlugin)

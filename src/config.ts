@@ -29,6 +29,9 @@ interface RawConfig {
   port: number
   baseUrl: string
   database: string
+  redisUrl: string
+  redisPrefix: string
+  leaseMs: number
   configFile: string
   logLevel: string
   accessLog: boolean
@@ -166,6 +169,9 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'port', env: 'SERVICE_PORT', flag: '--port', kind: 'int', default: 3000, min: 0, max: 65535, doc: 'TCP port (0 picks a free port)' },
   { key: 'baseUrl', env: 'SERVICE_BASE_URL', flag: '--base-url', kind: 'url', default: '', doc: 'Public base address (the one clients use); default `http://{host}:{port}` for a loopback host, required for any other' },
   { key: 'database', env: 'SERVICE_DATABASE', flag: '--database', kind: 'string', default: './data/service.db', doc: 'SQLite file (`:memory:` for a throwaway database), or a PostgreSQL database: `postgres://user:password@host/db`' },
+  { key: 'redisUrl', env: 'SERVICE_REDIS_URL', flag: '--redis-url', kind: 'string', default: '', doc: 'Redis (`redis://` or `rediss://`) that several processes serving one PostgreSQL database coordinate through; empty: one process serves the database' },
+  { key: 'redisPrefix', env: 'SERVICE_REDIS_PREFIX', flag: '--redis-prefix', kind: 'string', default: 'service-mcp:', doc: 'Prefix of every Redis key and channel the server uses (several deployments can share one Redis)' },
+  { key: 'leaseMs', env: 'SERVICE_LEASE_MS', flag: '--lease-ms', kind: 'int', default: 15_000, min: 3, doc: 'A process renews its lease in the database three times per this period; a process whose lease lapsed is dead, and its deployments, confirmed calls and tasks are recovered as interrupted (15 s)' },
   { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase; an unknown key stops the start)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
   { key: 'accessLog', env: 'SERVICE_ACCESS_LOG', flag: '--access-log', kind: 'bool', default: false, doc: 'Log one info line per finished response: request id, method, path (no query), status, duration, client address, user agent, JSON-RPC method' },
@@ -422,6 +428,13 @@ export function loadConfig(options: {
   // database must seal with the same key anyway.
   if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile) {
     throw new ConfigError('SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)')
+  }
+  if (cfg.redisUrl && !/^rediss?:\/\//i.test(cfg.redisUrl)) {
+    throw new ConfigError(`SERVICE_REDIS_URL ${JSON.stringify(maskedUrl(cfg.redisUrl))} must be a redis:// or rediss:// URL`)
+  }
+  // Several processes share what one database holds: a SQLite file is one process's (its lock file says so).
+  if (cfg.redisUrl && !isPostgresUrl(cfg.database)) {
+    throw new ConfigError('SERVICE_REDIS_URL lets several processes serve one database, which must then be PostgreSQL (SERVICE_DATABASE=postgres://…): a SQLite file is served by one process')
   }
   if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
   if (cfg.pipelines === null) {

@@ -11,7 +11,7 @@ import { buildApp, type BuildOptions } from './app.js'
 import { prepareBootstrap, printFirstStart, type BootstrapResult } from './bootstrap.js'
 import { adoptListeningPort, checkPipelineFolders, ConfigError, loadConfig, type Config } from './config.js'
 import { databaseFailure } from './db/client.js'
-import { releaseDatabaseOf } from './plugins/db.js'
+import { releaseFailedStart } from './lib/failed-start.js'
 
 export { defineTool, toolResult, ToolResult } from './plugins/tools/define.js'
 export type { ToolContext, ToolDefinition, ToolAnnotations, JsonSchema } from './plugins/tools/define.js'
@@ -98,9 +98,10 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
   try {
     app = await buildApp({ ...build, config, bootstrap: false })
   } catch (err) {
-    // A server that did not start lets go of its database file (and its lock), and a storage failure on the way (a
-    // full disk at bootstrap, a read-only file at recovery) is the DatabaseError naming the file and SERVICE_DATABASE.
-    releaseDatabaseOf(config)
+    // A server that did not start lets go of what it opened (its database file and lock, Redis, its process entry), and
+    // a storage failure on the way (a full disk at bootstrap, a read-only file at recovery) is the DatabaseError naming
+    // the file and SERVICE_DATABASE.
+    await releaseFailedStart(config)
     throw (options.database ? undefined : databaseFailure(config.database, err)) ?? err
   }
   const close = () => app.close()

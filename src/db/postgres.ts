@@ -78,23 +78,29 @@ export function uncachedCredentials(): CredentialChanges {
 const LOCK_KEYS = [0x73657276, 1] as const
 
 /**
- * One server per PostgreSQL database until processes coordinate (issue 14): like `<file>.lock` on SQLite (lock.ts), a
- * server marks as interrupted at start whatever the database says is in progress, so a second server on the same
- * database would take the first one's running deployments for a crash's leftovers. The server holds a session-level
- * advisory lock on a connection of its own for its whole life; PostgreSQL releases it when that connection ends, however
- * the process ends. A second server is refused with who holds it (its application_name names the host and pid).
+ * Who may serve a PostgreSQL database. A server marks as interrupted, at start, work whose owner is dead, and a server
+ * without Redis takes every other process for dead (it cannot know better): so such a server must be alone on its
+ * database, as `<file>.lock` makes it on SQLite (lock.ts), while servers that coordinate through Redis may be many
+ * (`shared`). Each holds an advisory lock for its whole life on a connection of its own: exclusive alone, shared by
+ * the coordinated ones, and PostgreSQL grants one kind or the other, never both. It releases the lock when that
+ * connection ends, however the process ends. A refused server is told who holds the lock (its application_name names
+ * the host and pid) and why.
  */
-export async function lockPostgres(pool: pg.Pool, url: string): Promise<{ release(): Promise<void> }> {
+export async function lockPostgres(pool: pg.Pool, url: string, mode: 'exclusive' | 'shared'): Promise<{ release(): Promise<void> }> {
   const client = await pool.connect()
+  const [take, unlock] = mode === 'exclusive' ? ['pg_try_advisory_lock', 'pg_advisory_unlock'] : ['pg_try_advisory_lock_shared', 'pg_advisory_unlock_shared']
   try {
-    const { rows } = await client.query<{ locked: boolean }>('select pg_try_advisory_lock($1, $2) as locked', [...LOCK_KEYS])
+    const { rows } = await client.query<{ locked: boolean }>(`select ${take}($1, $2) as locked`, [...LOCK_KEYS])
     if (!rows[0]?.locked) {
       const holder = await client.query<{ application_name: string; client_addr: string | null; backend_start: Date }>(
         `select a.application_name, a.client_addr, a.backend_start from pg_locks l join pg_stat_activity a on a.pid = l.pid
          where l.locktype = 'advisory' and l.classid = $1 and l.objid = $2 and l.granted`, [...LOCK_KEYS])
       const who = holder.rows[0]
       const by = who ? ` (${who.application_name || 'a server'}${who.client_addr ? ` from ${who.client_addr}` : ''}, since ${who.backend_start.toISOString()})` : ''
-      throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) is in use by another server${by}: one server per database until several processes are supported`)
+      const why = mode === 'exclusive'
+        ? 'a server without SERVICE_REDIS_URL serves its database alone; set the same SERVICE_REDIS_URL on every process to run several'
+        : 'it serves the database alone, without SERVICE_REDIS_URL; stop it, or give it the same SERVICE_REDIS_URL as this one'
+      throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) is in use by another server${by}: ${why}`)
     }
   } catch (err) {
     client.release()
@@ -102,7 +108,7 @@ export async function lockPostgres(pool: pg.Pool, url: string): Promise<{ releas
   }
   let released: Promise<void> | undefined
   return {
-    release: () => (released ??= client.query('select pg_advisory_unlock($1, $2)', [...LOCK_KEYS]).then(() => client.release(), (err: Error) => client.release(err))),
+    release: () => (released ??= client.query(`select ${unlock}($1, $2)`, [...LOCK_KEYS]).then(() => client.release(), (err: Error) => client.release(err))),
   }
 }
 

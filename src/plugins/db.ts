@@ -6,6 +6,7 @@ import { lockDatabase, type DatabaseLock } from '../db/lock.js'
 import { lockPostgres, openPostgres, postgresStore, uncachedCredentials } from '../db/postgres.js'
 import { createRepos, reposOn, type Repos } from '../db/repos/index.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
+import { releaseOnFailedStart } from '../lib/failed-start.js'
 import { PLUGIN } from './names.js'
 
 declare module 'fastify' {
@@ -14,18 +15,6 @@ declare module 'fastify' {
     /** The SQLite connection; null on PostgreSQL. */
     database: DatabaseHandle | null
   }
-}
-
-/**
- * What the plugin opened for each server (by its config object), so that a server whose start fails after this plugin
- * ran can still let go of its database and lock: Fastify runs no onClose hook for a server that never became ready.
- */
-const opened = new WeakMap<Config, () => void>()
-
-/** Closes the database (and releases the lock) a server that failed to start left open; nothing when there is none. */
-export function releaseDatabaseOf(config: Config): void {
-  opened.get(config)?.()
-  opened.delete(config)
 }
 
 /**
@@ -53,19 +42,23 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
       own.close()
       lock?.release()
     }
-    opened.set(fastify.config, close)
+    releaseOnFailedStart(fastify.config, close)
     fastify.addHook('onClose', async () => close())
   }
   fastify.decorate('database', handle)
   fastify.decorate('repos', createRepos(handle.db))
 }
 
-/** A PostgreSQL database (SERVICE_DATABASE is a postgres:// URL): a pool, migrated, locked (one server), closed on shutdown. */
+/**
+ * A PostgreSQL database (SERVICE_DATABASE is a postgres:// URL): a pool, migrated, locked, closed on shutdown. A process
+ * without Redis serves it alone (an exclusive advisory lock, decision 5 of docs/multi-process.md); processes that
+ * coordinate through Redis (plugins/coordination.ts) share it (a shared one).
+ */
 async function usePostgres(fastify: FastifyInstance, url: string): Promise<void> {
   const handle = await openPostgres(url, { onError: (err) => fastify.log.warn({ err, database: maskedUrl(url) }, 'a pooled PostgreSQL connection failed') })
   let lock: Awaited<ReturnType<typeof lockPostgres>>
   try {
-    lock = await lockPostgres(handle.pool, url)
+    lock = await lockPostgres(handle.pool, url, fastify.coordination.shared ? 'shared' : 'exclusive')
   } catch (err) {
     await handle.close()
     throw err
@@ -74,10 +67,10 @@ async function usePostgres(fastify: FastifyInstance, url: string): Promise<void>
     await lock.release()
     await handle.close()
   }
-  opened.set(fastify.config, () => void close())
+  releaseOnFailedStart(fastify.config, close)
   fastify.addHook('onClose', close)
   fastify.decorate('database', null)
   fastify.decorate('repos', reposOn(postgresStore(handle.db), uncachedCredentials()))
 }
 
-export default fp(dbPlugin, { name: PLUGIN.db, fastify: '5.x', dependencies: [PLUGIN.http] })
+export default fp(dbPlugin, { name: PLUGIN.db, fastify: '5.x', dependencies: [PLUGIN.http, PLUGIN.coordination] })

@@ -2,6 +2,8 @@
 export const PLUGIN = {
   http: 'mcp-http',
   db: 'mcp-db',
+  coordination: 'mcp-coordination',
+  processes: 'mcp-processes',
   rpc: 'mcp-rpc',
   auth: 'mcp-auth',
   sessions: 'mcp-sessions',

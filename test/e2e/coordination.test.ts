@@ -1,0 +1,97 @@
+import t from 'tap'
+import { loadConfig } from '../../src/config.js'
+import { postgresClient, postgresDatabase, redisKeys, redisPrefix, redisUrl } from '../helpers/backends.js'
+import { startServer } from '../helpers/server.js'
+
+/**
+ * Several processes on one PostgreSQL database, coordinated through Redis (SERVICE_REDIS_URL): each registers in the
+ * `processes` table with a lease, they share the database's advisory lock where a process alone holds it exclusively,
+ * and they reach each other over the bus. The processes are servers in this test process, which is what the
+ * coordination sees of them: their own connections, ids and leases.
+ */
+
+const ENV_KEY = Buffer.alloc(32, 0x2b).toString('base64')
+
+async function sharedServers(t: { teardown(fn: () => unknown): void }, count: number, extra: Record<string, unknown> = {}) {
+  const url = await postgresDatabase(t)
+  const prefix = redisPrefix(t)
+  const config = { envKey: ENV_KEY, redisUrl: redisUrl(), redisPrefix: prefix, ...extra }
+  const servers = []
+  for (let i = 0; i < count; i++) servers.push(await startServer(t, { dbPath: url, config }))
+  return { url, prefix, config, servers }
+}
+
+t.test('processes sharing a database register with leases, and a lone server is refused beside them', async (t) => {
+  const { url, config, servers: [a, b] } = await sharedServers(t, 2)
+  t.ok(a!.app.coordination.shared && b!.app.coordination.shared, 'both coordinate through Redis')
+  t.not(a!.app.processes.id, b!.app.processes.id, 'each process has its own id')
+  const db = await postgresClient(t, url)
+  const rows = (await db.query<{ id: string; lease_until: string }>('select id, lease_until from processes order by id')).rows
+  t.strictSame(rows.map((r) => r.id).sort(), [a!.app.processes.id, b!.app.processes.id].sort(), 'both are registered')
+  t.ok(rows.every((r) => Number(r.lease_until) > Date.now()), 'with a lease running')
+  t.strictSame((await a!.app.processes.liveIds()).sort(), rows.map((r) => r.id).sort(), 'each sees the other alive')
+
+  // A server without Redis would take the others for dead: it is refused while they run, and says why.
+  await t.rejects(startServer(t, { dbPath: url, config: { envKey: ENV_KEY } }), /in use by another server .*SERVICE_REDIS_URL/)
+
+  // A process that stops removes its entry; the other is unaffected.
+  await b!.close()
+  t.strictSame(await a!.app.processes.liveIds(), [a!.app.processes.id], 'a stopped process leaves the registry')
+  t.ok(config.redisUrl, 'shared')
+})
+
+t.test('a coordinated server is refused beside a server that holds the database alone', async (t) => {
+  const url = await postgresDatabase(t)
+  await startServer(t, { dbPath: url, config: { envKey: ENV_KEY } })
+  await t.rejects(startServer(t, { dbPath: url, config: { envKey: ENV_KEY, redisUrl: redisUrl(), redisPrefix: redisPrefix(t) } }),
+    /in use by another server .*serves the database alone/)
+})
+
+t.test('a process whose lease lapsed is recovered by another, once, and leaves the registry', async (t) => {
+  const { url, servers: [a, b] } = await sharedServers(t, 2, { leaseMs: 60_000 })
+  const db = await postgresClient(t, url)
+  await db.query('insert into processes (id, host, pid, started_at, lease_until) values ($1, $2, $3, $4, $5)', ['proc_dead', 'elsewhere', 1, 1, Date.now() - 1])
+  const recovered: string[][] = []
+  a!.app.processes.onDead(async (ids) => { recovered.push(ids) })
+  b!.app.processes.onDead(async (ids) => { recovered.push(ids) })
+  const [fromA, fromB] = await Promise.all([a!.app.processes.recoverLapsed(), b!.app.processes.recoverLapsed()])
+  t.ok(fromA.includes('proc_dead') || fromB.includes('proc_dead'), 'the dead process is found')
+  t.ok(recovered.length >= 1 && recovered.every((ids) => ids.length === 1 && ids[0] === 'proc_dead'), 'its work is recovered, nobody else\'s')
+  t.equal((await db.query('select 1 from processes where id = $1', ['proc_dead'])).rowCount, 0, 'its entry is removed')
+  t.equal((await a!.app.processes.recoverLapsed()).length, 0, 'nothing left to recover')
+})
+
+t.test('a process whose entry was removed (its lease lapsed) registers again at its next renewal', async (t) => {
+  const { url, servers: [a] } = await sharedServers(t, 1, { leaseMs: 60_000 })
+  const db = await postgresClient(t, url)
+  await db.query('delete from processes')
+  await a!.app.processes.tick()
+  t.strictSame(await a!.app.processes.liveIds(), [a!.app.processes.id])
+})
+
+t.test('the bus carries a message from one process to every process', async (t) => {
+  const { prefix, servers: [a, b] } = await sharedServers(t, 2)
+  const heard: Array<[string, unknown]> = []
+  const both = new Promise<void>((resolve) => {
+    for (const [name, server] of [['a', a!], ['b', b!]] as const) {
+      void server.app.coordination.bus.subscribe('test', (message) => {
+        heard.push([name, message])
+        if (heard.length === 2) resolve()
+      })
+    }
+  })
+  // Subscriptions are acknowledged before subscribe resolves; give both a turn.
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  await a!.app.coordination.bus.publish('test', { hello: 'world' })
+  await both
+  t.strictSame(heard.map(([name]) => name).sort(), ['a', 'b'])
+  t.ok(heard.every(([, m]) => (m as { hello: string }).hello === 'world'))
+  t.strictSame(await redisKeys(prefix), [], 'publish/subscribe leaves no key behind')
+})
+
+t.test('SERVICE_REDIS_URL is checked at start', async (t) => {
+  t.throws(() => loadConfig({ env: { SERVICE_REDIS_URL: 'redis://127.0.0.1:1', SERVICE_DATABASE: '/tmp/x.db' }, argv: [] }), /must then be PostgreSQL/)
+  t.throws(() => loadConfig({ env: { SERVICE_REDIS_URL: 'http://x', SERVICE_DATABASE: 'postgres://u@h/d', SERVICE_ENV_KEY: ENV_KEY }, argv: [] }), /redis:\/\/ or rediss:\/\//)
+  const url = await postgresDatabase(t)
+  await t.rejects(startServer(t, { dbPath: url, config: { envKey: ENV_KEY, redisUrl: 'redis://127.0.0.1:1', redisPrefix: 'x:' } }), /Redis redis:\/\/127\.0\.0\.1:1 \(SERVICE_REDIS_URL\) cannot be reached/)
+})
