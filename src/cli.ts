@@ -219,7 +219,7 @@ async function restore(config: Config, words: string[], own: Record<string, stri
 }
 
 async function envKeyCommand(config: Config, words: string[], own: Record<string, string>): Promise<void> {
-  const { repos, close } = await openRepos(config.database)
+  const { repos, close } = await openRepos(config)
   try {
     switch (words[1]) {
       case 'check': {
@@ -251,7 +251,7 @@ async function envKeyCommand(config: Config, words: string[], own: Record<string
 }
 
 async function admin(config: Config, words: string[], own: Record<string, string>): Promise<void> {
-  const { repos, close } = await openRepos(config.database)
+  const { repos, close } = await openRepos(config)
   try {
     const [area, verb, ...rest] = words
     const key = `${area ?? ''} ${verb ?? ''}`.trim()
@@ -397,7 +397,7 @@ async function main(argv: string[]): Promise<void> {
   if (words[0] === 'serve') return serve(configFlags)
   const config = loadConfig({ argv: configFlags })
   if (words[0] === 'migrate') {
-    await (await openRepos(config.database)).close()
+    await (await openRepos(config)).close()
     return out(`migrations applied to ${maskedUrl(config.database)}`)
   }
   if ((words[0] === 'backup' || words[0] === 'restore') && isPostgresUrl(config.database)) {

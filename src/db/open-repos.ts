@@ -1,17 +1,63 @@
+import type { Config } from '../config.js'
+import { ConfigError } from '../config.js'
+import { credentialBarrier } from '../coordination/credential-barrier.js'
+import { connectRedis } from '../coordination/redis.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
+import { newId } from '../lib/crypto.js'
 import { openDatabase } from './client.js'
-import { openPostgres, postgresStore, uncachedCredentials } from './postgres.js'
+import { coordinatedServers, openPostgres, postgresStore, uncachedCredentials, type PostgresHandle } from './postgres.js'
 import { createRepos, reposOn, type Repos } from './repos/index.js'
+
+type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
 
 /**
  * The repositories on the database SERVICE_DATABASE names, for the command line: a SQLite file or a postgres:// URL,
  * migrated as the server would. `close` lets go of the connection (or pool).
+ *
+ * Servers that share a PostgreSQL database through Redis serve credentials from their caches, and learn of a change
+ * only through Redis (coordination/credential-barrier.ts): the command line joins them with the same SERVICE_REDIS_URL,
+ * and its revocations return once every server dropped its cache. Without it, it is refused beside such servers.
  */
-export async function openRepos(database: string, warn: (message: string) => void = () => {}): Promise<{ repos: Repos; close(): Promise<void> }> {
-  if (isPostgresUrl(database)) {
-    const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
-    return { repos: reposOn(postgresStore(handle.db), uncachedCredentials()), close: () => handle.close() }
+export async function openRepos(where: Where, warn: (message: string) => void = () => {}): Promise<{ repos: Repos; close(): Promise<void> }> {
+  const { database } = where
+  if (!isPostgresUrl(database)) {
+    const handle = openDatabase(database)
+    return { repos: createRepos(handle.db), close: async () => handle.close() }
   }
-  const handle = openDatabase(database)
-  return { repos: createRepos(handle.db), close: async () => handle.close() }
+  const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
+  try {
+    if (!where.redisUrl) {
+      const servers = await coordinatedServers(handle.pool)
+      if (servers > 0) {
+        throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis: set SERVICE_REDIS_URL (and SERVICE_REDIS_PREFIX) as they have them, so that a change made here reaches them`)
+      }
+      return { repos: reposOn(postgresStore(handle.db), uncachedCredentials()), close: () => handle.close() }
+    }
+    return await withBarrier(where, handle, warn)
+  } catch (err) {
+    await handle.close()
+    throw err
+  }
+}
+
+async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void) {
+  const link = await connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskedUrl(where.redisUrl)}: ${err.message}`))
+  const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
+  const barrier = credentialBarrier({
+    bus: link.bus,
+    processId: newId('cli'),
+    leaseMs: where.leaseMs,
+    liveIds: live,
+    warn: (message, details) => warn(`${message}: ${JSON.stringify(details)}`),
+  })
+  const repos = reposOn(postgresStore(handle.db), barrier)
+  await barrier.start({ serving: false })
+  return {
+    repos,
+    close: async () => {
+      barrier.stop()
+      await link.close()
+      await handle.close()
+    },
+  }
 }

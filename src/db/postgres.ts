@@ -63,9 +63,10 @@ export function postgresStore(db: NodePgDatabase<typeof schema>): RootStore {
 }
 
 /**
- * Credential changes on PostgreSQL, until processes share them (issue 14, the revocation barrier): whether another
- * process (the CLI, another server) has revoked a key cannot be known without asking, so every request asks. Nothing is
- * served from the credential cache: a revocation counts on the very next request, at the cost of one query per request.
+ * Credential changes on PostgreSQL without Redis: nothing tells this process of a key revoked by another writer (the
+ * CLI, straight SQL), so every request asks the database and nothing is served from the credential cache. A revocation
+ * counts on the very next request, at the cost of one query per request. Processes coordinated through Redis cache
+ * credentials and hear of changes through the barrier instead (coordination/credential-barrier.ts).
  */
 export function uncachedCredentials(): CredentialChanges {
   return {
@@ -110,6 +111,13 @@ export async function lockPostgres(pool: pg.Pool, url: string, mode: 'exclusive'
   return {
     release: () => (released ??= client.query(`select ${unlock}($1, $2)`, [...LOCK_KEYS]).then(() => client.release(), (err: Error) => client.release(err))),
   }
+}
+
+/** How many servers hold the database's lock shared: processes coordinated through Redis (lockPostgres). */
+export async function coordinatedServers(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(
+    `select count(*)::int as n from pg_locks where locktype = 'advisory' and classid = $1 and objid = $2 and mode = 'ShareLock' and granted`, [...LOCK_KEYS])
+  return rows[0]?.n ?? 0
 }
 
 /** What this process is called in pg_stat_activity (and in a refused second server's message). */

@@ -1,9 +1,9 @@
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { ConfigError } from '../config.js'
-import { localBus, redisBus, type Bus } from '../coordination/bus.js'
+import { localBus, type Bus } from '../coordination/bus.js'
 import { newProcessId } from '../coordination/process-registry.js'
+import { connectRedis } from '../coordination/redis.js'
 import { maskedUrl } from '../lib/database-url.js'
 import { releaseOnFailedStart } from '../lib/failed-start.js'
 import { PLUGIN } from './names.js'
@@ -33,9 +33,6 @@ declare module 'fastify' {
   }
 }
 
-/** How long a start waits for Redis before it gives up with a sentence naming SERVICE_REDIS_URL. */
-const CONNECT_TIMEOUT_MS = 5_000
-
 const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
   const { config } = fastify
   const processId = newProcessId()
@@ -45,38 +42,14 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
     return
   }
   const where = maskedUrl(config.redisUrl)
-  const options = {
-    lazyConnect: true,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    // A command issued while Redis is away waits for it a little, then fails (the caller answers 503), rather than
-    // queueing for ever.
-    maxRetriesPerRequest: 2,
-    connectionName: `service-mcp:${processId}`,
-  }
-  const redis = new Redis(config.redisUrl, options)
-  const subscriber = new Redis(config.redisUrl, options)
-  for (const [connection, role] of [[redis, 'commands'], [subscriber, 'subscriptions']] as const) {
-    // An 'error' event nobody listens to would end the process; ioredis reconnects on its own.
-    connection.on('error', (err: Error) => fastify.log.warn({ err: err.message, redis: where, connection: role }, 'Redis connection error'))
-  }
-  try {
-    await Promise.all([redis.connect(), subscriber.connect()])
-  } catch (err) {
-    redis.disconnect()
-    subscriber.disconnect()
-    throw new ConfigError(`Redis ${where} (SERVICE_REDIS_URL) cannot be reached: ${(err as Error).message}`, { cause: err })
-  }
-  const bus = redisBus(redis, subscriber, prefix)
+  // ioredis reconnects on its own; what it reports meanwhile is logged.
+  const link = await connectRedis(config.redisUrl, prefix, `service-mcp:${processId}`, (err, connection) => fastify.log.warn({ err: err.message, redis: where, connection }, 'Redis connection error'))
+  const { redis, bus } = link
   bus.onLost(() => fastify.log.warn({ redis: where }, 'Redis subscription lost: reconnecting'))
   bus.onResubscribed(() => fastify.log.info({ redis: where }, 'Redis subscription back'))
   fastify.decorate('coordination', { processId, shared: true, redis, bus, key: (name: string) => prefix + name })
-  const close = async () => {
-    await bus.close()
-    subscriber.disconnect()
-    await redis.quit().catch(() => redis.disconnect())
-  }
-  releaseOnFailedStart(config, close)
-  fastify.addHook('onClose', close)
+  releaseOnFailedStart(config, () => link.close())
+  fastify.addHook('onClose', () => link.close())
 }
 
 export default fp(coordinationPlugin, { name: PLUGIN.coordination, fastify: '5.x', dependencies: [PLUGIN.http] })

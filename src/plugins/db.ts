@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Config } from '../config.js'
+import { credentialBarrier } from '../coordination/credential-barrier.js'
 import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/client.js'
 import { lockDatabase, type DatabaseLock } from '../db/lock.js'
 import { lockPostgres, openPostgres, postgresStore, uncachedCredentials } from '../db/postgres.js'
@@ -70,7 +70,18 @@ async function usePostgres(fastify: FastifyInstance, url: string): Promise<void>
   releaseOnFailedStart(fastify.config, close)
   fastify.addHook('onClose', close)
   fastify.decorate('database', null)
-  fastify.decorate('repos', reposOn(postgresStore(handle.db), uncachedCredentials()))
+  if (!fastify.coordination.shared) {
+    fastify.decorate('repos', reposOn(postgresStore(handle.db), uncachedCredentials()))
+    return
+  }
+  // Credential changes reach every process before the write that made them returns (coordination/credential-barrier.ts).
+  const { bus, processId } = fastify.coordination
+  const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
+  const barrier = credentialBarrier({ bus, processId, leaseMs: fastify.config.leaseMs, liveIds: live, warn: (message, details) => fastify.log.warn(details, message) })
+  const repos = reposOn(postgresStore(handle.db), barrier)
+  await barrier.start({ serving: true })
+  fastify.addHook('onClose', async () => barrier.stop())
+  fastify.decorate('repos', repos)
 }
 
 export default fp(dbPlugin, { name: PLUGIN.db, fastify: '5.x', dependencies: [PLUGIN.http, PLUGIN.coordination] })

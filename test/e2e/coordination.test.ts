@@ -1,6 +1,9 @@
 import t from 'tap'
 import { loadConfig } from '../../src/config.js'
 import { postgresClient, postgresDatabase, redisKeys, redisPrefix, redisUrl } from '../helpers/backends.js'
+import { cli } from '../helpers/cli.js'
+import { callTool, openSession, post } from '../helpers/mcp.js'
+import { createMember } from '../helpers/seed.js'
 import { startServer } from '../helpers/server.js'
 
 /**
@@ -94,4 +97,35 @@ t.test('SERVICE_REDIS_URL is checked at start', async (t) => {
   t.throws(() => loadConfig({ env: { SERVICE_REDIS_URL: 'http://x', SERVICE_DATABASE: 'postgres://u@h/d', SERVICE_ENV_KEY: ENV_KEY }, argv: [] }), /redis:\/\/ or rediss:\/\//)
   const url = await postgresDatabase(t)
   await t.rejects(startServer(t, { dbPath: url, config: { envKey: ENV_KEY, redisUrl: 'redis://127.0.0.1:1', redisPrefix: 'x:' } }), /Redis redis:\/\/127\.0\.0\.1:1 \(SERVICE_REDIS_URL\) cannot be reached/)
+})
+
+t.test('a revocation made on one process counts on the very next request on another, CLI included', async (t) => {
+  const { url, prefix, servers: [a, b] } = await sharedServers(t, 2)
+  let id = 1
+  const whoami = async (server: typeof b, headers: Record<string, string>) => (await post(server!.mcpUrl, callTool('service_whoami', {}, id++), headers)).status
+
+  const first = await createMember(a!, { role: 'developer' })
+  const onB = (await openSession(b!.mcpUrl, first.key)).headers
+  t.equal(await whoami(b, onB), 200, 'the member is served by B')
+  // A write nobody announces (straight SQL) is not seen: B serves the member from its cache. This is what the barrier
+  // is for, and it shows that the refusal below comes from it.
+  const db = await postgresClient(t, url)
+  await db.query('update api_keys set revoked_at = $1 where id = $2', [Date.now(), first.keyId])
+  t.equal(await whoami(b, onB), 200, 'B serves the key from its cache')
+  await db.query('update api_keys set revoked_at = null where id = $1', [first.keyId])
+  await a!.app.repos.apiKeys.revoke(first.keyId)
+  t.equal(await whoami(b, onB), 401, 'revoked through A: refused by B on the very next request')
+
+  // The command line joins the servers through Redis; without it, it is refused beside them.
+  const second = await createMember(a!, { role: 'developer' })
+  const secondOnB = (await openSession(b!.mcpUrl, second.key)).headers
+  t.equal(await whoami(b, secondOnB), 200)
+  const env = { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY }
+  const refused = await cli(['keys', 'revoke', second.keyId], env)
+  t.equal(refused.code, 2, 'the CLI without SERVICE_REDIS_URL is refused')
+  t.match(refused.stderr, /coordinated through Redis: set SERVICE_REDIS_URL/)
+  t.equal(await whoami(b, secondOnB), 200, 'and changed nothing')
+  const revoked = await cli(['keys', 'revoke', second.keyId], { ...env, SERVICE_REDIS_URL: redisUrl(), SERVICE_REDIS_PREFIX: prefix })
+  t.equal(revoked.code, 0, revoked.stderr)
+  t.equal(await whoami(b, secondOnB), 401, 'revoked by the CLI: refused by B on the very next request')
 })

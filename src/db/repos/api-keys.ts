@@ -196,7 +196,7 @@ export function apiKeysRepo(store: Store, changes: CredentialChanges) {
     /** Marks a key revoked (audited when `by` is given); returns false when it does not exist or was already revoked. */
     async revoke(id: string, by?: CredentialActor): Promise<boolean> {
       const revoked = await revokeKey(store, id, by)
-      changes.bump()
+      await changes.bump()
       return revoked
     },
     /**
@@ -212,7 +212,7 @@ export function apiKeysRepo(store: Store, changes: CredentialChanges) {
         if (!(await revokeKey(tx, previous.id, by, { replaced_by: next.record.id }))) throw new Error(`API key ${previous.id} was revoked during its rotation`)
         return { ...next, previous }
       })
-      if (rotated) changes.bump()
+      if (rotated) await changes.bump()
       return rotated
     },
   }

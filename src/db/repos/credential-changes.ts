@@ -8,7 +8,11 @@ import { commitWatch } from '../commit-watch.js'
  * (commit-watch.ts: one read of the wal-index header) answers first, and SQLite is asked only after some commit.
  */
 export interface CredentialChanges {
-  bump(): void
+  /**
+   * Called once a write that changes what a credential resolves to is committed. Processes that share the database
+   * (coordination/credential-barrier.ts) resolve it when every one of them has dropped its cache.
+   */
+  bump(): void | Promise<void>
   /** True when anything changed since the previous call (one consumer: the credential cache). */
   takeChanged(): boolean
 }

@@ -76,8 +76,15 @@ export function reposOn(store: RootStore, changes: CredentialChanges) {
      * Runs `fn` in one transaction with that transaction's repositories: all of its writes land, or none. `fn` must use
      * `tx`, not these repositories (on SQLite they wait for the transaction to end), and await nothing else.
      */
-    transaction<T>(fn: (tx: TxRepos) => Promise<T>): Promise<T> {
-      return store.transaction((tx) => fn(txRepos(tx)))
+    async transaction<T>(fn: (tx: TxRepos) => Promise<T>): Promise<T> {
+      // SQLite: one connection under one lock, so nobody reads between a change noticed inside the transaction and its
+      // commit. Elsewhere a change is announced only once committed (other processes would re-read the old rows).
+      if (store.dialect === 'sqlite') return store.transaction((tx) => fn(txRepos(tx)))
+      let bumped = false
+      const deferred: CredentialChanges = { bump: () => void (bumped = true), takeChanged: () => changes.takeChanged() }
+      const result = await store.transaction((tx) => fn(buildRepos(tx, deferred)))
+      if (bumped) await changes.bump()
+      return result
     },
   }
 }

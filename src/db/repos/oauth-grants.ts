@@ -108,7 +108,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
       const revoked = await db.update(accessTokens).set({ revokedAt: at })
         .where(and(eq(accessTokens.jti, jti), isNull(accessTokens.revokedAt)))
         .returning({ jti: accessTokens.jti })
-      changes.bump()
+      await changes.bump()
       return revoked.length === 1
     },
     /** Revokes a grant, its refresh tokens (by the grant's revocation) and its access tokens; returns their jtis. */
@@ -118,7 +118,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
           .where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)))
         return revokeGrantTokens(tx.db, grantId, at)
       })
-      changes.bump()
+      await changes.bump()
       return jtis
     },
     /**
@@ -147,7 +147,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
         }
         return { grants: revoked.length, jtis }
       })
-      changes.bump()
+      await changes.bump()
       return result
     },
     /** The membership this user last authorized this client for (newest grant, even if since revoked), if any. */

@@ -42,7 +42,7 @@ export function usersRepo(store: Store, changes: CredentialChanges) {
     },
     async setDisabled(id: string, disabled: boolean): Promise<void> {
       await db.update(users).set({ disabledAt: disabled ? Date.now() : null }).where(eq(users.id, id))
-      changes.bump()
+      await changes.bump()
     },
     async count(): Promise<number> {
       return (await db.select({ n: count() }).from(users))[0]?.n ?? 0

@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto'
+import type { CredentialChanges } from '../db/repos/credential-changes.js'
+import type { Bus } from './bus.js'
+
+/** Channels of the barrier (under SERVICE_REDIS_PREFIX, like every channel). */
+const CHANGED = 'credentials:changed'
+const ACKED = 'credentials:acked'
+const BEAT = 'credentials:beat'
+
+export interface CredentialBarrierOptions {
+  bus: Bus
+  /** This process (a server's registry id; the command line's own). */
+  processId: string
+  /** SERVICE_LEASE_MS: how long a writer waits at most for a process that does not answer. */
+  leaseMs: number
+  /** The ids of the server processes alive now (the processes table). */
+  liveIds(): Promise<string[]>
+  warn(message: string, details: Record<string, unknown>): void
+  now?: () => number
+}
+
+export interface CredentialBarrier extends CredentialChanges {
+  /** Subscribes (and, for a server, starts its heartbeat); before any request is served. */
+  start(options: { serving: boolean }): Promise<void>
+  stop(): void
+}
+
+/**
+ * Credential changes between processes that share a database (decision 3 of docs/multi-process.md): a revocation counts
+ * on the very next request on every process, which a notification alone cannot promise (it arrives a moment later).
+ *
+ * The writer, once its change is committed, publishes it and waits until every live server process has answered that
+ * it dropped its credential cache (`bump` resolves then), so a request that reaches any process after the write returned
+ * is verified against the database. A process that does not answer within a lease is dead (its lease lapsed) or cut
+ * off from Redis; a process cut off from Redis stops serving from its cache on its own, because it trusts its cache only
+ * while it hears the heartbeat it publishes every third of a lease through Redis (a subscription that died silently
+ * hears nothing): so after one lease the writer may go on in every case, and it says which processes did not answer.
+ */
+export function credentialBarrier(options: CredentialBarrierOptions): CredentialBarrier {
+  const { bus, processId, leaseMs } = options
+  const now = options.now ?? Date.now
+  let changed = false
+  let lastHeard = Number.NEGATIVE_INFINITY
+  const waits = new Map<string, { acked: Set<string>; wake(): void }>()
+  const unsubscribe: Array<() => void> = []
+  let beat: NodeJS.Timeout | null = null
+
+  const heard = () => {
+    const at = now()
+    // Silent for a lease: a change published meanwhile may never have arrived, so nothing cached before is trusted.
+    if (at - lastHeard >= leaseMs) changed = true
+    lastHeard = at
+  }
+
+  /** True while this process may trust its cache: its subscription carried something within the last lease. */
+  const trusted = () => bus.listening && now() - lastHeard < leaseMs
+
+  async function publishChange(): Promise<void> {
+    const id = randomUUID()
+    const acked = new Set<string>([processId])
+    let wake = () => {}
+    waits.set(id, { acked, wake: () => wake() })
+    const deadline = now() + leaseMs
+    try {
+      await bus.publish(CHANGED, { id, from: processId })
+      for (;;) {
+        const missing = (await options.liveIds()).filter((p) => !acked.has(p))
+        if (missing.length === 0) return
+        const left = deadline - now()
+        if (left <= 0) {
+          options.warn('credential change: some processes did not acknowledge it within a lease; they serve no cached credential until they hear Redis again', { processes: missing })
+          return
+        }
+        // Woken by the next acknowledgement, or after a while to read the live processes again (one may have died).
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(left, Math.max(1, Math.floor(leaseMs / 6))))
+          wake = () => {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+      }
+    } finally {
+      waits.delete(id)
+    }
+  }
+
+  return {
+    bump() {
+      changed = true
+      return publishChange()
+    },
+    takeChanged() {
+      // Cut off (or not yet sure it hears Redis): every request is verified against the database.
+      if (!trusted()) return true
+      if (!changed) return false
+      changed = false
+      return true
+    },
+    async start({ serving }) {
+      unsubscribe.push(await bus.subscribe(ACKED, (message) => {
+        const { id, by } = message as { id?: string; by?: string }
+        const wait = id === undefined ? undefined : waits.get(id)
+        if (wait && typeof by === 'string') {
+          wait.acked.add(by)
+          wait.wake()
+        }
+      }))
+      if (!serving) return
+      // A subscription that dropped may have missed changes, whatever the heartbeat says.
+      bus.onLost(() => void (changed = true))
+      bus.onResubscribed(() => void (changed = true))
+      unsubscribe.push(await bus.subscribe(CHANGED, (message) => {
+        heard()
+        changed = true
+        const { id } = message as { id?: string }
+        // The cache is dropped at the next look (takeChanged), before any entry of it is used again.
+        if (typeof id === 'string') void bus.publish(ACKED, { id, by: processId }).catch(() => {})
+      }))
+      unsubscribe.push(await bus.subscribe(BEAT, heard))
+      const every = Math.max(1, Math.floor(leaseMs / 3))
+      const tick = () => void bus.publish(BEAT, { from: processId }).catch(() => {})
+      beat = setInterval(tick, every)
+      beat.unref()
+      tick()
+    },
+    stop() {
+      if (beat) clearInterval(beat)
+      beat = null
+      for (const u of unsubscribe.splice(0)) u()
+    },
+  }
+}
