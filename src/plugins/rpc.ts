@@ -19,7 +19,12 @@ const rpcPlugin: FastifyPluginAsync = async (fastify) => {
   // with logging/setLevel, modern requests with io.modelcontextprotocol/logLevel.
   rpc.capabilities.declare(['legacy', 'modern'], 'logging', {})
   fastify.decorate('rpc', rpc)
-  fastify.decorate('events', new EventBus())
+  const events = new EventBus()
+  if (fastify.coordination.shared) {
+    const stop = await events.relayThrough(fastify.coordination.bus)
+    fastify.addHook('onClose', async () => stop())
+  }
+  fastify.decorate('events', events)
 }
 
-export default fp(rpcPlugin, { name: PLUGIN.rpc, fastify: '5.x' })
+export default fp(rpcPlugin, { name: PLUGIN.rpc, fastify: '5.x', dependencies: [PLUGIN.coordination] })

@@ -4,6 +4,7 @@ import { HeartbeatRegistry } from '../lib/sse.js'
 import { CancelledByClient, ServerStopping } from '../rpc/call-abort.js'
 import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
 import { SessionStore } from '../sessions/session-store.js'
+import { SessionRelay } from '../sessions/session-relay.js'
 import { notifySession } from '../sessions/session.js'
 import { validatorFor } from '../validation/index.js'
 import { SERVER_INSTRUCTIONS } from '../version.js'
@@ -13,12 +14,17 @@ import { PLUGIN } from './names.js'
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionStore
+    /** Sessions across processes: answers forwarded to the process that asked, news told to the others. */
+    sessionRelay: SessionRelay
     heartbeats: HeartbeatRegistry
   }
 }
 
 /** Event-loop turns a stopped call's handler gets to return, so that a JSON answer can still be sent (see below). */
 const STOPPED_CALL_TURNS = 20
+
+/** How long an answer forwarded to the process that asked the question waits for its verdict. */
+const FORWARD_TIMEOUT_MS = 5_000
 
 interface InitializeParams {
   protocolVersion: string
@@ -49,14 +55,28 @@ export function sessionCapabilities(declared: Record<string, unknown>): Record<s
  * organization), `notifications/initialized`, `ping`, `logging/setLevel` and `notifications/cancelled`.
  */
 const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
-  const { config, rpc, repos, auth } = fastify
-  const store = new SessionStore(repos, {
+  const { config, rpc, repos, auth, coordination } = fastify
+  const store: SessionStore = new SessionStore(repos, {
     idleMs: config.sessionIdleMs,
     sweepMs: config.sessionSweepMs,
     touchFlushMs: config.sessionTouchFlushMs,
+    shared: coordination.shared,
+    announce: (news) => relay.tell(news),
   }, fastify.log)
+  // Other processes may serve requests of the same sessions: what each holds of one is kept in step through the bus.
+  const relay = new SessionRelay({
+    shared: coordination.shared,
+    bus: coordination.bus,
+    processId: coordination.processId,
+    rpc,
+    sessions: store,
+    log: fastify.log,
+    forwardTimeoutMs: FORWARD_TIMEOUT_MS,
+  })
+  await relay.start()
   const heartbeats = new HeartbeatRegistry(config.heartbeatMs)
   fastify.decorate('sessions', store)
+  fastify.decorate('sessionRelay', relay)
   fastify.decorate('heartbeats', heartbeats)
   // A listener cannot wait: the sessions end once the database has ended them (the ones in memory are dropped then).
   auth.onRevoked((credential) => void store.endByCredential(credential).catch((err: unknown) => {
@@ -94,6 +114,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   // end and answer (deployments); what still runs now is stopped, and answered by the transport, before its stream ends.
   fastify.shutdown.onFinish(async () => {
     unsubscribe()
+    relay.stop()
     clearInterval(revocationWatch)
     heartbeats.stop()
     await stopCallsInFlight()
@@ -170,8 +191,11 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     params: validatorFor('mcp/cancelled.params'),
     handle(params, ctx) {
       // Unknown or finished ids are ignored: the race between an answer and a cancel is normal.
+      const reason = params.reason ?? 'cancelled by the client'
       const controller = ctx.session.runtime?.inflight.get(params.requestId)
-      controller?.abort(new CancelledByClient(params.reason ?? 'cancelled by the client'))
+      // Not running here: perhaps on another process of this session (the relay tells them; nothing when alone).
+      if (controller) controller.abort(new CancelledByClient(reason))
+      else relay.tell({ kind: 'cancel', session: ctx.session.id, requestId: params.requestId, reason })
     },
   })
 }
@@ -179,5 +203,5 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
 export default fp(sessionsPlugin, {
   name: PLUGIN.sessions,
   fastify: '5.x',
-  dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.auth],
+  dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.auth, PLUGIN.coordination],
 })

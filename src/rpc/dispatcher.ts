@@ -177,6 +177,11 @@ export function failureOf(response: JsonRpcResponse): ServiceError | undefined {
 }
 
 export class Dispatcher {
+  /**
+   * Appended to the ids of the requests this process sends to clients (`<n>.<suffix>`): with several processes, the id
+   * names the process that awaits the answer (sessions/session-relay.ts). Null: plain numbers.
+   */
+  outboundIdSuffix: string | null = null
   private readonly requests = new Map<string, RequestMethod>()
   private readonly notifications = new Map<string, NotificationMethod>()
   /** What the server can do, per era: each plugin declares its own part (initialize and server/discover read it). */
@@ -326,7 +331,8 @@ export class Dispatcher {
     options: { timeoutMs: number; signal?: AbortSignal; accept?(result: Record<string, unknown>): string | null },
   ): Promise<Record<string, unknown>> {
     const runtime = runtimeOf(session)
-    const id = runtime.nextId()
+    const n = runtime.nextId()
+    const id: RequestId = this.outboundIdSuffix === null ? n : `${n}.${this.outboundIdSuffix}`
     return new Promise((resolve, reject) => {
       const cleanup = () => {
         runtime.pending.delete(id)

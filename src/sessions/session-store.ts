@@ -5,11 +5,19 @@ import { fail } from '../errors/service-error.js'
 import { newSessionId } from '../lib/crypto.js'
 import { isLegacyProtocolVersion, LOG_LEVELS, type LegacyProtocolVersion, type LogLevel } from '../rpc/types.js'
 import type { Session } from './session.js'
+import type { SessionNews } from './session-relay.js'
 
 export interface SessionStoreOptions {
   idleMs: number
   sweepMs: number
   touchFlushMs: number
+  /**
+   * Other processes serve the same sessions (a load balancer sends each request anywhere): a session that looks idle
+   * here may be busy elsewhere, so the database's activity time is read before it expires.
+   */
+  shared?: boolean
+  /** Tells the other processes what changed in a session (sessions/session-relay.ts); nothing when alone. */
+  announce?: (news: SessionNews) => void
 }
 
 export interface NewSession {
@@ -165,6 +173,27 @@ export class SessionStore {
   get(id: string, now = Date.now()): Session | undefined | Promise<Session | undefined> {
     const session = this.live.get(id)
     if (!session) return this.load(id, now)
+    if (this.options.shared && this.idle(session, now)) return this.recheck(session, now)
+    return this.current(session, now)
+  }
+
+  /** The session, when this process holds it in memory (never read from the database). */
+  inMemory(id: string): Session | undefined {
+    return this.live.get(id)
+  }
+
+  private idle(session: Session, now: number): boolean {
+    return session.lastSeenAt + this.options.idleMs <= now
+  }
+
+  /** Shared: a session idle here may have been used through another process; the database says when it was last seen. */
+  private async recheck(session: Session, now: number): Promise<Session | undefined> {
+    const row = await this.repos.sessions.byId(session.id)
+    if (row && row.endedAt === null && row.lastSeenAt > session.lastSeenAt) session.lastSeenAt = row.lastSeenAt
+    if (!row || row.endedAt !== null) {
+      this.drop(session, 'session closed')
+      return undefined
+    }
     return this.current(session, now)
   }
 
@@ -204,6 +233,7 @@ export class SessionStore {
     const row = this.unsaved.get(session.id)
     if (row) row.initializedAt = now
     else await this.repos.sessions.markInitialized(session.id, now)
+    this.options.announce?.({ kind: 'changed', session: session.id, initialized: true })
   }
 
   async setLogLevel(session: Session, level: LogLevel): Promise<void> {
@@ -211,6 +241,13 @@ export class SessionStore {
     const row = this.unsaved.get(session.id)
     if (row) row.logLevel = level
     else await this.repos.sessions.setLogLevel(session.id, level)
+    this.options.announce?.({ kind: 'changed', session: session.id, logLevel: level })
+  }
+
+  /** resources/subscribe or unsubscribe changed what the session follows: the process serving its GET stream must know. */
+  subscriptionsChanged(session: Session): void {
+    const subs = session.subscriptions
+    this.options.announce?.({ kind: 'subscriptions', session: session.id, uris: subs ? [...subs.uris] : [], scopes: subs ? [...subs.scopes] : [] })
   }
 
   /** DELETE: the session is closed and its streams end. */
@@ -219,6 +256,23 @@ export class SessionStore {
     if (this.unsaved.delete(session.id)) this.settle(session.id)
     else await this.repos.sessions.end(session.id, Date.now())
     this.drop(session, reason)
+    this.options.announce?.({ kind: 'closed', session: session.id, reason })
+  }
+
+  /** Another process closed the session: what this one holds of it stops (its calls, its streams). */
+  forget(session: Session, reason: string): void {
+    this.drop(session, reason)
+  }
+
+  /** Drops from memory the sessions with nothing live here; they are read again from the database when next used. */
+  forgetQuiet(): number {
+    let dropped = 0
+    for (const session of [...this.live.values()]) {
+      if (session.runtime !== null || this.unsaved.has(session.id) || this.saving.has(session.id)) continue
+      this.live.delete(session.id)
+      dropped++
+    }
+    return dropped
   }
 
   /** The credential was revoked: every session bound to it ends, with its streams. */
@@ -229,6 +283,7 @@ export class SessionStore {
     for (const id of ids) {
       const s = this.live.get(id)
       if (s) this.drop(s, reason)
+      this.options.announce?.({ kind: 'closed', session: id, reason })
     }
     return ids.length
   }
@@ -249,8 +304,22 @@ export class SessionStore {
   /** Expires idle sessions from the head of the activity order, then purges ended and idle rows. */
   async sweep(now = Date.now()): Promise<number> {
     let expired = 0
+    const idle: Session[] = []
     for (const session of this.live.values()) {
       if (session.lastSeenAt + this.options.idleMs > now) break
+      idle.push(session)
+    }
+    for (const session of idle) {
+      // Shared: used through another process meanwhile? Then it stays (touched, so it moves out of the head).
+      if (this.options.shared) {
+        const row = await this.repos.sessions.byId(session.id).catch(() => undefined)
+        if (row && row.endedAt === null && !this.idle({ ...session, lastSeenAt: row.lastSeenAt }, now)) {
+          this.touch(session, row.lastSeenAt)
+          this.dirty.delete(session.id)
+          continue
+        }
+      }
+      if (session.ended || !this.live.has(session.id)) continue
       this.expire(session)
       expired++
     }

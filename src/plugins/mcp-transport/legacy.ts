@@ -165,7 +165,9 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
         const handled = rpc.notify(c.message, { session, principal, log: request.log })
         if (handled) await handled
       } else if (c.kind === 'response') {
-        const refused = rpc.acceptResponse(c.message, session, principal)
+        // Answered here, or forwarded to the process that asked the question (session-relay.ts).
+        const answered = fastify.sessionRelay.answer(c.message, session, principal)
+        const refused = answered instanceof Promise ? await answered : answered
         if (refused) refusals.push(refused)
       } else {
         const prepared = rpc.prepare(c.message, 'legacy')

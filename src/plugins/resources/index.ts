@@ -157,6 +157,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
         })
       }
       subscriptions.uris.add(params.uri)
+      fastify.sessions.subscriptionsChanged(session)
       return {}
     },
   })
@@ -167,7 +168,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     params: validatorFor('mcp/resources-subscribe.params'),
     handle(params, ctx) {
       // Unsubscribing from something never subscribed to is harmless: the result is the same.
-      ctx.session!.subscriptions?.uris.delete(params.uri)
+      if (ctx.session!.subscriptions?.uris.delete(params.uri)) fastify.sessions.subscriptionsChanged(ctx.session!)
       return {}
     },
   })

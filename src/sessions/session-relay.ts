@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Principal, Scope } from '../auth/principal.js'
+import type { Bus } from '../coordination/bus.js'
+import { fail, type ServiceError } from '../errors/service-error.js'
+import { CancelledByClient } from '../rpc/call-abort.js'
+import type { Dispatcher } from '../rpc/dispatcher.js'
+import type { JsonRpcResponse, LogLevel, RequestId } from '../rpc/types.js'
+import type { Session } from './session.js'
+
+/**
+ * What one process tells the others about a session (a 2025 one): they may hold parts of it in memory (a call it runs,
+ * a question it awaits, a GET stream it serves), since a load balancer without sticky sessions sends each request of a
+ * session wherever it likes.
+ */
+export type SessionNews =
+  /** notifications/cancelled for a call that does not run here. */
+  | { kind: 'cancel'; session: string; requestId: RequestId; reason: string }
+  /** DELETE, or its credential revoked: its calls stop, its streams end. */
+  | { kind: 'closed'; session: string; reason: string }
+  | { kind: 'changed'; session: string; logLevel?: LogLevel; initialized?: true }
+  /** resources/subscribe and unsubscribe: updates go out on the GET stream, which another process may serve. */
+  | { kind: 'subscriptions'; session: string; uris: string[]; scopes: Scope[] }
+
+/** An answer to a question another process asked, forwarded to it, and its verdict. */
+type Forwarded = { kind: 'answer'; ref: string; replyTo: string; session: string; membershipId: string; message: JsonRpcResponse }
+type Verdict = { kind: 'verdict'; ref: string; refusal: string | null }
+
+/** What the relay asks of the session store: the sessions this process holds in memory, and how to drop one. */
+export interface SessionHolder {
+  inMemory(id: string): Session | undefined
+  forget(session: Session, reason: string): void
+  /** Drops the sessions held with nothing live; returns how many. */
+  forgetQuiet(): number
+}
+
+const NEWS = 'sessions'
+const inbox = (processId: string) => `process:${processId}`
+
+/**
+ * The live parts of 2025 sessions across processes (decision 4 of docs/multi-process.md). Calls run where they arrive;
+ * the questions they ask the client carry this process's id in their JSON-RPC id (`<n>.<process id>`), so an answer
+ * that reaches another process is forwarded here over the bus, and the process that received it answers its sender
+ * with the verdict. Cancellations, closes and changes are told to every process, which applies them to what it holds.
+ * A process alone tells nobody and asks nobody: `shared` false costs nothing.
+ */
+export class SessionRelay {
+  readonly #waiting = new Map<string, (verdict: Verdict) => void>()
+  readonly #unsubscribe: Array<() => void> = []
+
+  constructor(
+    private readonly options: {
+      shared: boolean
+      bus: Bus
+      processId: string
+      rpc: Dispatcher
+      sessions: SessionHolder
+      log: FastifyBaseLogger
+      /** How long a forwarded answer waits for the verdict of the process that asked. */
+      forwardTimeoutMs: number
+    },
+  ) {}
+
+  get shared(): boolean {
+    return this.options.shared
+  }
+
+  async start(): Promise<void> {
+    if (!this.shared) return
+    const { bus, processId } = this.options
+    this.#unsubscribe.push(await bus.subscribe(NEWS, (news) => this.#apply(news as SessionNews)))
+    this.#unsubscribe.push(await bus.subscribe(inbox(processId), (message) => void this.#receive(message as Forwarded | Verdict)))
+    // News published while the subscription was down is lost: sessions held without a live part are read again.
+    bus.onResubscribed(() => this.#forgetQuiet())
+    this.options.rpc.outboundIdSuffix = processId
+  }
+
+  stop(): void {
+    for (const u of this.#unsubscribe.splice(0)) u()
+  }
+
+  /** Tells the other processes (nothing when alone). Fire and forget: news is a courtesy to what they hold. */
+  tell(news: SessionNews): void {
+    if (!this.shared) return
+    this.options.bus.publish(NEWS, news).catch((err: unknown) => this.options.log.warn({ err, news: news.kind }, 'could not tell the other processes about a session'))
+  }
+
+  /**
+   * A client's answer to a question of this session: resolved here when this process asked it, forwarded to the
+   * process that did otherwise. Null when accepted; else why it is refused.
+   */
+  answer(message: JsonRpcResponse, session: Session, principal: Principal): ServiceError | null | Promise<ServiceError | null> {
+    const refused = this.options.rpc.acceptResponse(message, session, principal)
+    if (refused === null || !this.shared) return refused
+    const asker = askerOf(message.id)
+    if (asker === undefined || asker === this.options.processId) return refused
+    return this.#forward(asker, { kind: 'answer', ref: randomUUID(), replyTo: this.options.processId, session: session.id, membershipId: principal.membershipId, message })
+  }
+
+  async #forward(asker: string, forwarded: Forwarded): Promise<ServiceError | null> {
+    const verdict = await new Promise<Verdict | null>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#waiting.delete(forwarded.ref)
+        resolve(null)
+      }, this.options.forwardTimeoutMs)
+      this.#waiting.set(forwarded.ref, (v) => {
+        clearTimeout(timer)
+        this.#waiting.delete(forwarded.ref)
+        resolve(v)
+      })
+      this.options.bus.publish(inbox(asker), forwarded).catch(() => {
+        clearTimeout(timer)
+        this.#waiting.delete(forwarded.ref)
+        resolve(null)
+      })
+    })
+    // No verdict: the process that asked is gone, and its question with it.
+    if (verdict === null) return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(forwarded.message.id)} is awaiting an answer in this session` })
+    return verdict.refusal === null ? null : fail('INVALID_REQUEST', { message: verdict.refusal })
+  }
+
+  async #receive(message: Forwarded | Verdict): Promise<void> {
+    if (message.kind === 'verdict') {
+      this.#waiting.get(message.ref)?.(message)
+      return
+    }
+    if (message.kind !== 'answer') return
+    const session = this.options.sessions.inMemory(message.session)
+    const refused = session
+      ? this.options.rpc.acceptResponse(message.message, session, { membershipId: message.membershipId } as Principal)
+      : fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(message.message.id)} is awaiting an answer in this session` })
+    const verdict: Verdict = { kind: 'verdict', ref: message.ref, refusal: refused?.message ?? null }
+    await this.options.bus.publish(inbox(message.replyTo), verdict).catch((err: unknown) => this.options.log.warn({ err }, 'could not return the verdict on a forwarded answer'))
+  }
+
+  #apply(news: SessionNews): void {
+    const session = this.options.sessions.inMemory(news.session)
+    if (!session) return
+    switch (news.kind) {
+      case 'cancel':
+        session.runtime?.inflight.get(news.requestId)?.abort(new CancelledByClient(news.reason))
+        return
+      case 'closed':
+        this.options.sessions.forget(session, news.reason)
+        return
+      case 'changed':
+        if (news.logLevel !== undefined) session.logLevel = news.logLevel
+        if (news.initialized) session.initialized = true
+        return
+      case 'subscriptions':
+        session.subscriptions = news.uris.length === 0 ? null : { uris: new Set(news.uris), scopes: news.scopes }
+        return
+    }
+  }
+
+  /** Sessions held with nothing live are dropped from memory, to be read again from the database when next used. */
+  #forgetQuiet(): void {
+    const dropped = this.options.sessions.forgetQuiet()
+    this.options.log.info({ sessions: dropped }, 'Redis subscription back: sessions held without a live part will be read again from the database')
+  }
+}
+
+/** The process that asked a question, from the JSON-RPC id it gave it (`<n>.<process id>`). */
+function askerOf(id: RequestId | null): string | undefined {
+  if (typeof id !== 'string') return undefined
+  const dot = id.indexOf('.')
+  return dot > 0 ? id.slice(dot + 1) : undefined
+}
