@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis'
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { localBus, type Bus } from '../coordination/bus.js'
+import { ProcessInbox } from '../coordination/inbox.js'
 import { newProcessId } from '../coordination/process-registry.js'
 import { connectRedis } from '../coordination/redis.js'
 import { maskedUrl } from '../lib/database-url.js'
@@ -23,6 +24,8 @@ export interface Coordination {
   /** Redis's command connection; null without SERVICE_REDIS_URL. */
   readonly redis: Redis | null
   readonly bus: Bus
+  /** Questions to another process, and this process's answers (coordination/inbox.ts). */
+  readonly inbox: ProcessInbox
   /** A Redis key (or channel) of this deployment: SERVICE_REDIS_PREFIX + `name`. */
   key(name: string): string
 }
@@ -38,7 +41,10 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
   const processId = newProcessId()
   const prefix = config.redisPrefix
   if (!config.redisUrl) {
-    fastify.decorate('coordination', { processId, shared: false, redis: null, bus: localBus(), key: (name: string) => prefix + name })
+    const bus = localBus()
+    const inbox = new ProcessInbox(bus, processId, fastify.log)
+    await inbox.start()
+    fastify.decorate('coordination', { processId, shared: false, redis: null, bus, inbox, key: (name: string) => prefix + name })
     return
   }
   const where = maskedUrl(config.redisUrl)
@@ -47,9 +53,15 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
   const { redis, bus } = link
   bus.onLost(() => fastify.log.warn({ redis: where }, 'Redis subscription lost: reconnecting'))
   bus.onResubscribed(() => fastify.log.info({ redis: where }, 'Redis subscription back'))
-  fastify.decorate('coordination', { processId, shared: true, redis, bus, key: (name: string) => prefix + name })
-  releaseOnFailedStart(config, () => link.close())
-  fastify.addHook('onClose', () => link.close())
+  const inbox = new ProcessInbox(bus, processId, fastify.log)
+  await inbox.start()
+  fastify.decorate('coordination', { processId, shared: true, redis, bus, inbox, key: (name: string) => prefix + name })
+  const close = async () => {
+    inbox.stop()
+    await link.close()
+  }
+  releaseOnFailedStart(config, close)
+  fastify.addHook('onClose', close)
 }
 
 export default fp(coordinationPlugin, { name: PLUGIN.coordination, fastify: '5.x', dependencies: [PLUGIN.http] })

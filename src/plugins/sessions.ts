@@ -67,6 +67,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   const relay = new SessionRelay({
     shared: coordination.shared,
     bus: coordination.bus,
+    inbox: coordination.inbox,
     processId: coordination.processId,
     rpc,
     sessions: store,

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Principal, Scope } from '../auth/principal.js'
 import type { Bus } from '../coordination/bus.js'
+import type { ProcessInbox } from '../coordination/inbox.js'
 import { fail, type ServiceError } from '../errors/service-error.js'
 import { CancelledByClient } from '../rpc/call-abort.js'
 import type { Dispatcher } from '../rpc/dispatcher.js'
@@ -22,9 +22,9 @@ export type SessionNews =
   /** resources/subscribe and unsubscribe: updates go out on the GET stream, which another process may serve. */
   | { kind: 'subscriptions'; session: string; uris: string[]; scopes: Scope[] }
 
-/** An answer to a question another process asked, forwarded to it, and its verdict. */
-type Forwarded = { kind: 'answer'; ref: string; replyTo: string; session: string; membershipId: string; message: JsonRpcResponse }
-type Verdict = { kind: 'verdict'; ref: string; refusal: string | null }
+/** An answer to a question another process asked, forwarded to it; its verdict is the refusal, or null. */
+type Forwarded = { session: string; membershipId: string; message: JsonRpcResponse }
+type Verdict = { refusal: string | null }
 
 /** What the relay asks of the session store: the sessions this process holds in memory, and how to drop one. */
 export interface SessionHolder {
@@ -35,23 +35,23 @@ export interface SessionHolder {
 }
 
 const NEWS = 'sessions'
-const inbox = (processId: string) => `process:${processId}`
+const ANSWER = 'session.answer'
 
 /**
  * The live parts of 2025 sessions across processes (decision 4 of docs/multi-process.md). Calls run where they arrive;
  * the questions they ask the client carry this process's id in their JSON-RPC id (`<n>.<process id>`), so an answer
- * that reaches another process is forwarded here over the bus, and the process that received it answers its sender
- * with the verdict. Cancellations, closes and changes are told to every process, which applies them to what it holds.
+ * that reaches another process is forwarded here (coordination/inbox.ts), and the process that received it answers its
+ * sender with the verdict. Cancellations, closes and changes are told to every process, which applies them to what it holds.
  * A process alone tells nobody and asks nobody: `shared` false costs nothing.
  */
 export class SessionRelay {
-  readonly #waiting = new Map<string, (verdict: Verdict) => void>()
   readonly #unsubscribe: Array<() => void> = []
 
   constructor(
     private readonly options: {
       shared: boolean
       bus: Bus
+      inbox: ProcessInbox
       processId: string
       rpc: Dispatcher
       sessions: SessionHolder
@@ -69,7 +69,7 @@ export class SessionRelay {
     if (!this.shared) return
     const { bus, processId } = this.options
     this.#unsubscribe.push(await bus.subscribe(NEWS, (news) => this.#apply(news as SessionNews)))
-    this.#unsubscribe.push(await bus.subscribe(inbox(processId), (message) => void this.#receive(message as Forwarded | Verdict)))
+    this.options.inbox.handle<Forwarded, Verdict>(ANSWER, (forwarded) => this.#judge(forwarded))
     // News published while the subscription was down is lost: sessions held without a live part are read again.
     bus.onResubscribed(() => this.#forgetQuiet())
     this.options.rpc.outboundIdSuffix = processId
@@ -94,43 +94,23 @@ export class SessionRelay {
     if (refused === null || !this.shared) return refused
     const asker = askerOf(message.id)
     if (asker === undefined || asker === this.options.processId) return refused
-    return this.#forward(asker, { kind: 'answer', ref: randomUUID(), replyTo: this.options.processId, session: session.id, membershipId: principal.membershipId, message })
+    return this.#forward(asker, { session: session.id, membershipId: principal.membershipId, message })
   }
 
   async #forward(asker: string, forwarded: Forwarded): Promise<ServiceError | null> {
-    const verdict = await new Promise<Verdict | null>((resolve) => {
-      const timer = setTimeout(() => {
-        this.#waiting.delete(forwarded.ref)
-        resolve(null)
-      }, this.options.forwardTimeoutMs)
-      this.#waiting.set(forwarded.ref, (v) => {
-        clearTimeout(timer)
-        this.#waiting.delete(forwarded.ref)
-        resolve(v)
-      })
-      this.options.bus.publish(inbox(asker), forwarded).catch(() => {
-        clearTimeout(timer)
-        this.#waiting.delete(forwarded.ref)
-        resolve(null)
-      })
-    })
+    const verdict = await this.options.inbox.ask<Verdict>(asker, ANSWER, forwarded, this.options.forwardTimeoutMs)
     // No verdict: the process that asked is gone, and its question with it.
-    if (verdict === null) return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(forwarded.message.id)} is awaiting an answer in this session` })
+    if (verdict === undefined) return notAwaited(forwarded.message.id)
     return verdict.refusal === null ? null : fail('INVALID_REQUEST', { message: verdict.refusal })
   }
 
-  async #receive(message: Forwarded | Verdict): Promise<void> {
-    if (message.kind === 'verdict') {
-      this.#waiting.get(message.ref)?.(message)
-      return
-    }
-    if (message.kind !== 'answer') return
-    const session = this.options.sessions.inMemory(message.session)
+  /** The process that asked: resolves its question with the forwarded answer, or says why not. */
+  #judge(forwarded: Forwarded): Verdict {
+    const session = this.options.sessions.inMemory(forwarded.session)
     const refused = session
-      ? this.options.rpc.acceptResponse(message.message, session, { membershipId: message.membershipId } as Principal)
-      : fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(message.message.id)} is awaiting an answer in this session` })
-    const verdict: Verdict = { kind: 'verdict', ref: message.ref, refusal: refused?.message ?? null }
-    await this.options.bus.publish(inbox(message.replyTo), verdict).catch((err: unknown) => this.options.log.warn({ err }, 'could not return the verdict on a forwarded answer'))
+      ? this.options.rpc.acceptResponse(forwarded.message, session, { membershipId: forwarded.membershipId } as Principal)
+      : notAwaited(forwarded.message.id)
+    return { refusal: refused?.message ?? null }
   }
 
   #apply(news: SessionNews): void {
@@ -158,6 +138,10 @@ export class SessionRelay {
     const dropped = this.options.sessions.forgetQuiet()
     this.options.log.info({ sessions: dropped }, 'Redis subscription back: sessions held without a live part will be read again from the database')
   }
+}
+
+function notAwaited(id: RequestId | null): ServiceError {
+  return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(id)} is awaiting an answer in this session` })
 }
 
 /** The process that asked a question, from the JSON-RPC id it gave it (`<n>.<process id>`). */
