@@ -30,13 +30,35 @@ export async function openPostgres(url: string, options: { migrate?: boolean; ma
   const db = drizzle(pool, { schema })
   try {
     await pool.query('select 1')
-    if (options.migrate !== false) await migrate(db, { migrationsFolder: join(packageRoot(), 'drizzle', 'postgres') })
+    if (options.migrate !== false) await migrateAlone(pool, db)
   } catch (err) {
     await pool.end().catch(() => {})
     throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) cannot be used: ${(err as Error).message}`, { cause: err })
   }
   let closed: Promise<void> | undefined
   return { db, pool, close: () => (closed ??= pool.end()) }
+}
+
+/** The advisory lock held while migrating (two int4 keys: "serv", 2). */
+const MIGRATION_KEYS = [0x73657276, 2] as const
+
+/**
+ * Applies the committed migrations, one process at a time: processes started together on a fresh database (several
+ * replicas, or a server beside the CLI) would otherwise each create the same tables, and all but one fail. The lock is
+ * held on a connection of its own and released however the migration ends.
+ */
+async function migrateAlone(pool: pg.Pool, db: NodePgDatabase<typeof schema>): Promise<void> {
+  const client = await pool.connect()
+  try {
+    await client.query('select pg_advisory_lock($1, $2)', [...MIGRATION_KEYS])
+    try {
+      await migrate(db, { migrationsFolder: join(packageRoot(), 'drizzle', 'postgres') })
+    } finally {
+      await client.query('select pg_advisory_unlock($1, $2)', [...MIGRATION_KEYS])
+    }
+  } finally {
+    client.release()
+  }
 }
 
 /**

@@ -129,3 +129,15 @@ t.test('a revocation made on one process counts on the very next request on anot
   t.equal(revoked.code, 0, revoked.stderr)
   t.equal(await whoami(b, secondOnB), 401, 'revoked by the CLI: refused by B on the very next request')
 })
+
+t.test('processes started together on a fresh database migrate it once', async (t) => {
+  const url = await postgresDatabase(t)
+  const { openPostgres } = await import('../../src/db/postgres.js')
+  const handles = await Promise.all([1, 2, 3, 4].map(() => openPostgres(url, { max: 2 })))
+  t.teardown(() => Promise.all(handles.map((h) => h.close())))
+  const db = await postgresClient(t, url)
+  const applied = await db.query('select count(*)::int as n from drizzle.__drizzle_migrations')
+  const { readdirSync } = await import('node:fs')
+  const files = readdirSync(new URL('../../drizzle/postgres/', import.meta.url)).filter((f) => f.endsWith('.sql'))
+  t.equal(applied.rows[0].n, files.length, 'each migration recorded once')
+})
