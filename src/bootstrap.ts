@@ -1,5 +1,6 @@
 import type { Config } from './config.js'
 import type { Repos } from './db/repos/index.js'
+import { ServiceError } from './errors/service-error.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 
 export interface BootstrapResult {
@@ -28,6 +29,8 @@ export async function prepareBootstrap(repos: Repos, config: Config): Promise<Pe
   const password = config.bootstrapPassword || randomSecret(18)
   const passwordHash = await hashPassword(password)
   return {
+    // Replicas started together on an empty PostgreSQL database may all find it empty: the first commit wins, and the
+    // others meet its organization or owner as a taken slug or email (CONFLICT), rolled back, and bootstrap nothing.
     commit: () => repos.transaction(async (tx) => {
       if ((await tx.users.count()) > 0 || (await tx.organizations.count()) > 0) return null
       const org = await tx.organizations.create({ slug: 'default', name: 'Default organization' })
@@ -43,6 +46,9 @@ export async function prepareBootstrap(repos: Repos, config: Config): Promise<Pe
       if (!config.bootstrapPassword) result.generatedPassword = password
       if (!config.bootstrapApiKey) result.generatedApiKey = key
       return result
+    }).catch((err: unknown) => {
+      if (err instanceof ServiceError && err.code === 'CONFLICT') return null
+      throw err
     }),
   }
 }

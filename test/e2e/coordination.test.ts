@@ -141,3 +141,20 @@ t.test('processes started together on a fresh database migrate it once', async (
   const files = readdirSync(new URL('../../drizzle/postgres/', import.meta.url)).filter((f) => f.endsWith('.sql'))
   t.equal(applied.rows[0].n, files.length, 'each migration recorded once')
 })
+
+t.test('replicas started together on a fresh database bootstrap it once', async (t) => {
+  const url = await postgresDatabase(t)
+  const { openRepos } = await import('../../src/db/open-repos.js')
+  const { prepareBootstrap } = await import('../../src/bootstrap.js')
+  const config = loadConfig({ env: { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY, SERVICE_BOOTSTRAP_PASSWORD: 'correct horse battery staple' }, argv: [] })
+  const opened = await Promise.all([1, 2, 3].map(() => openRepos(config)))
+  t.teardown(() => Promise.all(opened.map((o) => o.close())))
+  // Each found the database empty before any of them wrote: the race of replicas started together.
+  const pending = await Promise.all(opened.map((o) => prepareBootstrap(o.repos, config)))
+  t.ok(pending.every((p) => p !== null), 'all three found an empty database')
+  const results = await Promise.all(pending.map((p) => p!.commit()))
+  t.equal(results.filter((r) => r !== null).length, 1, 'one of them bootstrapped it; the others, nothing (no failure)')
+  const db = await postgresClient(t, url)
+  t.equal((await db.query('select count(*)::int as n from organizations')).rows[0].n, 1, 'one organization')
+  t.equal((await db.query('select count(*)::int as n from users')).rows[0].n, 1, 'one owner')
+})
