@@ -82,6 +82,7 @@ export class SessionRelay {
   /** Tells the other processes (nothing when alone). Fire and forget: news is a courtesy to what they hold. */
   tell(news: SessionNews): void {
     if (!this.shared) return
+    this.options.log.debug({ session: news.session, news: news.kind }, 'session news told to the other processes')
     this.options.bus.publish(NEWS, news).catch((err: unknown) => this.options.log.warn({ err, news: news.kind }, 'could not tell the other processes about a session'))
   }
 
@@ -98,6 +99,7 @@ export class SessionRelay {
   }
 
   async #forward(asker: string, forwarded: Forwarded): Promise<ServiceError | null> {
+    this.options.log.debug({ session: forwarded.session, asker, id: forwarded.message.id }, 'answer forwarded to the process that asked')
     const verdict = await this.options.inbox.ask<Verdict>(asker, ANSWER, forwarded, this.options.forwardTimeoutMs)
     // No verdict: the process that asked is gone, and its question with it.
     if (verdict === undefined) return notAwaited(forwarded.message.id)

@@ -59,8 +59,10 @@ export const PUBLIC_HOST = 'mcp.example.com'
  * docs/deploy/nginx.conf for loopback: the HTTPS server listens in plain HTTP on `listen`, the redirect server on
  * `redirect`, the upstream is the test server; the certificate lines go. Every other directive is the recipe's.
  */
-export function nginxSite(text: string, ports: { listen: number; redirect: number; upstream: number }): string {
-  let site = swap(text, 'server 127.0.0.1:3000;', `server 127.0.0.1:${ports.upstream};`)
+export function nginxSite(text: string, ports: { listen: number; redirect: number; upstream: number | number[] }): string {
+  // Several processes behind one port: one `server` line each (docs/deploy/README.md, "Several processes").
+  const upstreams = (Array.isArray(ports.upstream) ? ports.upstream : [ports.upstream]).map((p) => `server 127.0.0.1:${p};`).join('\n    ')
+  let site = swap(text, 'server 127.0.0.1:3000;', upstreams)
   site = swap(site, /^ {4}listen 80;$/gm, `    listen 127.0.0.1:${ports.redirect};`)
   site = swap(site, /^ {4}listen \[::\]:80;\n/gm, '')
   site = swap(site, /^ {4}listen 443 ssl;$/gm, `    listen 127.0.0.1:${ports.listen};`)
@@ -158,8 +160,11 @@ export function writeNginxMain(dir: string, site: string): string {
   return file
 }
 
-/** nginx from docs/deploy/nginx.conf in front of 127.0.0.1:upstream, unprivileged, every file in a temporary prefix. */
-export async function startNginx(t: Teardown, nginx: string, upstream: number): Promise<RunningProxy & { redirectUrl: string }> {
+/**
+ * nginx from docs/deploy/nginx.conf in front of 127.0.0.1:upstream (several: round-robin, nginx's default), unprivileged,
+ * every file in a temporary prefix.
+ */
+export async function startNginx(t: Teardown, nginx: string, upstream: number | number[]): Promise<RunningProxy & { redirectUrl: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-nginx-'))
   const listen = await freePort()
   let redirect = await freePort()
