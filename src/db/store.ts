@@ -26,6 +26,15 @@ export interface Store {
    * every other caller waits while it runs.
    */
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>
+  /**
+   * Inside a transaction, before its first read: waits until no other transaction holds `key`, then holds it until this
+   * one ends. For a rule a transaction checks by reading rows and then keeps by writing (an organization keeps an
+   * owner): under PostgreSQL's READ COMMITTED two transactions can both read the state before either writes, both pass,
+   * and together break the rule; holding the same key, the second reads only once the first has committed. PostgreSQL:
+   * a transaction-scoped advisory lock on the key's hash (a collision only makes two unrelated keys wait for each
+   * other). SQLite: nothing to do, since every transaction holds the database's one write lock from BEGIN IMMEDIATE.
+   */
+  lockKey(key: string): Promise<void>
 }
 
 /** The store a server opens, which also makes its repositories safe to call from concurrent requests. */
@@ -52,6 +61,8 @@ export function sqliteStore(db: Db): RootStore {
     dialect: 'sqlite',
     db,
     t: tables,
+    // BEGIN IMMEDIATE already serialises every transaction (and this process's lock every caller).
+    async lockKey() {},
     async transaction(fn) {
       if (connection.inTransaction) return fn(inner)
       // IMMEDIATE takes the write lock at once, so another process's write waits (busy_timeout) here, not at COMMIT.

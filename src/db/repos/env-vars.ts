@@ -25,17 +25,20 @@ export function envVarsRepo(store: Store) {
       return db.select({ name: envVars.name, ciphertext: envVars.ciphertext }).from(envVars)
         .where(and(eq(envVars.organizationId, organizationId), eq(envVars.appId, appId))).orderBy(asc(envVars.name))
     },
-    /** Creates or replaces; returns whether the variable existed before. */
+    /**
+     * Creates or replaces; returns whether the variable is new. One statement, an upsert on the (app, name) unique index,
+     * rather than a read then an insert: two sets of a new name at once (two requests, two processes) would both read
+     * nothing, and on PostgreSQL the second insert would fail on the index instead of replacing the value. The id it
+     * returns tells which happened: the new row's own id, or the existing row's.
+     */
     async set(input: { organizationId: string; appId: string; name: string; ciphertext: string; userId: string | null }): Promise<{ created: boolean }> {
       const now = Date.now()
-      const [existing] = await db.select({ id: envVars.id }).from(envVars)
-        .where(and(eq(envVars.appId, input.appId), eq(envVars.name, input.name)))
-      if (existing) {
-        await db.update(envVars).set({ ciphertext: input.ciphertext, updatedAt: now, updatedBy: input.userId }).where(eq(envVars.id, existing.id))
-        return { created: false }
-      }
-      await db.insert(envVars).values({ id: newId('env'), organizationId: input.organizationId, appId: input.appId, name: input.name, ciphertext: input.ciphertext, createdAt: now, updatedAt: now, updatedBy: input.userId })
-      return { created: true }
+      const id = newId('env')
+      const [row] = await db.insert(envVars)
+        .values({ id, organizationId: input.organizationId, appId: input.appId, name: input.name, ciphertext: input.ciphertext, createdAt: now, updatedAt: now, updatedBy: input.userId })
+        .onConflictDoUpdate({ target: [envVars.appId, envVars.name], set: { ciphertext: input.ciphertext, updatedAt: now, updatedBy: input.userId } })
+        .returning({ id: envVars.id })
+      return { created: row?.id === id }
     },
     async exists(organizationId: string, appId: string, name: string): Promise<boolean> {
       const rows = await db.select({ id: envVars.id }).from(envVars)

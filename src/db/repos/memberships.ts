@@ -55,8 +55,13 @@ export function membershipsRepo(store: Store, changes: CredentialChanges) {
     return 'the organization would have no owner left; make another member owner first'
   }
 
-  // Both writes below run in store.transaction, which takes the write lock from the start (BEGIN IMMEDIATE on SQLite):
-  // two processes (server, CLI) demoting two owners at once cannot both see another one.
+  // Both writes below check the rule and write in one transaction, which first takes the organization's key
+  // (store.lockKey): two writers (requests, processes, the CLI) demoting its two last owners at once cannot both see the
+  // other owner. SQLite serialises them anyway (BEGIN IMMEDIATE takes the write lock at once); PostgreSQL's READ
+  // COMMITTED would let both transactions count the owners before either demoted one. A key rather than a row lock
+  // (SELECT … FOR UPDATE of the organization's row, which neither dialect's shared query builder can spell) holds back
+  // only writers of that organization's memberships, and nothing that reads or updates the organization itself.
+  const lockOrganization = (tx: Store, organizationId: string) => tx.lockKey(`memberships:${organizationId}`)
   return {
     /**
      * The rule every path honours: an organization always keeps an owner (nobody could manage it otherwise). Why
@@ -70,31 +75,36 @@ export function membershipsRepo(store: Store, changes: CredentialChanges) {
      * organization's last owner; the check and the write are one transaction.
      */
     async upsert(input: { userId: string; organizationId: string; role: Role }): Promise<Membership> {
-      return store.transaction(async (tx) => {
+      const result = await store.transaction(async (tx) => {
+        await lockOrganization(tx, input.organizationId)
         const conflict = await lastOwnerConflict(tx.db, input.userId, input.organizationId, input.role)
         if (conflict) throw fail('CONFLICT', { message: `Refused: ${conflict}` })
         const existing = await membershipOf(tx.db, input.userId, input.organizationId)
         if (existing) {
           await tx.db.update(memberships).set({ role: input.role }).where(eq(memberships.id, existing.id))
-          changes.bump()
-          return { ...existing, role: input.role }
+          return { membership: { ...existing, role: input.role }, changed: true }
         }
         const row: Membership = { id: newId('mem'), ...input, createdAt: Date.now() }
         await tx.db.insert(memberships).values(row)
-        return row
+        return { membership: row, changed: false }
       })
+      // Announced once committed: processes that drop their cache before the commit would read the old role again.
+      if (result.changed) await changes.bump()
+      return result.membership
     },
     /** Removes the membership (false when there was none). Refuses (CONFLICT) to remove the last owner. */
     async remove(userId: string, organizationId: string): Promise<boolean> {
-      return store.transaction(async (tx) => {
+      const removed = await store.transaction(async (tx) => {
+        await lockOrganization(tx, organizationId)
         const conflict = await lastOwnerConflict(tx.db, userId, organizationId, null)
         if (conflict) throw fail('CONFLICT', { message: `Refused: ${conflict}` })
         const removed = await tx.db.delete(memberships)
           .where(and(eq(memberships.userId, userId), eq(memberships.organizationId, organizationId)))
           .returning({ id: memberships.id })
-        changes.bump()
         return removed.length > 0
       })
+      await changes.bump()
+      return removed
     },
     async byId(id: string): Promise<MembershipView | undefined> {
       return (await joined().where(eq(memberships.id, id)))[0]
