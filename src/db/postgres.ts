@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { join } from 'node:path'
+import { sql } from 'drizzle-orm'
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import pg from 'pg'
@@ -77,6 +78,11 @@ export function postgresStore(db: NodePgDatabase<typeof schema>): RootStore {
       transaction: inTransaction
         ? (fn) => fn(store)
         : (fn) => db.transaction((tx) => fn(scoped(tx, true))),
+      async lockKey(key) {
+        // Outside a transaction the lock would end with its own statement, and so hold nothing back.
+        if (!inTransaction) throw new Error('lockKey is for a transaction: call it on the store repos.transaction gives')
+        await (on as NodePgDatabase<typeof schema>).execute(sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`)
+      },
     }
     return store
   }
@@ -101,6 +107,25 @@ export function uncachedCredentials(): CredentialChanges {
 const LOCK_KEYS = [0x73657276, 1] as const
 
 /**
+ * An advisory lock belongs to one database, but pg_locks lists those of every database of the cluster: its lookups keep
+ * to this one (other databases may be served by other services, or by other instances of this one).
+ */
+const THIS_DATABASE = '(select oid from pg_database where datname = current_database())'
+
+/** What happens to a server's lock while it runs (lockPostgres): each is told once per loss. */
+export interface LockEvents {
+  /** The connection holding the lock ended under the server (a database restart, a terminated backend, the network). */
+  lost?(err: Error): void
+  /** Taken again on a new connection after a loss. */
+  retaken?(): void
+  /** After a loss, another server holds the lock now; the server keeps trying, and says so once. */
+  refused?(err: Error): void
+}
+
+/** How long a server that lost its lock waits between attempts to take it again. */
+const RETAKE_MS = 2000
+
+/**
  * Who may serve a PostgreSQL database. A server marks as interrupted, at start, work whose owner is dead, and a server
  * without Redis takes every other process for dead (it cannot know better): so such a server must be alone on its
  * database, as `<file>.lock` makes it on SQLite (lock.ts), while servers that coordinate through Redis may be many
@@ -108,37 +133,123 @@ const LOCK_KEYS = [0x73657276, 1] as const
  * the coordinated ones, and PostgreSQL grants one kind or the other, never both. It releases the lock when that
  * connection ends, however the process ends. A refused server is told who holds the lock (its application_name names
  * the host and pid) and why.
+ *
+ * That connection can also end while the server runs (the database restarts, an administrator terminates it). A pooled
+ * client that is checked out has no listener for its 'error' event, and an unheard one would end the process: so the
+ * holder listens, tells `events.lost`, and takes the lock again on a new connection every RETAKE_MS until it holds it
+ * or is released (`events.retaken`, or `events.refused` when another server took it meanwhile).
  */
-export async function lockPostgres(pool: pg.Pool, url: string, mode: 'exclusive' | 'shared'): Promise<{ release(): Promise<void> }> {
-  const client = await pool.connect()
+export async function lockPostgres(pool: pg.Pool, url: string, mode: 'exclusive' | 'shared', events: LockEvents = {}): Promise<{ release(): Promise<void> }> {
   const [take, unlock] = mode === 'exclusive' ? ['pg_try_advisory_lock', 'pg_advisory_unlock'] : ['pg_try_advisory_lock_shared', 'pg_advisory_unlock_shared']
-  try {
-    const { rows } = await client.query<{ locked: boolean }>(`select ${take}($1, $2) as locked`, [...LOCK_KEYS])
-    if (!rows[0]?.locked) {
-      const holder = await client.query<{ application_name: string; client_addr: string | null; backend_start: Date }>(
-        `select a.application_name, a.client_addr, a.backend_start from pg_locks l join pg_stat_activity a on a.pid = l.pid
-         where l.locktype = 'advisory' and l.classid = $1 and l.objid = $2 and l.granted`, [...LOCK_KEYS])
-      const who = holder.rows[0]
-      const by = who ? ` (${who.application_name || 'a server'}${who.client_addr ? ` from ${who.client_addr}` : ''}, since ${who.backend_start.toISOString()})` : ''
-      const why = mode === 'exclusive'
-        ? 'a server without SERVICE_REDIS_URL serves its database alone; set the same SERVICE_REDIS_URL on every process to run several'
-        : 'it serves the database alone, without SERVICE_REDIS_URL; stop it, or give it the same SERVICE_REDIS_URL as this one'
-      throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) is in use by another server${by}: ${why}`)
-    }
-  } catch (err) {
-    client.release()
-    throw err
+  interface Held { client: pg.PoolClient; onError: (err: Error) => void }
+  /** The connection holding the lock (null while it is lost), and whether the lock was released for good. */
+  let held: Held | null = null
+  let released = false
+  let retry: NodeJS.Timeout | null = null
+  let refusedSaid = false
+
+  /** Gives a client back to the pool, dropped when its connection failed (`err`), without this holder's listener. */
+  const giveBack = ({ client, onError }: Held, err?: Error) => {
+    client.removeListener('error', onError)
+    client.release(err)
   }
-  let released: Promise<void> | undefined
+
+  /** A connection with the lock taken on it, or a ConfigError saying who holds it. */
+  const takeOn = async (): Promise<Held> => {
+    const client = await pool.connect()
+    // Listening from the start: the connection may end while the lock is asked for, or any time after.
+    let failed: Error | null = null
+    const entry: Held = {
+      client,
+      onError: (err) => {
+        failed ??= err
+        if (held === entry) lose(entry, err)
+      },
+    }
+    client.on('error', entry.onError)
+    try {
+      const { rows } = await client.query<{ locked: boolean }>(`select ${take}($1, $2) as locked`, [...LOCK_KEYS])
+      if (!rows[0]?.locked) throw await refusal(client)
+    } catch (err) {
+      giveBack(entry, failed ?? (err instanceof ConfigError ? undefined : (err as Error)))
+      throw err
+    }
+    if (failed) {
+      giveBack(entry, failed)
+      throw failed
+    }
+    return entry
+  }
+
+  const refusal = async (client: pg.PoolClient): Promise<ConfigError> => {
+    const found = await client.query<{ application_name: string; client_addr: string | null; backend_start: Date }>(
+      `select a.application_name, a.client_addr, a.backend_start from pg_locks l join pg_stat_activity a on a.pid = l.pid
+       where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.classid = $1 and l.objid = $2 and l.granted`, [...LOCK_KEYS])
+    const who = found.rows[0]
+    const by = who ? ` (${who.application_name || 'a server'}${who.client_addr ? ` from ${who.client_addr}` : ''}, since ${who.backend_start.toISOString()})` : ''
+    const why = mode === 'exclusive'
+      ? 'a server without SERVICE_REDIS_URL serves its database alone; set the same SERVICE_REDIS_URL on every process to run several'
+      : 'it serves the database alone, without SERVICE_REDIS_URL; stop it, or give it the same SERVICE_REDIS_URL as this one'
+    return new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) is in use by another server${by}: ${why}`)
+  }
+
+  const unlockAndGiveBack = async (entry: Held) => {
+    await entry.client.query(`select ${unlock}($1, $2)`, [...LOCK_KEYS]).then(() => giveBack(entry), (err: Error) => giveBack(entry, err))
+  }
+
+  const lose = (entry: Held, err: Error) => {
+    held = null
+    // Its connection is gone: the pool drops it instead of lending it again.
+    giveBack(entry, err)
+    if (released) return
+    events.lost?.(err)
+    schedule()
+  }
+
+  const schedule = () => {
+    retry = setTimeout(() => void retake(), RETAKE_MS)
+    // Waiting to take the lock again must not keep alive a process that is otherwise done.
+    retry.unref()
+  }
+
+  const retake = async () => {
+    retry = null
+    if (released) return
+    let entry: Held
+    try {
+      entry = await takeOn()
+    } catch (err) {
+      if (released) return
+      if (err instanceof ConfigError && !refusedSaid) {
+        refusedSaid = true
+        events.refused?.(err)
+      }
+      schedule()
+      return
+    }
+    if (released) return unlockAndGiveBack(entry)
+    held = entry
+    refusedSaid = false
+    events.retaken?.()
+  }
+
+  held = await takeOn()
+  let done: Promise<void> | undefined
   return {
-    release: () => (released ??= client.query(`select ${unlock}($1, $2)`, [...LOCK_KEYS]).then(() => client.release(), (err: Error) => client.release(err))),
+    release: () => (done ??= (async () => {
+      released = true
+      if (retry) clearTimeout(retry)
+      const entry = held
+      held = null
+      if (entry) await unlockAndGiveBack(entry)
+    })()),
   }
 }
 
 /** How many servers hold the database's lock shared: processes coordinated through Redis (lockPostgres). */
 export async function coordinatedServers(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
-    `select count(*)::int as n from pg_locks where locktype = 'advisory' and classid = $1 and objid = $2 and mode = 'ShareLock' and granted`, [...LOCK_KEYS])
+    `select count(*)::int as n from pg_locks where locktype = 'advisory' and database = ${THIS_DATABASE} and classid = $1 and objid = $2 and mode = 'ShareLock' and granted`, [...LOCK_KEYS])
   return rows[0]?.n ?? 0
 }
 

@@ -58,7 +58,12 @@ async function usePostgres(fastify: FastifyInstance, url: string): Promise<void>
   const handle = await openPostgres(url, { onError: (err) => fastify.log.warn({ err, database: maskedUrl(url) }, 'a pooled PostgreSQL connection failed') })
   let lock: Awaited<ReturnType<typeof lockPostgres>>
   try {
-    lock = await lockPostgres(handle.pool, url, fastify.coordination.shared ? 'shared' : 'exclusive')
+    const database = maskedUrl(url)
+    lock = await lockPostgres(handle.pool, url, fastify.coordination.shared ? 'shared' : 'exclusive', {
+      lost: (err) => fastify.log.error({ err, database }, 'the connection holding this server\'s database lock ended; taking the lock again'),
+      retaken: () => fastify.log.warn({ database }, 'the database lock is held again'),
+      refused: (err) => fastify.log.error({ err, database }, 'the database lock, lost, is now held by another server; still trying to take it again'),
+    })
   } catch (err) {
     await handle.close()
     throw err
