@@ -28,7 +28,11 @@ const processesPlugin: FastifyPluginAsync = async (fastify) => {
   registry.startTimers()
   fastify.decorate('processes', registry)
   releaseOnFailedStart(config, () => registry.stop())
-  fastify.addHook('onClose', () => registry.stop())
+  // A database that no longer answers (often why a server is stopped) must not fail the close: the entry is then left
+  // behind, and its lease lapses like a crashed process's.
+  fastify.addHook('onClose', () => registry.stop().catch((err: unknown) => {
+    fastify.log.warn({ err }, 'this process could not remove its entry from the registry of server processes; its lease will lapse')
+  }))
 }
 
 export default fp(processesPlugin, { name: PLUGIN.processes, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.coordination] })
