@@ -18,6 +18,7 @@ import { OWNER_PASSWORD, startServer } from '../helpers/server.js'
  * write acknowledged before it began; a restore into a fresh place (with the env key carried separately) serves them;
  * the refusals (a server on the database, a file that is not a database of this service, a newer one, a key that does
  * not open it) touch nothing; a replaced database is kept with its write-ahead log.
+ * About SQLite's files (PostgreSQL is backed up with pg_dump), so on SQLite in every pass: each server gets its file (dbPath).
  */
 
 t.setTimeout(180_000)

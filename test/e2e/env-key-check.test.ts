@@ -15,6 +15,7 @@ import { OWNER_KEY, OWNER_PASSWORD, startServer, type TestServer } from '../help
  * new key silently (deployments of apps with env vars then failed with "Unsupported state or unable to authenticate
  * data"); a start with a key that does not open it is refused with what to do, and no key is ever created for a
  * database that already holds sealed values or a key check.
+ * About env.key beside a SQLite file, so on SQLite in every pass: each server gets a file of its own (dbPath).
  */
 
 t.setTimeout(120_000)

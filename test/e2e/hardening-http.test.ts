@@ -5,10 +5,10 @@
  * the attack aims at others, that an unrelated client keeps being served (whileServed).
  */
 import { connect, type Socket } from 'node:net'
-import Database from 'better-sqlite3'
 import t, { type Test } from 'tap'
 import { builtinTools } from '../../src/index.js'
 import { whileServed } from '../helpers/attack.js'
+import { databaseRows } from '../helpers/database.js'
 import { ACCEPT_BOTH, initializeMessage, openSession, post } from '../helpers/mcp.js'
 import { poll } from '../helpers/modern-runs.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
@@ -100,17 +100,18 @@ t.test('a huge batch is refused at once; a batch counts each message against the
 
 t.test('initialize keeps only the shape of the client capabilities, whatever their size or depth', async (t) => {
   const server = await startServer(t)
-  const db = new Database(server.dbPath, { readonly: true })
-  t.teardown(() => db.close())
-  const stored = (id: string) => (db.prepare('select client_capabilities from sessions where id = ?').get(id) as { client_capabilities: string } | undefined)?.client_capabilities
+  const db = await databaseRows(t, server)
+  // As text on both backends (a json column on PostgreSQL): what is stored, byte for byte.
+  const stored = async (id: string) => (await db.get<{ capabilities: string }>('select cast(client_capabilities as text) as capabilities from sessions where id = ?', id))?.capabilities
 
   // 1 MB under capabilities.experimental: accepted, nothing of it stored.
   const big = initializeMessage('2025-11-25', { experimental: { blob: { data: 'x'.repeat(900_000) } }, elicitation: { form: { extra: 'y'.repeat(1000) } }, roots: { listChanged: true }, unknown: { a: 1 } })
   const bigReply = await post(server.mcpUrl, big, { authorization: `Bearer ${server.apiKey}` })
   t.equal(bigReply.status, 200)
   const bigId = String(bigReply.headers['mcp-session-id'])
-  t.strictSame(JSON.parse(stored(bigId)!), { elicitation: { form: {} }, roots: { listChanged: true } }, 'only the shape is stored')
-  t.ok(stored(bigId)!.length < 100, 'a tiny row')
+  const row = await stored(bigId)
+  t.strictSame(JSON.parse(row!), { elicitation: { form: {} }, roots: { listChanged: true } }, 'only the shape is stored')
+  t.ok(row!.length < 100, 'a tiny row')
 })
 
 t.test('a 100,000-deep initialize beside another member\'s twenty loses nobody\'s session', async (t) => {
@@ -125,10 +126,9 @@ t.test('a 100,000-deep initialize beside another member\'s twenty loses nobody\'
   const [hostile, ...theirs] = replies
   t.equal(hostile!.status, 200, 'the deep initialize is served (its payload is not kept)')
   t.ok(theirs.every((r) => r.status === 200), 'the other member\'s twenty initialize answered 200')
-  const db = new Database(server.dbPath, { readonly: true })
-  t.teardown(() => db.close())
+  const db = await databaseRows(t, server)
   const ids = [hostile!, ...theirs].map((r) => String(r.headers['mcp-session-id']))
-  const rows = db.prepare(`select id from sessions where id in (${ids.map(() => '?').join(',')})`).all(...ids)
+  const rows = await db.all(`select id from sessions where id in (${ids.map(() => '?').join(',')})`, ...ids)
   t.equal(rows.length, 21, 'every session answered 200 is in the database (a restart keeps them all)')
 })
 

@@ -1,5 +1,7 @@
 import t from 'tap'
 import { Client, request } from 'undici'
+import { isPostgresUrl } from '../../src/lib/database-url.js'
+import { postgresClient } from '../helpers/backends.js'
 import { ELICITING, LOG_LEVEL_KEY, modernLive } from '../helpers/modern.js'
 import { answered, ask, ENV_KEY, PIPELINES, seedApp } from '../helpers/modern-runs.js'
 import { startServer } from '../helpers/server.js'
@@ -47,8 +49,16 @@ t.test('running: /healthz and /readyz answer 200 without credentials, with the u
 t.test('the database does not answer: /readyz 503 naming the check, /healthz still 200', async (t) => {
   const server = await startServer(t)
   t.equal((await getJson(server.url, '/readyz')).status, 200, 'ready before')
-  // The server's own connection, closed under it: every query through it now fails, the readiness ping included.
-  server.app.database!.sqlite.close()
+  if (isPostgresUrl(server.dbPath)) {
+    // The server's connections, ended under it, and no new one let in: every query now fails, the readiness ping included.
+    const admin = await postgresClient(t, server.dbPath)
+    const name = new URL(server.dbPath).pathname.slice(1)
+    await admin.query(`ALTER DATABASE ${name} CONNECTION LIMIT 0`)
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [name])
+  } else {
+    // The server's own connection, closed under it: every query through it now fails, the readiness ping included.
+    server.app.database!.sqlite.close()
+  }
   const ready = await getJson(server.url, '/readyz')
   t.equal(ready.status, 503)
   t.strictSame(ready.json, { status: 'unavailable', checks: { database: 'fail', shutdown: 'ok' } })

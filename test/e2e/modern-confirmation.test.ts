@@ -555,7 +555,7 @@ t.test('key rotation: states sealed before a rotation (API or CLI) still open; n
   completeOk(t, await accepted(server, server.apiKey, DELETE, { app_id: a.id }, before.state), 'a state sealed before the rotation')
   t.notOk(await appExists(server, a.id))
 
-  const env = { SERVICE_DATABASE: server.dbPath }
+  const env = server.cliEnv
   const rotated = await cli(['state-keys', 'rotate'], env)
   t.equal(rotated.code, 0, rotated.stderr)
   const cliKid = /new requestState key (\S+);/.exec(rotated.stdout)?.[1]

@@ -9,6 +9,7 @@ import type { Role } from '../../src/auth/roles.js'
 import { defineTool } from '../../src/index.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'
+import { databaseRows } from '../helpers/database.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { answerOf, ELICITING, modernCall, modernPost, modernRequest, rawPost } from '../helpers/modern.js'
 import { oauthTokens, revokeRequest } from '../helpers/oauth.js'
@@ -389,7 +390,7 @@ t.test('audit on the modern path: writes with member, credential and request id;
   t.equal(sets[1]?.membershipId, owner.id)
   t.equal(sets[1]?.details?.request_id, 'oauth-1')
 
-  const rows = server.app.database!.sqlite.prepare('SELECT * FROM audit_log').all()
+  const rows = await (await databaseRows(t, server)).all('SELECT * FROM audit_log')
   t.ok(rows.length >= 4)
   t.notOk(JSON.stringify(rows).includes(secret), 'the env var value never appears in the audit log')
   t.notOk(JSON.stringify(rows).includes('hunter2'), 'not even in part')

@@ -2,21 +2,27 @@
  * Nothing secret is stored or logged in the clear. A server logging everything (level trace) runs a full OAuth flow
  * (register, sign-in and consent over HTTP, exchange, use, refresh, reuse, revoke), API keys are created on the account
  * page and through the repositories, the owner signs in with the password (and once with a wrong one). Then the raw
- * bytes of the SQLite database (with its -wal and -shm files, while running and after a clean stop) and every captured
- * log line are searched for each secret. Hashes of the secrets are expected, and are checked for, so the search is
- * known to look at the right bytes.
+ * bytes of the SQLite database (with its -wal and -shm files, while running and after a clean stop), or on PostgreSQL
+ * every row of every table, and every captured log line are searched for each secret. Hashes of the secrets are
+ * expected, and are checked for, so the search is known to look at the right bytes.
  */
 import { existsSync, readFileSync } from 'node:fs'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { request } from 'undici'
+import { isPostgresUrl } from '../../src/lib/database-url.js'
 import { sha256Hex } from '../../src/lib/crypto.js'
+import { postgresTableText } from '../helpers/database.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { authorizeUrl, browserAuthorize, FormBrowser, formAction, formValue, pkce, registerClient, revokeRequest, tokenRequest } from '../helpers/oauth.js'
 import { createKey, ownerMembership } from '../helpers/seed.js'
 import { OWNER_EMAIL, OWNER_KEY, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
 
-/** The database file and its companions, as raw bytes (absent files are skipped). */
-function databaseBytes(dbPath: string): Array<{ name: string; bytes: Buffer }> {
+/**
+ * The database file and its companions, as raw bytes (absent files are skipped); on PostgreSQL, whose files are the
+ * cluster's, what every row of every table holds, as text (named 'db' too).
+ */
+async function databaseBytes(t: Test, dbPath: string): Promise<Array<{ name: string; bytes: Buffer }>> {
+  if (isPostgresUrl(dbPath)) return [{ name: 'db', bytes: Buffer.from(await postgresTableText(t, dbPath)) }]
   return [dbPath, `${dbPath}-wal`, `${dbPath}-shm`, `${dbPath}-journal`]
     .filter((p) => existsSync(p))
     .map((p) => ({ name: p.slice(dbPath.length) || 'db', bytes: readFileSync(p) }))
@@ -131,9 +137,9 @@ t.test('secrets never reach the database file or the logs in the clear', async (
   }
 
   // --- While running (the WAL holds the recent writes), then after a clean stop (checkpointed into the main file).
-  const running = databaseBytes(server.dbPath)
+  const running = await databaseBytes(t, server.dbPath)
   await server.close()
-  const stopped = databaseBytes(server.dbPath)
+  const stopped = await databaseBytes(t, server.dbPath)
   t.ok(stopped.some((f) => f.name === 'db' && f.bytes.length > 0), 'the database file was read')
   const logs = logLines.join('')
 

@@ -1,5 +1,7 @@
 import t from 'tap'
 import { request } from 'undici'
+import { openRepos } from '../../src/db/open-repos.js'
+import { coordinatedServers, lockPostgres, openPostgres } from '../../src/db/postgres.js'
 import { appTools } from '../../src/plugins/tools/builtin/apps.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'
@@ -80,4 +82,52 @@ t.test('a server on PostgreSQL: tools, conflicts, revocation by another writer, 
   t.strictSame(okData(t, after).apps.map((a: { name: string }) => a.name), ['pg-one'], 'the app survived the restart')
   const owners = await db.query("select count(*)::int as n from users")
   t.equal(owners.rows[0].n, 2, 'the owner and the member, no second bootstrap')
+})
+
+t.test('the connection holding the database lock ends under a running server: it serves on and takes the lock again', async (t) => {
+  const url = await postgresDatabase(t)
+  const logs: Array<{ level: number; msg: string }> = []
+  const server = await startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY }, logger: { level: 'warn', stream: { write: (line: string) => void logs.push(JSON.parse(line)) } } })
+  const db = await postgresClient(t, url)
+  const holders = async () => (await db.query<{ pid: number }>(
+    "select pid from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database()) and classid = $1 and objid = 1 and granted",
+    [0x73657276])).rows.map((r) => r.pid)
+  const [first] = await holders()
+  t.ok(first, 'the server holds the lock')
+
+  // What a database restart or an administrator does to that connection. A pooled client that is checked out has no
+  // 'error' listener of the pool's: unheard, the error would end the process (this test's, here).
+  await db.query('select pg_terminate_backend($1)', [first])
+  const deadline = Date.now() + 10_000
+  let again: number | undefined
+  while (!again && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    again = (await holders()).find((pid) => pid !== first)
+  }
+  t.ok(again, 'the lock is held again, on a new connection')
+  t.match(logs.map((l) => l.msg), [/connection holding this server's database lock ended/, /database lock is held again/], 'both logged')
+  const { headers } = await openSession(server.mcpUrl, OWNER_KEY)
+  okData(t, resultOf(t, await post(server.mcpUrl, callTool('service_apps_list', {}, nextId++), headers)))
+  await t.rejects(startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY } }), /is in use by another server/, 'a second server is still refused')
+  await server.close()
+  t.strictSame(await holders(), [], 'released at close')
+})
+
+t.test('the lock and its lookups keep to their database: a server on another database of the cluster counts for nothing', async (t) => {
+  const [x, y] = await Promise.all([postgresDatabase(t), postgresDatabase(t)])
+  const [onX, onY] = await Promise.all([openPostgres(x), openPostgres(y)])
+  t.teardown(() => Promise.all([onX.close(), onY.close()]))
+  // A server on x coordinated through Redis (a shared lock), as another service or instance on the same cluster.
+  const lock = await lockPostgres(onX.pool, x, 'shared')
+  t.teardown(() => lock.release())
+  t.equal(await coordinatedServers(onX.pool), 1, 'counted on its own database')
+  t.equal(await coordinatedServers(onY.pool), 0, 'not on another one')
+  const where = { redisUrl: '', redisPrefix: '', leaseMs: 15_000 }
+  await t.rejects(openRepos({ ...where, database: x }), /is served by 1 process coordinated through Redis/, 'the command line without Redis is refused on x')
+  const cliOnY = await openRepos({ ...where, database: y })
+  await cliOnY.close()
+  t.pass('and works on y')
+  const alone = await lockPostgres(onY.pool, y, 'exclusive')
+  t.pass('a server without Redis takes y for itself')
+  await alone.release()
 })

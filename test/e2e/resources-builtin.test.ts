@@ -344,6 +344,8 @@ t.test('updates are coalesced: many lines, few announcements; the end is announc
     const started = Date.now()
     const handle = await run(server, app)
     const uri = logUri(handle.deployment.id)
+    // The start line is stored (and announced) a round trip after the run starts on PostgreSQL: subscribed only then.
+    await until(async () => (await storedLines(server, handle.deployment.id)).length >= 1, 2000, 'the start line stored')
     await s.rpc('resources/subscribe', { uri }) // after the announcement of the start line, before the output
     await handle.done
     const ended = Date.now()

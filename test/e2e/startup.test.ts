@@ -19,6 +19,7 @@ import { messagesOf } from '../helpers/stream.js'
  * Start-up (issue 10, items 8 and 12): a database the server cannot use stops `serve` and `migrate` with exit code 2
  * and one line naming the file and SERVICE_DATABASE; the database and its companions are owner-only; one server per
  * database file, the admin commands working beside it, and a lock left by a server killed with SIGKILL taken over.
+ * About SQLite's files and their lock, so on SQLite in every pass: each server gets a file of its own (dbPath).
  */
 
 t.setTimeout(180_000)

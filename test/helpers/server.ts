@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Config } from '../../src/config.js'
 import { createServer, type CreateServerOptions, type McpServer } from '../../src/index.js'
+import { isPostgresUrl } from '../../src/lib/database-url.js'
 import { postgresDatabase } from './backends.js'
 
 /** Fixed credentials of the bootstrapped owner in every test server. */
@@ -29,6 +30,11 @@ export interface TestServer extends McpServer {
   mcpUrl: string
   apiKey: string
   dbPath: string
+  /**
+   * What the command line needs to work on this server's database: SERVICE_DATABASE, and SERVICE_ENV_KEY when the
+   * server was given its key as a setting (always on PostgreSQL, which has no folder for an env.key).
+   */
+  cliEnv: Record<string, string>
 }
 
 interface Teardown {
@@ -59,9 +65,10 @@ export async function startServer(
   t: Teardown,
   options: { config?: Partial<Config>; dbPath?: string } & Omit<CreateServerOptions, 'config' | 'env'> = {},
 ): Promise<TestServer> {
-  const dbPath = options.dbPath ?? (onPostgres() ? await postgresDatabase(t) : tempDatabase(t))
-  // A PostgreSQL database has no folder for a default env.key (config.ts): the suite's pass on it names one.
-  const postgresKey = onPostgres() && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}
+  const dbPath = options.config?.database ?? options.dbPath ?? (onPostgres() ? await postgresDatabase(t) : tempDatabase(t))
+  // A PostgreSQL database has no folder for a default env.key (config.ts): the suite's pass on it names one. A SQLite
+  // file passed by the test keeps its env.key beside it, as in production, whatever the pass.
+  const postgresKey = isPostgresUrl(dbPath) && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}
   const { config, dbPath: _d, ...rest } = options
   const server = await createServer({
     env: {},
@@ -91,5 +98,6 @@ export async function startServer(
     await server.close()
   }
   t.teardown(close)
-  return { ...server, close, url, mcpUrl: `${url}/mcp`, apiKey: OWNER_KEY, dbPath }
+  const cliEnv: Record<string, string> = { SERVICE_DATABASE: dbPath, ...(server.config.envKey ? { SERVICE_ENV_KEY: server.config.envKey } : {}) }
+  return { ...server, close, url, mcpUrl: `${url}/mcp`, apiKey: OWNER_KEY, dbPath, cliEnv }
 }

@@ -1,9 +1,8 @@
 import t from 'tap'
-import { openDatabase } from '../../src/db/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { createMember } from '../helpers/seed.js'
 import { cli } from '../helpers/cli.js'
+import { otherRepos } from '../helpers/database.js'
 import { startServer } from '../helpers/server.js'
 
 // Verified credentials are cached in memory. A change made by another process must still count on the very next
@@ -15,9 +14,8 @@ t.test('changes made by another process reach the next request despite the crede
   const whoami = async () => (await post(server.mcpUrl, callTool('service_whoami'), headers))
   t.equal((await whoami()).json.result.structuredContent.role, 'viewer')
 
-  const cli = openDatabase(server.dbPath, { migrate: false })
-  t.teardown(() => cli.close())
-  const other = createRepos(cli.db)
+  // The repositories of another connection to the same database, as the CLI has them.
+  const other = await otherRepos(t, server)
   await other.memberships.upsert({ userId: member.user.id, organizationId: member.membership.organizationId, role: 'developer' })
   t.equal((await whoami()).json.result.structuredContent.role, 'developer', 'a role changed by the CLI applies at once')
 
@@ -48,11 +46,11 @@ t.test('a key revoked by the CLI process is refused on the very next request', a
   t.equal((await whoami()).status, 200)
   t.equal((await whoami()).status, 200, 'served from the credential cache')
 
-  const changed = await cli(['members', 'set', member.user.email, 'default', 'developer'], { SERVICE_DATABASE: server.dbPath })
+  const changed = await cli(['members', 'set', member.user.email, 'default', 'developer'], server.cliEnv)
   t.equal(changed.code, 0, changed.stderr)
   t.equal((await whoami()).json.result.structuredContent.role, 'developer', 'a role set by the CLI applies at once')
 
-  const revoked = await cli(['keys', 'revoke', member.keyId], { SERVICE_DATABASE: server.dbPath })
+  const revoked = await cli(['keys', 'revoke', member.keyId], server.cliEnv)
   t.equal(revoked.code, 0, revoked.stderr)
   const res = await whoami()
   t.equal(res.status, 401)
