@@ -6,6 +6,7 @@ import type { Config } from '../config.js'
 import type { Deployment, DeploymentLogLine } from '../db/repos/deployments.js'
 import { envVarAad } from '../db/repos/env-vars.js'
 import type { Repos } from '../db/repos/index.js'
+import type { Abandoned } from '../db/repos/owners.js'
 import { fail } from '../errors/service-error.js'
 import { packageRoot } from '../lib/package-root.js'
 import type { SecretBox } from '../lib/secret-box.js'
@@ -73,7 +74,11 @@ export class PipelineRunner {
   #flushScheduled = false
   readonly #observers = new Set<(event: RunEvent) => void>()
 
-  constructor(options: { repos: Repos; config: Config; secrets: SecretBox; log: FastifyBaseLogger }) {
+  /** The process running the runs this runner starts (the `owner` of their rows). */
+  readonly #owner: string | null
+
+  constructor(options: { repos: Repos; config: Config; secrets: SecretBox; log: FastifyBaseLogger; owner?: string | null }) {
+    this.#owner = options.owner ?? null
     this.#repos = options.repos
     this.#config = options.config
     this.#secrets = options.secrets
@@ -86,11 +91,15 @@ export class PipelineRunner {
    * a supervisor that could not act. A group is signalled only while it provably holds the run (process-group.ts), and
    * the wait is bounded (the grace period and a second per run still alive), before the server listens.
    */
-  async recover(): Promise<number> {
-    for (const run of await this.#repos.deployments.unfinished()) {
-      if (run.pgid !== null) this.#stopLeftover(run.id, run.pgid)
+  async recover(abandoned: Abandoned = { live: [] }, options: { stopLeftovers: boolean } = { stopLeftovers: true }): Promise<number> {
+    // Only a process alone on its database knows the leftovers' process groups are on its own machine; with several
+    // processes the dead one's supervisor stopped its group when it died (supervise.mjs).
+    if (options.stopLeftovers) {
+      for (const run of await this.#repos.deployments.unfinished(abandoned)) {
+        if (run.pgid !== null) this.#stopLeftover(run.id, run.pgid)
+      }
     }
-    return this.#repos.deployments.interruptUnfinished(Date.now())
+    return this.#repos.deployments.interruptUnfinished(Date.now(), abandoned)
   }
 
   #stopLeftover(deploymentId: string, pgid: number): void {
@@ -140,7 +149,7 @@ export class PipelineRunner {
       for (const v of await tx.envVars.ciphertexts(input.organizationId, input.appId)) {
         env[v.name] = this.#secrets.open(v.ciphertext, envVarAad(input.appId, v.name))
       }
-      const deployment = await tx.deployments.create({ ...input, rollbackOf: input.rollbackOf ?? null, pipeline: app.pipeline })
+      const deployment = await tx.deployments.create({ ...input, rollbackOf: input.rollbackOf ?? null, pipeline: app.pipeline, owner: this.#owner })
       return { app, pipeline, deployment }
     })
     this.#tell({ type: 'created', deployment })

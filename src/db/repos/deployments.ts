@@ -1,6 +1,7 @@
 import { and, asc, count, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
+import { abandonedBy, type Abandoned } from './owners.js'
 import type { Deployment, DeploymentLogLine, DeploymentStatus } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -67,15 +68,15 @@ export function deploymentsRepo(store: Store) {
         .where(and(eq(deployments.id, id), inArray(deployments.status, ['queued', 'running']))).returning({ id: deployments.id })
       return finished.length === 1
     },
-    /** At start, of every organization: the runs a previous process left queued or running, with their process group. */
-    async unfinished(): Promise<Array<Pick<Deployment, 'id' | 'pgid'>>> {
+    /** Of every organization: the runs left queued or running by processes that are gone, with their process group. */
+    async unfinished(abandoned: Abandoned): Promise<Array<Pick<Deployment, 'id' | 'pgid'>>> {
       return db.select({ id: deployments.id, pgid: deployments.pgid }).from(deployments)
-        .where(inArray(deployments.status, ['queued', 'running']))
+        .where(and(inArray(deployments.status, ['queued', 'running']), abandonedBy(deployments.owner, abandoned)))
     },
-    /** At start: runs a previous process left queued or running can never finish; returns how many. */
-    async interruptUnfinished(at: number): Promise<number> {
+    /** Runs left queued or running by processes that are gone can never finish; returns how many were interrupted. */
+    async interruptUnfinished(at: number, abandoned: Abandoned): Promise<number> {
       const interrupted = await db.update(deployments).set({ status: 'interrupted', finishedAt: at, outcome: 'interrupted: the server stopped while it ran', pgid: null })
-        .where(inArray(deployments.status, ['queued', 'running'])).returning({ id: deployments.id })
+        .where(and(inArray(deployments.status, ['queued', 'running']), abandonedBy(deployments.owner, abandoned))).returning({ id: deployments.id })
       return interrupted.length
     },
     async appendLines(lines: DeploymentLogLine[]): Promise<void> {

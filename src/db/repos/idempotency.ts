@@ -1,5 +1,6 @@
 import { and, count, eq, gt, inArray, lte, or } from 'drizzle-orm'
 import type { Store } from '../store.js'
+import { abandonedBy, type Abandoned } from './owners.js'
 import type { IdempotencyRecord } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -39,12 +40,12 @@ export function idempotencyRepo(store: Store) {
      * record has ended and expired, which it replaces. `created` tells whether this call now owns the key; when it does
      * not, `record` is the one that does.
      */
-    async begin(key: IdempotencyKey, tool: string, now: number, expiresAt: number): Promise<{ created: true } | { created: false; record: IdempotencyRecord }> {
+    async begin(key: IdempotencyKey, tool: string, now: number, expiresAt: number, owner: string | null = null): Promise<{ created: true } | { created: false; record: IdempotencyRecord }> {
       const inserted = await db.insert(idempotencyRecords)
-        .values({ ...key, tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt })
+        .values({ ...key, tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner })
         .onConflictDoUpdate({
           target: [idempotencyRecords.sessionId, idempotencyRecords.membershipId, idempotencyRecords.organizationId, idempotencyRecords.requestId],
-          set: { tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt },
+          set: { tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner },
           setWhere: and(inArray(idempotencyRecords.status, [...ENDED]), lte(idempotencyRecords.expiresAt, now)),
         })
         .returning(touched)
@@ -62,8 +63,8 @@ export function idempotencyRepo(store: Store) {
      * A new call takes over a pending record that no call holds any more (its call never started running, so nothing
      * ran; see CallIdempotency): the record is pending again, now for this call. False when it is not pending.
      */
-    async takeOver(key: IdempotencyKey, tool: string, now: number, expiresAt: number): Promise<boolean> {
-      const taken = await db.update(idempotencyRecords).set({ tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt })
+    async takeOver(key: IdempotencyKey, tool: string, now: number, expiresAt: number, owner: string | null = null): Promise<boolean> {
+      const taken = await db.update(idempotencyRecords).set({ tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner })
         .where(and(byKey(idempotencyRecords, key), eq(idempotencyRecords.status, 'pending'))).returning(touched)
       return taken.length === 1
     },
@@ -96,17 +97,18 @@ export function idempotencyRepo(store: Store) {
      * call never started running, so it gets the result `nothingRan(tool)` says; a running one keeps no result (it may
      * or may not have completed, which the reader says).
      */
-    async interruptUnfinished(at: number, expiresAt: number, nothingRan: (tool: string) => Record<string, unknown>): Promise<number> {
+    async interruptUnfinished(at: number, expiresAt: number, nothingRan: (tool: string) => Record<string, unknown>, abandoned: Abandoned): Promise<number> {
       return store.transaction(async ({ db, t: { idempotencyRecords: records } }) => {
         let changes = 0
-        const pendingTools = await db.selectDistinct({ tool: records.tool }).from(records).where(eq(records.status, 'pending'))
+        const gone = abandonedBy(records.owner, abandoned)
+        const pendingTools = await db.selectDistinct({ tool: records.tool }).from(records).where(and(eq(records.status, 'pending'), gone))
         for (const { tool } of pendingTools) {
           const interrupted = await db.update(records).set({ status: 'interrupted', result: nothingRan(tool), updatedAt: at, expiresAt })
-            .where(and(eq(records.status, 'pending'), eq(records.tool, tool))).returning({ sessionId: records.sessionId })
+            .where(and(eq(records.status, 'pending'), eq(records.tool, tool), gone)).returning({ sessionId: records.sessionId })
           changes += interrupted.length
         }
         const interrupted = await db.update(records).set({ status: 'interrupted', updatedAt: at, expiresAt })
-          .where(eq(records.status, 'running')).returning({ sessionId: records.sessionId })
+          .where(and(eq(records.status, 'running'), gone)).returning({ sessionId: records.sessionId })
         return changes + interrupted.length
       })
     },

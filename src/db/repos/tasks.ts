@@ -1,5 +1,6 @@
 import { and, eq, inArray, lte } from 'drizzle-orm'
 import type { Store } from '../store.js'
+import { abandonedBy, type Abandoned } from './owners.js'
 import type { TaskRow, TaskStatus } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -33,8 +34,8 @@ export function tasksRepo(store: Store) {
       await db.update(tasks).set({ cancelRequestedAt: at, updatedAt: at }).where(and(eq(tasks.id, id), eq(tasks.status, 'working')))
     },
     /** At start: tasks a previous process left working; they are completed with `result` (interrupted). */
-    async interruptWorking(result: (tool: string) => Record<string, unknown>, statusMessage: string, at: number): Promise<number> {
-      const working = await db.select({ id: tasks.id, tool: tasks.tool }).from(tasks).where(eq(tasks.status, 'working'))
+    async interruptWorking(result: (tool: string) => Record<string, unknown>, statusMessage: string, at: number, abandoned: Abandoned): Promise<number> {
+      const working = await db.select({ id: tasks.id, tool: tasks.tool }).from(tasks).where(and(eq(tasks.status, 'working'), abandonedBy(tasks.owner, abandoned)))
       for (const t of working) {
         await db.update(tasks).set({ status: 'completed', statusMessage, result: result(t.tool), updatedAt: at }).where(and(eq(tasks.id, t.id), eq(tasks.status, 'working')))
       }

@@ -27,9 +27,14 @@ const TASK_SWEEP_MS = 10 * 60 * 1000
  */
 const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   const { rpc, repos, config, events } = fastify
-  const manager = new TaskManager({ repos, config, events, log: fastify.log })
-  const interrupted = await manager.recover(interruptedResult)
+  const { processes } = fastify
+  const manager = new TaskManager({ repos, config, events, log: fastify.log, owner: processes.id })
+  const interrupted = await manager.recover(interruptedResult, { live: await processes.liveIds() })
   if (interrupted > 0) fastify.log.warn({ tasks: interrupted }, 'tasks left working by a previous process are completed as interrupted')
+  processes.onDead(async (dead) => {
+    const n = await manager.recover(interruptedResult, { dead })
+    if (n > 0) fastify.log.warn({ tasks: n, processes: dead }, 'tasks of processes whose lease lapsed are completed as interrupted')
+  })
   fastify.decorate('tasks', manager)
   rpc.capabilities.declareExtension(['modern'], TASKS_EXTENSION)
 
@@ -89,4 +94,4 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   })
 }
 
-export default fp(tasksPlugin, { name: PLUGIN.tasks, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc] })
+export default fp(tasksPlugin, { name: PLUGIN.tasks, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.processes, PLUGIN.rpc] })

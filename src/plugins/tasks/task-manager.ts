@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
+import type { Abandoned } from '../../db/repos/owners.js'
 import type { TaskRow } from '../../db/repos/tasks.js'
 import { toRpcError } from '../../errors/render.js'
 import type { EventBus } from '../../lib/event-bus.js'
@@ -38,7 +39,11 @@ export class TaskManager {
   readonly #log: FastifyBaseLogger
   readonly #live = new Map<string, { abort: CallAbort; done: Promise<void> }>()
 
-  constructor(options: { repos: Repos; config: Config; events: EventBus; log: FastifyBaseLogger }) {
+  /** The process running the tasks this manager adopts (the `owner` of their rows). */
+  readonly #owner: string | null
+
+  constructor(options: { repos: Repos; config: Config; events: EventBus; log: FastifyBaseLogger; owner?: string | null }) {
+    this.#owner = options.owner ?? null
     this.#repos = options.repos
     this.#config = options.config
     this.#events = options.events
@@ -46,8 +51,8 @@ export class TaskManager {
   }
 
   /** At start: tasks a previous process left working can never end; they complete with `interrupted`. */
-  recover(interrupted: (tool: string) => ToolResult, now = Date.now()): Promise<number> {
-    return this.#repos.tasks.interruptWorking((tool) => ({ ...interrupted(tool), resultType: 'complete' }), 'interrupted: the server stopped while the task ran', now)
+  recover(interrupted: (tool: string) => ToolResult, abandoned: Abandoned = { live: [] }, now = Date.now()): Promise<number> {
+    return this.#repos.tasks.interruptWorking((tool) => ({ ...interrupted(tool), resultType: 'complete' }), 'interrupted: the server stopped while the task ran', now, abandoned)
   }
 
   /** Purges expired tasks. Never rejects (a failure is logged). */
@@ -70,6 +75,7 @@ export class TaskManager {
       organizationId: owner.organizationId,
       tool,
       status: 'working',
+      owner: this.#owner,
       statusMessage: `${tool} is running`,
       createdAt: now,
       updatedAt: now,

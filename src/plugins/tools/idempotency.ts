@@ -2,6 +2,8 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
 import type { IdempotencyKey, IdempotencyRecord } from '../../db/repos/idempotency.js'
 import type { Repos } from '../../db/repos/index.js'
+import type { Abandoned } from '../../db/repos/owners.js'
+import type { ProcessRegistry } from '../../coordination/process-registry.js'
 import { toToolResult } from '../../errors/render.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
@@ -109,7 +111,11 @@ export class CallIdempotency {
   /** Final writes that failed, by key, until they are made. */
   readonly #unsaved = new Map<string, Unsaved>()
 
-  constructor(repos: Repos, log: FastifyBaseLogger, operationOf: (exchange: Exchange) => string | null = () => null, ttlMs = IDEMPOTENCY_TTL_MS) {
+  /** This process and its neighbours: a record another live process holds is that call's, never free. */
+  readonly #processes: Pick<ProcessRegistry, 'id' | 'exclusive' | 'liveIds'> | null
+
+  constructor(repos: Repos, log: FastifyBaseLogger, operationOf: (exchange: Exchange) => string | null = () => null, ttlMs = IDEMPOTENCY_TTL_MS, processes: Pick<ProcessRegistry, 'id' | 'exclusive' | 'liveIds'> | null = null) {
+    this.#processes = processes
     this.#repos = repos
     this.#log = log
     this.#operationOf = operationOf
@@ -121,9 +127,14 @@ export class CallIdempotency {
    * `operationOf` names the confirmed operation of a stateless call (from its verified requestState).
    */
   static async attach(fastify: FastifyInstance, operationOf: (exchange: Exchange) => string | null): Promise<CallIdempotency> {
-    const idempotency = new CallIdempotency(fastify.repos, fastify.log, operationOf)
-    const interrupted = await idempotency.recover()
+    const { processes } = fastify
+    const idempotency = new CallIdempotency(fastify.repos, fastify.log, operationOf, IDEMPOTENCY_TTL_MS, processes)
+    const interrupted = await idempotency.recover({ live: await processes.liveIds() })
     if (interrupted > 0) fastify.log.warn({ calls: interrupted }, 'confirmed tool calls left unanswered by a previous process are marked interrupted')
+    processes.onDead(async (dead) => {
+      const n = await idempotency.recover({ dead })
+      if (n > 0) fastify.log.warn({ calls: n, processes: dead }, 'confirmed tool calls of processes whose lease lapsed are marked interrupted')
+    })
     // A timer cannot wait: sweep never rejects (it logs what fails).
     const timer = setInterval(() => void idempotency.sweep(), IDEMPOTENCY_SWEEP_MS)
     timer.unref()
@@ -131,9 +142,9 @@ export class CallIdempotency {
     return idempotency
   }
 
-  /** At start: records left pending or running can never be answered; returns how many were marked interrupted. */
-  recover(now = Date.now()): Promise<number> {
-    return this.#repos.idempotency.interruptUnfinished(now, now + this.#ttlMs, nothingRanResult)
+  /** Records left pending or running by processes that are gone can never be answered; returns how many were marked interrupted. */
+  recover(abandoned: Abandoned = { live: [] }, now = Date.now()): Promise<number> {
+    return this.#repos.idempotency.interruptUnfinished(now, now + this.#ttlMs, nothingRanResult, abandoned)
   }
 
   /**
@@ -204,7 +215,7 @@ export class CallIdempotency {
     try {
       let begun: Awaited<ReturnType<Repos['idempotency']['begin']>>
       try {
-        begun = await this.#repos.idempotency.begin(key, toolName, now, expiresAt)
+        begun = await this.#repos.idempotency.begin(key, toolName, now, expiresAt, this.#owner)
         if (!begun.created) {
           const answer = await this.#answer(key, begun.record, toolName, now, claimed)
           if (answer !== FREE) {
@@ -212,7 +223,7 @@ export class CallIdempotency {
             return { key, replay: answer }
           }
           // The id is free: its record is taken over, or made anew when answering just wrote the release it waited for.
-          const taken = (await this.#repos.idempotency.takeOver(key, toolName, now, expiresAt)) || (await this.#repos.idempotency.begin(key, toolName, now, expiresAt)).created
+          const taken = (await this.#repos.idempotency.takeOver(key, toolName, now, expiresAt, this.#owner)) || (await this.#repos.idempotency.begin(key, toolName, now, expiresAt, this.#owner)).created
           if (!taken) throw new Error('an idempotency record changed while a free id was taken over')
         }
       } catch (err) {
@@ -332,7 +343,7 @@ export class CallIdempotency {
    */
   async #answer(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number, mine: boolean): Promise<ToolResult | typeof FREE> {
     const id = keyId(key)
-    if ((record.status === 'pending' || record.status === 'running') && (mine || !this.#live.has(id))) {
+    if ((record.status === 'pending' || record.status === 'running') && (mine || (!this.#live.has(id) && !(await this.#heldElsewhere(record))))) {
       const unsaved = this.#unsaved.get(id)
       if (unsaved) await this.#save(id, unsaved, now)
       if (unsaved?.write === 'release' || (!unsaved && record.status === 'pending')) return FREE
@@ -345,6 +356,17 @@ export class CallIdempotency {
       return this.#replay(record, null, toolName)
     }
     return this.#replay(record, undefined, toolName)
+  }
+
+  /** Whether another live process runs the call of `record` (then it is that call's: answered as pending or running). */
+  async #heldElsewhere(record: IdempotencyRecord): Promise<boolean> {
+    const processes = this.#processes
+    if (!processes || processes.exclusive || record.owner === null || record.owner === processes.id) return false
+    return (await processes.liveIds()).includes(record.owner)
+  }
+
+  get #owner(): string | null {
+    return this.#processes?.id ?? null
   }
 
   /** The answer of a record, whose result is `ended` when this process knows better than the row (undefined: the row). */

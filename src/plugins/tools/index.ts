@@ -55,9 +55,15 @@ const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT',
 const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts) => {
   const { rpc, repos, config } = fastify
   const secrets = new SecretBox(await loadEnvKey(config, repos))
-  const pipelines = new PipelineRunner({ repos, config, secrets, log: fastify.log })
-  const interrupted = await pipelines.recover()
+  const { processes } = fastify
+  const pipelines = new PipelineRunner({ repos, config, secrets, log: fastify.log, owner: processes.id })
+  // What no live process owns was left by one that is gone (a previous run of this server, or a crashed neighbour).
+  const interrupted = await pipelines.recover({ live: await processes.liveIds() }, { stopLeftovers: processes.exclusive })
   if (interrupted > 0) fastify.log.warn({ deployments: interrupted }, 'deployments left running by a previous process are marked interrupted')
+  processes.onDead(async (dead) => {
+    const n = await pipelines.recover({ dead }, { stopLeftovers: false })
+    if (n > 0) fastify.log.warn({ deployments: n, processes: dead }, 'deployments of processes whose lease lapsed are marked interrupted')
+  })
   fastify.decorate('pipelines', pipelines)
   // On stop, runs in flight are interrupted first, so that the calls waiting on them answer before sessions end.
   fastify.shutdown.onDrain(() => pipelines.stopAll())
@@ -323,4 +329,4 @@ function toolTarget(name: string): string {
   return `tools/call ${name}`
 }
 
-export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits, PLUGIN.elicitation, PLUGIN.tasks] })
+export default fp(toolsPlugin, { name: PLUGIN.tools, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.processes, PLUGIN.rpc, PLUGIN.sessions, PLUGIN.rateLimits, PLUGIN.elicitation, PLUGIN.tasks] })
