@@ -307,7 +307,23 @@ export class PipelineRunner {
     return child
   }
 
-  /** Cancels a live run of the organization; false when it is not running. */
+  /**
+   * Asks the process that runs a deployment to cancel it (several processes: coordination/inbox.ts); resolves whether
+   * it did. Set by the tools plugin; null when this process is alone.
+   */
+  cancelElsewhere: ((owner: string, organizationId: string, deploymentId: string, reason: string) => Promise<boolean>) | null = null
+
+  /**
+   * Cancels a run of the organization wherever it runs: here, or on the process that owns it. False when it runs
+   * nowhere (it ended meanwhile, or its process is gone and it is about to be recovered as interrupted).
+   */
+  async cancelAnywhere(organizationId: string, deployment: Pick<Deployment, 'id' | 'owner'>, reason: string): Promise<boolean> {
+    if (this.cancel(organizationId, deployment.id, reason)) return true
+    if (deployment.owner === null || deployment.owner === this.#owner || this.cancelElsewhere === null) return false
+    return this.cancelElsewhere(deployment.owner, organizationId, deployment.id, reason)
+  }
+
+  /** Cancels a live run of this process; false when it is not running here. */
   cancel(organizationId: string, deploymentId: string, reason: string): boolean {
     const live = this.#live.get(deploymentId)
     if (!live || live.deployment.organizationId !== organizationId) return false

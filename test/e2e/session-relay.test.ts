@@ -99,3 +99,20 @@ t.test('settings, subscriptions and DELETE reach the process that holds the sess
   t.ok(get.endedByServer, 'A ended the GET stream of the session B closed')
   t.equal((await post(a.mcpUrl, { jsonrpc: '2.0', id: rid(), method: 'ping' }, headers)).status, 404, 'A no longer knows the session')
 })
+
+t.test('service_deployments_cancel on one process stops the run on the process that owns it', async (t) => {
+  const url = await postgresDatabase(t)
+  const slow = { argv: [process.execPath, '-e', 'setInterval(() => console.log("step"), 100)'] }
+  const config = { envKey: ENV_KEY, redisUrl: redisUrl(), redisPrefix: redisPrefix(t), pipelines: { default: slow }, pipelineGraceMs: 200 }
+  const a = await startServer(t, { dbPath: url, tools: TOOLS, config })
+  const b = await startServer(t, { dbPath: url, tools: TOOLS, config })
+  const app = await seedApp(a, 'long')
+  const run = await a.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
+  t.equal(run.deployment.owner, a.app.processes.id, 'A owns the run')
+  const { headers } = await elicitingSession(b)
+  const reply = await post(b.mcpUrl, callTool('service_deployments_cancel', { deployment_id: run.deployment.id }, rid()), headers)
+  t.equal(reply.json.result.isError, false, reply.text)
+  t.equal(JSON.parse(reply.json.result.content[0].text).status, 'cancelling')
+  const final = await run.done
+  t.equal(final.status, 'cancelled', 'the run on A ended cancelled')
+})

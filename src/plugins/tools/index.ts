@@ -49,6 +49,9 @@ interface CallParams {
  * Failures of a write that are not the write failing: recorded by confirm() or by the tool itself, or a request the
  * client must change (a capability it did not declare: -32021, which the revision makes a JSON-RPC error).
  */
+/** How long a cancellation asked of the process running a deployment waits for its answer. */
+const CANCEL_ROUTE_TIMEOUT_MS = 5_000
+
 const NOT_WRITE_FAILURES = new Set(['ELICITATION_DENIED', 'ELICITATION_TIMEOUT', 'CAPABILITY_REQUIRED', 'OPERATION_CANCELLED', 'MISSING_CLIENT_CAPABILITY'])
 
 /** tools/list and tools/call over the registry. Tool failures are tool results, rendered by the error catalog. */
@@ -64,6 +67,13 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     const n = await pipelines.recover({ dead }, { stopLeftovers: false })
     if (n > 0) fastify.log.warn({ deployments: n, processes: dead }, 'deployments of processes whose lease lapsed are marked interrupted')
   })
+  // service_deployments_cancel on another process than the one running the deployment: asked of its owner.
+  const { inbox } = fastify.coordination
+  inbox.handle<{ organizationId: string; deploymentId: string; reason: string }, boolean>('deployment.cancel', (p) => pipelines.cancel(p.organizationId, p.deploymentId, p.reason))
+  if (fastify.coordination.shared) {
+    pipelines.cancelElsewhere = async (owner, organizationId, deploymentId, reason) =>
+      (await inbox.ask<boolean>(owner, 'deployment.cancel', { organizationId, deploymentId, reason }, CANCEL_ROUTE_TIMEOUT_MS)) === true
+  }
   fastify.decorate('pipelines', pipelines)
   // On stop, runs in flight are interrupted first, so that the calls waiting on them answer before sessions end.
   fastify.shutdown.onDrain(() => pipelines.stopAll())

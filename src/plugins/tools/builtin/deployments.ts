@@ -266,7 +266,7 @@ export const deploymentsCancel = defineTool<{ deployment_id: string }, { deploym
     const d = await requireDeployment(ctx, args.deployment_id)
     const ended = (status: string) => fail('CONFLICT', { message: `Deployment ${d.id} is ${status}: only a queued or running deployment can be cancelled` })
     if (!isActive(d)) throw ended(d.status)
-    if (!ctx.pipelines.cancel(principal.organizationId, d.id, `cancelled by user ${principal.userId} with service_deployments_cancel`)) {
+    if (!(await ctx.pipelines.cancelAnywhere(principal.organizationId, d, `cancelled by user ${principal.userId} with service_deployments_cancel`))) {
       // It ended between the read and the cancel (a row left active by another process is marked at start).
       const now = await ctx.repos.deployments.byId(principal.organizationId, d.id)
       throw ended(now && !isActive(now) ? now.status : 'not running in this server')
