@@ -282,3 +282,10 @@ export type ProcessRow = {
   startedAt: number
   leaseUntil: number
 }
+
+/**
+ * Whose work in progress a recovery touches (coordination/process-registry.ts): at start, whatever no live process owns
+ * (`live`: the ids alive now, this one included; rows without an owner predate the registry); later, exactly the work
+ * of processes whose lease lapsed (`dead`). Here, free of Drizzle's types, since repository signatures use it.
+ */
+export type Abandoned = { live: readonly string[] } | { dead: readonly string[] }

@@ -1,7 +1,8 @@
 import { and, asc, count, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
-import { abandonedBy, type Abandoned } from './owners.js'
+import { abandonedBy } from './owners.js'
+import type { Abandoned } from '../types.js'
 import type { Deployment, DeploymentLogLine, DeploymentStatus } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).

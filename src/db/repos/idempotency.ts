@@ -1,6 +1,7 @@
 import { and, count, eq, gt, inArray, lte, or } from 'drizzle-orm'
 import type { Store } from '../store.js'
-import { abandonedBy, type Abandoned } from './owners.js'
+import { abandonedBy } from './owners.js'
+import type { Abandoned } from '../types.js'
 import type { IdempotencyRecord } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).

@@ -1,6 +1,7 @@
 import { and, eq, inArray, lte } from 'drizzle-orm'
 import type { Store } from '../store.js'
-import { abandonedBy, type Abandoned } from './owners.js'
+import { abandonedBy } from './owners.js'
+import type { Abandoned } from '../types.js'
 import type { TaskRow, TaskStatus } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
