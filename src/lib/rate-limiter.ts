@@ -1,6 +1,9 @@
+import type { Redis } from 'ioredis'
+
 /**
- * Fixed-window counters in memory (one process serves everything). A hit costs one Map lookup; expired windows are
- * dropped by `sweep()`, so memory follows the number of keys active in the current window.
+ * Fixed-window counters: in memory when one process serves everything (`RateLimiter`: a hit costs one Map lookup;
+ * expired windows are dropped by `sweep()`, so memory follows the number of keys active in the current window), in
+ * Redis when several processes share the limits (`RedisRateLimiter`: one round trip per check).
  */
 export interface RateDecision {
   allowed: boolean
@@ -31,6 +34,15 @@ export class RateLimiter {
     return { allowed: false, limit, remaining: Math.max(0, limit - w.count), retryAfter }
   }
 
+  /**
+   * Takes back `cost` that `take` counted in the current window: when a request counted in one window is then refused
+   * by another, it counts in neither.
+   */
+  giveBack(key: string, cost = 1, now = Date.now()): void {
+    const w = this.#windows.get(key)
+    if (w !== undefined && w.resetAt > now) w.count = Math.max(0, w.count - cost)
+  }
+
   sweep(now = Date.now()): void {
     for (const [key, w] of this.#windows) if (w.resetAt <= now) this.#windows.delete(key)
   }
@@ -38,4 +50,111 @@ export class RateLimiter {
   get size(): number {
     return this.#windows.size
   }
+}
+
+/** A refusal by one of the windows of a `RedisRateLimiter.take`. */
+export interface SharedRefusal extends RateDecision {
+  /** Which window refused: its position in the keys given. */
+  index: number
+}
+
+/** Redis could not be asked (connection down) or did not answer in time: the caller decides what to do without it. */
+export class RateStoreUnavailable extends Error {
+  override readonly name = 'RateStoreUnavailable'
+}
+
+/**
+ * Checks and counts several fixed windows at once. KEYS are the windows; ARGV[1] the window length (ms), ARGV[2] the
+ * cost, ARGV[2 + i] the limit of KEYS[i]. When `cost` fits every window, each counts it (a window opened now expires
+ * ARGV[1] ms later: the key is the window) and the answer is 0. Otherwise nothing is counted and the answer names
+ * the first window that refused: {i, its count, ms until it resets}. As in memory, a refusal that finds no window
+ * opens one (with nothing counted), so the windows start where they would have in one process.
+ *
+ * A script runs alone in Redis: concurrent checks from any number of processes are serialized, so no two can both see
+ * room for the last request.
+ */
+const TAKE_SCRIPT = `
+local window = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local opened = {}
+for i, key in ipairs(KEYS) do
+  local count = redis.call('GET', key)
+  if count then
+    count = tonumber(count)
+  else
+    count = 0
+    opened[i] = true
+  end
+  if count + cost > tonumber(ARGV[2 + i]) then
+    local left = redis.call('PTTL', key)
+    if left < 0 then
+      redis.call('SET', key, count, 'PX', window)
+      left = window
+    end
+    return {i, count, left}
+  end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('INCRBY', key, cost)
+  if opened[i] then redis.call('PEXPIRE', key, window) end
+end
+return 0
+`
+
+/** The name of the script's command on the connection (ioredis sends EVALSHA, and the script itself if Redis lost it). */
+const TAKE_COMMAND = 'serviceMcpRateTake'
+
+type TakeAnswer = 0 | [index: number, count: number, leftMs: number]
+type WithTake = Redis & { [TAKE_COMMAND](numKeys: number, ...args: Array<string | number>): Promise<TakeAnswer> }
+
+export interface RedisRateLimiterOptions {
+  /** A check Redis has not answered after this long fails (RateStoreUnavailable), rather than hold the request. */
+  timeoutMs: number
+}
+
+/** Fixed windows in Redis, shared by every process that uses the same keys. */
+export class RedisRateLimiter {
+  readonly #redis: WithTake
+  readonly #timeoutMs: number
+
+  constructor(redis: Redis, options: RedisRateLimiterOptions) {
+    this.#redis = redis as unknown as WithTake
+    // Defined once per connection: every limiter on it shares the command.
+    if (typeof this.#redis[TAKE_COMMAND] !== 'function') redis.defineCommand(TAKE_COMMAND, { lua: TAKE_SCRIPT })
+    this.#timeoutMs = options.timeoutMs
+  }
+
+  /**
+   * Counts `cost` in every window of `keys` (each with the limit at the same position in `limits`) when it fits all
+   * of them: null. Otherwise nothing is counted, and the refusal of the first window that has no room. Rejects with
+   * RateStoreUnavailable when Redis cannot be asked or does not answer within the timeout.
+   */
+  take(keys: readonly string[], limits: readonly number[], windowMs: number, cost = 1): Promise<SharedRefusal | null> {
+    const redis = this.#redis
+    // While the connection is down, ioredis would queue the command until it gives up: answer at once instead.
+    if (redis.status !== 'ready') return Promise.reject(new RateStoreUnavailable(`Redis connection is ${redis.status}`))
+    return redisAnswer(redis[TAKE_COMMAND](keys.length, ...keys, windowMs, cost, ...limits), this.#timeoutMs).then((a) => {
+      if (a === 0) return null
+      const [i, count, leftMs] = a
+      const limit = limits[i - 1]!
+      return { index: i - 1, allowed: false, limit, remaining: Math.max(0, limit - count), retryAfter: Math.max(1, Math.ceil(leftMs / 1000)) }
+    })
+  }
+}
+
+/**
+ * Redis's answer to a command, or RateStoreUnavailable when it fails or takes longer than `timeoutMs` (the command
+ * may still run; a counter is then counted once more than it should, which errs on the safe side).
+ */
+export function redisAnswer<T>(answer: Promise<T>, timeoutMs: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new RateStoreUnavailable(`Redis did not answer within ${timeoutMs} ms`)), timeoutMs)
+    answer.then((a) => {
+      clearTimeout(timer)
+      resolve(a)
+    }, (err: unknown) => {
+      clearTimeout(timer)
+      reject(new RateStoreUnavailable(`Redis refused the command: ${(err as Error).message}`, { cause: err }))
+    })
+  })
 }

@@ -56,13 +56,16 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     const principal = auth.authenticate(request.headers.authorization, request.raw.socket)
     if (!(principal instanceof Promise)) {
       request.principal = principal
-      rateLimits.mcpRequest(principal)
-      return done()
+      // Counted in this process: synchronous. Shared through Redis: a promise.
+      const counted = rateLimits.mcpRequest(principal)
+      if (!counted) return done()
+      counted.then(() => done(), done)
+      return
     }
     // A credential the cache did not hold: verified against the database.
     principal.then((verified) => {
       request.principal = verified
-      rateLimits.mcpRequest(verified)
+      return rateLimits.mcpRequest(verified)
     }).then(() => done(), done)
   })
 

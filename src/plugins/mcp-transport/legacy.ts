@@ -239,6 +239,18 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     }
   }
 
+  /** A POST's messages, counted against the limits: classified, then answered (observed when an observer is set). */
+  function answerItems(request: FastifyRequest, reply: FastifyReply, principal: Principal, batch: boolean, items: unknown[], accept: Acceptance): Promise<FastifyReply> {
+    const classified = items.map((m) => rpc.classify(m))
+    if (!batch && classified[0]!.kind === 'invalid') {
+      const c = classified[0] as { details: unknown }
+      throw fail('INVALID_REQUEST', { details: c.details })
+    }
+    const observer = rpc.observer
+    if (observer === null) return answerMessages(request, reply, principal, batch, classified, accept, null)
+    return answerObserved(observer, request, reply, principal, batch, classified, accept)
+  }
+
   return {
     // Not async: what it throws reaches the entry's async handler all the same, and without an observer the answer's
     // own promise is returned as it is.
@@ -252,15 +264,12 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       if (batch && items.length > config.maxBatchSize) {
         throw fail('INVALID_REQUEST', { message: `A batch may hold at most ${config.maxBatchSize} messages; this one holds ${items.length}`, details: { limit: config.maxBatchSize, size: items.length } })
       }
-      if (batch && items.length > 1) fastify.rateLimits.mcpRequest(principal, items.length - 1)
-      const classified = items.map((m) => rpc.classify(m))
-      if (!batch && classified[0]!.kind === 'invalid') {
-        const c = classified[0] as { details: unknown }
-        throw fail('INVALID_REQUEST', { details: c.details })
+      if (batch && items.length > 1) {
+        const counted = fastify.rateLimits.mcpRequest(principal, items.length - 1)
+        // Limits shared through Redis: the batch is answered once its messages are counted.
+        if (counted) return counted.then(() => answerItems(request, reply, principal, batch, items, accept))
       }
-      const observer = rpc.observer
-      if (observer === null) return answerMessages(request, reply, principal, batch, classified, accept, null)
-      return answerObserved(observer, request, reply, principal, batch, classified, accept)
+      return answerItems(request, reply, principal, batch, items, accept)
     },
 
     get(request, reply) {

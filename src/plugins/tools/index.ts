@@ -103,7 +103,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       const { principal } = ctx
       const tool = registry.get(params.name)
       if (tool && principal.scopes.includes(tool.def.scope) && roleAllows(principal.role, tool.def.role)) {
-        fastify.rateLimits.toolCall(principal, tool.def.name, rateLimitOf(tool.def))
+        const limited = fastify.rateLimits.toolCall(principal, tool.def.name, rateLimitOf(tool.def))
+        // Limits shared through Redis: the rest of the checks once the call is counted.
+        if (limited) return limited.then(() => openChecked(params, ctx, tool))
+        return openChecked(params, ctx, tool)
       }
       if (tool && !principal.scopes.includes(tool.def.scope)) {
         const wanted = [...new Set([...principal.scopes, tool.def.scope])].join(' ')
@@ -113,11 +116,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
         })
       }
       if (!tool) return // answered -32602 by the handler
-      // A stateless retry's requestState is checked before anything runs (-32602 when it is not this call's).
-      const opening = fastify.elicitation.openRound(ctx, toolTarget(tool.def.name), params.arguments ?? {}, params.requestState, params.inputResponses)
-      // Only a confirmed call reads the database here; any other is checked without a promise when its state's key is known.
-      if (tool.def.confirm !== true) return opening
-      return checkConfirmed(opening, ctx, tool.def.name)
+      return openChecked(params, ctx, tool)
     },
     prefersStream(params) {
       const tool = registry.get(params.name)
@@ -129,6 +128,15 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       return result.resultType === 'task' ? fastify.tasks.refreshHandle(ctx.principal, result) : result
     },
   })
+
+  /** The precheck past the scope and the limit: the confirmation round, and the at-most-once check of a confirmed call. */
+  function openChecked(params: CallParams, ctx: PrecheckContext, tool: RegisteredTool): void | Promise<void> {
+    // A stateless retry's requestState is checked before anything runs (-32602 when it is not this call's).
+    const opening = fastify.elicitation.openRound(ctx, toolTarget(tool.def.name), params.arguments ?? {}, params.requestState, params.inputResponses)
+    // Only a confirmed call reads the database here; any other is checked without a promise when its state's key is known.
+    if (tool.def.confirm !== true) return opening
+    return checkConfirmed(opening, ctx, tool.def.name)
+  }
 
   /** The id (or operation) of a confirmed call still pending or running: 409, before the dispatcher's in-flight check. */
   async function checkConfirmed(opening: void | Promise<void>, ctx: PrecheckContext, toolName: string): Promise<void> {
