@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { clientAddressKey, SignInThrottle } from '../../auth/sign-in-throttle.js'
+import type { SignInGatekeeper } from '../../auth/shared-sign-in-throttle.js'
+import { clientAddressKey, SignInThrottle, type SignInThrottleSettings } from '../../auth/sign-in-throttle.js'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
 import { normalizeEmail } from '../../db/repos/users.js'
@@ -25,18 +26,16 @@ export type SignInResult = { user: { id: string } } | { wrong: true; email: stri
 export class BrowserState {
   readonly #config: Config
   readonly #repos: Repos
-  /** One throttle for both sign-in forms (/account and the OAuth interaction): a failure on one counts on the other. */
-  readonly throttle: SignInThrottle
+  /**
+   * One throttle for both sign-in forms (/account and the OAuth interaction): a failure on one counts on the other.
+   * In this process unless one shared by the processes of the deployment is given (SharedSignInThrottle).
+   */
+  readonly throttle: SignInGatekeeper
 
-  constructor(config: Config, repos: Repos) {
+  constructor(config: Config, repos: Repos, throttle?: SignInGatekeeper) {
     this.#config = config
     this.#repos = repos
-    this.throttle = new SignInThrottle({
-      freeAttempts: config.signInFreeAttempts,
-      addressFreeAttempts: config.signInAddressFreeAttempts,
-      delayMs: config.signInDelayMs,
-      maxDelayMs: config.signInMaxDelayMs,
-    })
+    this.throttle = throttle ?? new SignInThrottle(signInThrottleSettings(config))
   }
 
   get #secure(): boolean {
@@ -94,7 +93,7 @@ export class BrowserState {
   async signInAttempt(request: FastifyRequest, email: unknown, password: unknown, context: Record<string, unknown>): Promise<SignInResult> {
     const shownEmail = typeof email === 'string' ? email.slice(0, MAX_EMAIL) : ''
     const account = typeof email === 'string' && email.length <= MAX_EMAIL && email.trim() !== '' ? normalizeEmail(email) : null
-    const gate = this.throttle.begin(account, clientAddressKey(request.ip))
+    const gate = await this.throttle.begin(account, clientAddressKey(request.ip))
     if (!gate.allowed) {
       const retryAfter = Math.max(1, Math.ceil(gate.retryAfterMs / 1000))
       request.log.warn({ ...context, address: request.ip, account, throttledBy: gate.by, retryAfter }, 'sign-in refused: too many failed sign-ins')
@@ -102,7 +101,7 @@ export class BrowserState {
     }
     const user = await this.#checkPassword(email, password)
     if (user) {
-      this.throttle.succeeded(gate.attempt)
+      await this.throttle.succeeded(gate.attempt)
       request.log.info({ ...context, address: request.ip, account, user: user.id }, 'signed in')
       return { user }
     }
@@ -154,6 +153,16 @@ export class BrowserState {
       throw fail('CSRF_FAILED')
     }
     return browserId
+  }
+}
+
+/** The sign-in throttle's settings, from configuration. */
+export function signInThrottleSettings(config: Config): SignInThrottleSettings {
+  return {
+    freeAttempts: config.signInFreeAttempts,
+    addressFreeAttempts: config.signInAddressFreeAttempts,
+    delayMs: config.signInDelayMs,
+    maxDelayMs: config.signInMaxDelayMs,
   }
 }
 

@@ -15,7 +15,7 @@ import { redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
 import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
 import { consentPage, errorPage, signInPage } from '../../web/pages.js'
-import { formFields } from './api.js'
+import { formFields, rateLimitStore } from './api.js'
 import { inWords, type BrowserState } from './browser.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 
@@ -73,6 +73,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   // GET /oauth/authorize per client address (its own store: this context is not the registration endpoint's).
   await fastify.register(rateLimit, {
     global: false,
+    ...rateLimitStore(fastify, 'authorize'),
     keyGenerator: (request) => clientAddressKey(request.ip),
     addHeadersOnExceeding: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false },
     addHeaders: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false, 'retry-after': true },
