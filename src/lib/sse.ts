@@ -54,6 +54,14 @@ export interface SseStreamOptions {
    * for the client to come back to; any other stream ends. Default: unbounded.
    */
   maxBuffered?: number
+  /** Told every event and the end, in order (a call stream replayable by other processes: coordination/shared-streams.ts). */
+  mirror?: StreamMirror
+}
+
+/** Hears a stream's events as they are sent, and its end. */
+export interface StreamMirror {
+  event(seq: number, frame: string): void
+  end(): void
 }
 
 /**
@@ -69,6 +77,7 @@ export class SseStream {
   private readonly replay: number
   private readonly eventIds: boolean
   private readonly maxBuffered: number
+  private readonly mirror: StreamMirror | null
   /** Bytes written at once when a connection resumed: allowed on top of maxBuffered until the socket drains. */
   private resumedBytes = 0
   private readonly buffer: Array<{ seq: number; frame: string }> = []
@@ -81,6 +90,7 @@ export class SseStream {
     this.replay = opts.replay ?? 0
     this.eventIds = opts.eventIds ?? true
     this.maxBuffered = opts.maxBuffered ?? Infinity
+    this.mirror = opts.mirror ?? null
     this.raw = raw
     this.watch(raw)
   }
@@ -114,6 +124,7 @@ export class SseStream {
       this.buffer.push({ seq, frame })
       if (this.buffer.length > this.replay) this.buffer.shift()
     }
+    this.mirror?.event(seq, frame)
     if (this.attached) this.write(frame)
     return eventId
   }
@@ -166,6 +177,7 @@ export class SseStream {
   end(): void {
     if (this.ended) return
     this.ended = true
+    this.mirror?.end()
     if (this.attached) this.raw!.end()
     for (const l of this.closeListeners.splice(0)) l()
   }

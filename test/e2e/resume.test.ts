@@ -71,6 +71,15 @@ t.test('a call that ended while the client was away is read back, and only what 
   t.notOk(rest.some((m) => seen.some((s) => s.id === m.id)), 'nothing already received is sent again')
   t.same(rest.filter((m) => m.msg.method === 'notifications/message').map((m) => m.msg.params.data.line), [3, 4].filter((n) => n > seen.filter((s) => s.msg.method === 'notifications/message').length))
   t.same(rest.at(-1)?.msg, { jsonrpc: '2.0', id: 'c-1', result: { content: [{ type: 'text', text: '{"done":4}' }], isError: false, structuredContent: { done: 4 } } }, 'the result comes last')
+
+  // Replayed to its end, the stream is no longer kept: asking again (SDK v1 does after an error answer) opens the
+  // standalone stream, which stays open, rather than an empty replay that ends at once, over and over.
+  const again = await openLive(server.mcpUrl, { method: 'GET', headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastSeen } })
+  await sleep(150)
+  t.equal(again.status, 200)
+  t.notOk(again.endedByServer, 'the standalone stream stays open')
+  t.equal(messages(again.text()).length, 0, 'and replays nothing')
+  again.close()
 })
 
 t.test('the replay buffer is bounded; another session cannot resume the stream', async (t) => {

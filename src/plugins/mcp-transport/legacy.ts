@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
+import { SharedStreams } from '../../coordination/shared-streams.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
-import { parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
+import { newStreamId, parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
 import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
-import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse } from '../../rpc/types.js'
+import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse, type RequestId } from '../../rpc/types.js'
 import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
 import { parseAccept, sendJsonRpc, sessionIdHeader, type Acceptance } from './headers.js'
 import { StoppableCall, stoppedByShutdown } from './stopping.js'
@@ -24,6 +25,7 @@ export interface LegacyFrontEnd {
 
 export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   const { config, rpc, sessions, heartbeats } = fastify
+  const shared = sharedStreams(fastify)
 
   /**
    * The session named by Mcp-Session-Id, usable only with the credential that created it. A session in memory is
@@ -54,9 +56,12 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
    * the call ends, and stays a while after that if nobody was connected to see the end. The standalone GET stream
    * carries nothing that needs replaying and ends with its connection.
    */
-  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session, kind: 'call' | 'standalone'): SseStream {
+  function openStream(request: FastifyRequest, reply: FastifyReply, session: Session, kind: 'call' | 'standalone', requestIds?: readonly RequestId[]): SseStream {
     reply.hijack()
-    const stream = new SseStream(reply.raw, { replay: kind === 'call' ? config.sseReplayEvents : 0, maxBuffered: config.sseMaxBufferedBytes })
+    const id = newStreamId()
+    // Processes sharing the database: a call's events are also kept in Redis, for a resumption that lands elsewhere.
+    const mirror = shared !== null && requestIds !== undefined ? shared.mirror(session.id, id, requestIds) : undefined
+    const stream = new SseStream(reply.raw, { id, replay: kind === 'call' ? config.sseReplayEvents : 0, maxBuffered: config.sseMaxBufferedBytes, ...(mirror ? { mirror } : {}) })
     stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
     if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
     heartbeats.add(stream)
@@ -81,17 +86,40 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     return stream
   }
 
-  /** GET with Last-Event-ID naming a stream of this session: replay what the client missed, then continue live. */
-  function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean {
+  /**
+   * GET with Last-Event-ID naming a stream of this session: replay what the client missed, then continue live. A stream
+   * held here is attached at once; one another process holds is replayed from Redis when processes share the
+   * database (a promise). False when no such stream of this session is known.
+   */
+  function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean | Promise<boolean> {
     const last = parseEventId(request.headers['last-event-id'])
-    const stream = last ? session.runtime?.findStream(last.stream) : undefined
-    if (!last || !stream || !stream.resumable) return false
-    reply.hijack()
-    writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
+    if (!last) return false
+    const stream = session.runtime?.findStream(last.stream)
+    const open = () => {
+      reply.hijack()
+      writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
+    }
+    if (!stream || !stream.resumable) return shared === null ? false : shared.resume(reply.raw, open, session.id, last.stream, last.seq, request.log)
+    open()
     const complete = stream.attach(reply.raw, last.seq)
     if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
     if (!stream.closed) heartbeats.add(stream)
+    else forgetRetained(session, stream.id)
     return true
+  }
+
+  /**
+   * An ended stream replayed to its end has done its job: it is no longer kept. A client that asks for it again (SDK v1
+   * does after an error answer, which it does not count as the call's end) gets the standalone stream instead of an
+   * empty replay that ends at once, again and again until the stream's retention ends.
+   */
+  function forgetRetained(session: Session, streamId: string): void {
+    const rt = session.runtime
+    const retained = rt?.retained.get(streamId)
+    if (!rt || !retained) return
+    clearTimeout(retained.timer)
+    rt.retained.delete(streamId)
+    releaseRuntime(session)
   }
 
   async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, seen: Observation | null) {
@@ -192,7 +220,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     // client takes nothing else; otherwise JSON unless a call sends something while it runs (a log line, a question
     // to the client), which turns the answer into an SSE stream carrying everything from then on.
     const upfront = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
-    const answer = new LegacyAnswer(() => openStream(request, reply, session, 'call'), accept.sse)
+    const answer = new LegacyAnswer(() => openStream(request, reply, session, 'call', calls.map((call) => call.message.id)), accept.sse)
     answers.forEach((a, position) => {
       if (!('def' in a)) answer.add(position, a)
     })
@@ -287,8 +315,14 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   }
 
   /** GET: resumes a call stream (Last-Event-ID), or opens the session's standalone stream. */
-  function openGet(request: FastifyRequest, reply: FastifyReply, session: Session): FastifyReply {
-    if (resumeStream(request, reply, session)) return reply
+  function openGet(request: FastifyRequest, reply: FastifyReply, session: Session): FastifyReply | Promise<FastifyReply> {
+    const resumed = resumeStream(request, reply, session)
+    if (resumed instanceof Promise) return resumed.then((yes) => (yes ? reply : openStandalone(request, reply, session)))
+    return resumed ? reply : openStandalone(request, reply, session)
+  }
+
+  /** The session's standalone stream, for what the server sends outside any call. */
+  function openStandalone(request: FastifyRequest, reply: FastifyReply, session: Session): FastifyReply {
     const previous = session.runtime?.standalone
     const stream = openStream(request, reply, session, 'standalone')
     // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
@@ -296,6 +330,31 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     previous?.end()
     return reply
   }
+}
+
+/**
+ * Call streams replayable by every process, when several share the database (coordination/shared-streams.ts); null
+ * when this process is alone: its streams resume here or nowhere. Followers end when the server closes.
+ */
+function sharedStreams(fastify: FastifyInstance): SharedStreams | null {
+  const { coordination, config } = fastify
+  if (coordination.redis === null) return null
+  const shared = new SharedStreams({
+    redis: coordination.redis,
+    key: (name) => coordination.key(name),
+    processId: coordination.processId,
+    liveIds: () => fastify.processes.liveIds(),
+    replayEvents: config.sseReplayEvents,
+    retainMs: config.sseRetainMs,
+    heartbeatMs: config.heartbeatMs,
+    checkEveryMs: Math.max(1, Math.floor(config.leaseMs / 3)),
+    log: fastify.log,
+  })
+  fastify.addHook('preClose', (done) => {
+    shared.close()
+    done()
+  })
+  return shared
 }
 
 /**
