@@ -4,7 +4,8 @@
  * on a 2025 session (confirmations answered on another process than the one waiting, a deployment's stream, a
  * cancellation routed to the process running the call) and the SDK v2 client on the stateless revision. One process is
  * killed (SIGKILL) in the middle of a deployment: no acknowledged write is lost, its deployment is recovered by the
- * others as interrupted once its lease lapses, and the clients are served by the rest.
+ * others as interrupted once its lease lapses, the SDK v1 client's resumption of the call's stream is replayed by a
+ * survivor, which answers the call once the lease lapsed, and the clients are served by the rest.
  */
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -182,8 +183,11 @@ t.test('three processes behind nginx round-robin, real clients, one process kill
     return row?.status === 'interrupted' ? row : undefined
   }, LEASE_MS * 4 + 5000, 'the dead process\'s deployment to be recovered')
   t.equal(recovered.status, 'interrupted', 'the others recovered the dead process\'s deployment once its lease lapsed')
-  // The call that waited on the dead process is left to the client's own timeout: its stream died with the process.
-  void running
+  // The call's stream died with its process; the SDK resumed it with Last-Event-ID, nginx sent that GET to a survivor,
+  // which replayed the stream from Redis and, once the owner's lease lapsed, answered the call with an error.
+  const ended = await Promise.race([running, sleep(LEASE_MS * 4 + 5000).then(() => 'still waiting')])
+  t.match(String(ended), /stopped before it finished/, 'the client hears that its call\'s process stopped, long before its own timeout')
+  t.ok(said(processes.filter((p) => p !== victim), 'call stream resumed from Redis: its call runs on another process').length >= 1, 'a survivor replayed the dead process\'s call stream')
 
   // The survivors serve both clients.
   const after = await v2.callTool({ name: 'service_apps_list', arguments: {} })
