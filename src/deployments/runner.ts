@@ -72,6 +72,8 @@ export class PipelineRunner {
   readonly #live = new Map<string, LiveRun>()
   readonly #pendingLines: DeploymentLogLine[] = []
   #flushScheduled = false
+  /** Every batch of output lines taken so far, stored (batches are stored one after the other, in order). */
+  #stored: Promise<void> = Promise.resolve()
   readonly #observers = new Set<(event: RunEvent) => void>()
 
   /** The process running the runs this runner starts (the `owner` of their rows). */
@@ -352,10 +354,15 @@ export class PipelineRunner {
     setImmediate(() => void this.#flushLines())
   }
 
-  /** Stores the lines queued so far in one batch, then tells the observers. Never rejects (a failure is logged). */
-  async #flushLines(): Promise<void> {
+  /**
+   * Stores the lines queued so far in one batch, after every batch taken before it, then tells the observers; resolves
+   * once this batch and all earlier ones are stored, so a run's end (which awaits it) is never recorded, nor its call
+   * answered, before its output. On PostgreSQL two batches in flight take two connections of the pool and could
+   * otherwise commit in either order. Never rejects (a failure is logged).
+   */
+  #flushLines(): Promise<void> {
     this.#flushScheduled = false
-    if (this.#pendingLines.length === 0) return
+    if (this.#pendingLines.length === 0) return this.#stored
     const lines = this.#pendingLines.splice(0)
     // Runs still live when the batch is taken (a run's last lines are taken before it leaves #live); one event per run
     // of the batch, told once the lines are stored.
@@ -366,13 +373,16 @@ export class PipelineRunner {
         if (organizationId !== undefined) live.set(deploymentId, organizationId)
       }
     }
-    try {
-      await this.#repos.deployments.appendLines(lines)
-    } catch (err) {
-      this.#log.error({ err, lines: lines.length }, 'could not store deployment output')
-      return
-    }
-    for (const [deploymentId, organizationId] of live) this.#tell({ type: 'stored', deploymentId, organizationId })
+    this.#stored = this.#stored.then(async () => {
+      try {
+        await this.#repos.deployments.appendLines(lines)
+      } catch (err) {
+        this.#log.error({ err, lines: lines.length }, 'could not store deployment output')
+        return
+      }
+      for (const [deploymentId, organizationId] of live) this.#tell({ type: 'stored', deploymentId, organizationId })
+    })
+    return this.#stored
   }
 }
 
