@@ -1,3 +1,4 @@
+// test-backends: own (the throwaway PostgreSQL and Redis of the test run themselves)
 import { once } from 'node:events'
 import t, { type Test } from 'tap'
 import {

@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (SQLite's backups; PostgreSQL is backed up with pg_dump)
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'

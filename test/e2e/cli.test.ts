@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (the command line on SQLite files it makes; postgres.test.ts and hardening-oauth.test.ts run migrate, orgs and the membership commands on PostgreSQL)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

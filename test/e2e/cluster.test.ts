@@ -1,3 +1,4 @@
+// test-backends: own (three processes on PostgreSQL and Redis)
 /**
  * Three server processes on one PostgreSQL database, coordinated through Redis, behind nginx round-robin from the
  * recipe in docs/deploy/nginx.conf (no sticky sessions), with real clients nobody here wrote: the official SDK v1 client

@@ -1,3 +1,4 @@
+// test-backends: own (processes on PostgreSQL and Redis)
 import t from 'tap'
 import { loadConfig } from '../../src/config.js'
 import { postgresClient, postgresDatabase, redisKeys, redisPrefix, redisUrl } from '../helpers/backends.js'

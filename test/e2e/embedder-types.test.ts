@@ -1,3 +1,4 @@
+// test-backends: none (the published declarations, checked by tsc; no server)
 /**
  * An embedder's TypeScript project type-checks against the package's public declarations with `skipLibCheck: false`
  * and `strict`: the declarations are built from src (as `npm run build` emits them) into a throwaway package, and a

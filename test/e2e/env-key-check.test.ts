@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (env.key beside a SQLite file)
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'

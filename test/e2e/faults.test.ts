@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (killed processes and a full disk, on SQLite files it makes)
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

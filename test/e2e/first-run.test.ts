@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (a first start on a SQLite file, and files it cannot open)
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createNetServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'

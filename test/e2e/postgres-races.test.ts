@@ -1,3 +1,4 @@
+// test-backends: own (races on PostgreSQL)
 import t, { type Test } from 'tap'
 import { openPostgres, postgresStore, uncachedCredentials } from '../../src/db/postgres.js'
 import { reposOn, type Repos } from '../../src/db/repos/index.js'

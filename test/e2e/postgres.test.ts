@@ -1,3 +1,4 @@
+// test-backends: own (PostgreSQL itself)
 import t from 'tap'
 import { request } from 'undici'
 import { openRepos } from '../../src/db/open-repos.js'

@@ -1,3 +1,4 @@
+// test-backends: own (processes on PostgreSQL and Redis)
 import t from 'tap'
 import { request } from 'undici'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'

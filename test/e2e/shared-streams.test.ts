@@ -1,3 +1,4 @@
+// test-backends: own (processes on PostgreSQL and Redis)
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { defineTool } from '../../src/index.js'

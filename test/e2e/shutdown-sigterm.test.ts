@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (signals to `serve` processes on SQLite files it makes)
 /**
  * What a client waiting on the server gets when `service-mcp serve` is stopped with SIGTERM, as a user sees it: the real
  * CLI process (through tsx), real sockets, and the official SDK clients (v1 for the 2025 sessions, v2 for 2026-07-28)

@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (SQLite's files and their lock)
 import { execFileSync, spawn } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

@@ -65,7 +65,7 @@ export async function startServer(
   t: Teardown,
   options: { config?: Partial<Config>; dbPath?: string } & Omit<CreateServerOptions, 'config' | 'env'> = {},
 ): Promise<TestServer> {
-  const dbPath = options.config?.database ?? options.dbPath ?? (onPostgres() ? await postgresDatabase(t) : tempDatabase(t))
+  const dbPath = options.config?.database ?? options.dbPath ?? (onPostgres() ? await postgresDatabase(t, { migrated: true }) : tempDatabase(t))
   // A PostgreSQL database has no folder for a default env.key (config.ts): the suite's pass on it names one. A SQLite
   // file passed by the test keeps its env.key beside it, as in production, whatever the pass.
   const postgresKey = isPostgresUrl(dbPath) && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}

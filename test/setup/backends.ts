@@ -33,6 +33,8 @@ export const STATE_DIR = join(ROOT, '.tap', 'backends')
 const TEMP_PREFIX = 'service-mcp-backends-'
 /** The role the tests use: login and createdb, no superuser. */
 export const PG_ROLE = 'service_mcp'
+/** A database with every committed migration applied, copied for each test server (test/helpers/backends.ts). */
+export const MIGRATED_TEMPLATE = 'service_mcp_migrated'
 const PG_SUPERUSER = 'postgres'
 const DEBIAN_PG_BIN = '/usr/lib/postgresql/15/bin'
 
@@ -391,4 +393,25 @@ export async function stopBackends(runnerPid: number): Promise<Record<string, nu
   rmSync(stateFile(runnerPid), { force: true })
   await cleanStale(state?.pgBin, runnerPid)
   return state ? { stop: Math.round(performance.now() - start) } : undefined
+}
+
+/**
+ * Creates MIGRATED_TEMPLATE, the committed migrations applied, once per run: a test server's database is copied from it
+ * (about 30 ms) rather than created empty and migrated by the server (about 85 ms more per server, hundreds of servers
+ * in the suite's PostgreSQL pass). The server still runs its migrations at start, which find nothing left to apply.
+ */
+export async function createMigratedTemplate(postgresUrl: string): Promise<void> {
+  const { openPostgres } = await import('../../src/db/postgres.js')
+  const admin = new Client({ connectionString: postgresUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${MIGRATED_TEMPLATE} OWNER ${PG_ROLE}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(postgresUrl)
+  url.pathname = `/${MIGRATED_TEMPLATE}`
+  // Closed before any copy: PostgreSQL copies a database only while nobody is connected to it.
+  const handle = await openPostgres(url.href)
+  await handle.close()
 }

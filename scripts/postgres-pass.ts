@@ -1,0 +1,56 @@
+/**
+ * The suite's second pass, on PostgreSQL: `npm run test:postgres` (part of `npm test`). Every test file that reaches
+ * storage through a server (test/e2e, test/http, test/regressions) runs again with SERVICE_TEST_DATABASE=postgres, so
+ * test/helpers/server.ts puts each of its servers on a fresh database of this run's PostgreSQL (tap's `before` starts it
+ * and Redis, its `after` stops them).
+ *
+ * A file whose database the pass would not change declares it in a line of its own, with the reason:
+ *
+ *   // test-backends: sqlite-only (why)   it runs its servers on SQLite files it makes (locks, disks, backups, processes)
+ *   // test-backends: own (why)           it picks its backends itself (the PostgreSQL and Redis tests)
+ *   // test-backends: none (why)          it runs no server
+ *
+ * Running those twice would only repeat the first pass. The list of what is left out is printed with the reasons.
+ */
+import { spawnSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const FOLDERS = ['test/e2e', 'test/http', 'test/regressions']
+const MARKER = /^\/\/ test-backends: (sqlite-only|own|none) \((.+)\)\s*$/m
+
+export interface PassFiles {
+  run: string[]
+  leftOut: Array<{ file: string; kind: string; reason: string }>
+}
+
+/** The files of the PostgreSQL pass, and those left out with their reasons. */
+export function postgresPassFiles(root = ROOT): PassFiles {
+  const out: PassFiles = { run: [], leftOut: [] }
+  for (const folder of FOLDERS) {
+    for (const name of readdirSync(join(root, folder)).filter((n) => n.endsWith('.test.ts')).sort()) {
+      const file = join(folder, name)
+      const text = readFileSync(join(root, file), 'utf8')
+      const marker = MARKER.exec(text)
+      // A misspelt declaration would silently put the file back in the pass, or keep it out without a reason.
+      if (!marker && /^\/\/ test-backends:/m.test(text)) throw new Error(`${file}: a test-backends line must read "// test-backends: sqlite-only|own|none (why)"`)
+      if (marker) out.leftOut.push({ file, kind: marker[1]!, reason: marker[2]! })
+      else out.run.push(file)
+    }
+  }
+  return out
+}
+
+function main(): number {
+  const { run, leftOut } = postgresPassFiles()
+  console.log(`PostgreSQL pass: ${run.length} test files on PostgreSQL; left out (${leftOut.length}), each run once by the first pass:`)
+  for (const l of leftOut) console.log(`  ${l.file}: ${l.kind} (${l.reason})`)
+  const tap = join(ROOT, 'node_modules', '.bin', 'tap')
+  const result = spawnSync(tap, run, { cwd: ROOT, stdio: 'inherit', env: { ...process.env, SERVICE_TEST_DATABASE: 'postgres' } })
+  if (result.error) throw result.error
+  return result.status ?? 1
+}
+
+if (relative(process.argv[1] ?? '', fileURLToPath(import.meta.url)) === '') process.exitCode = main()
