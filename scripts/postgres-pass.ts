@@ -10,16 +10,21 @@
  *   // test-backends: own (why)           it picks its backends itself (the PostgreSQL and Redis tests)
  *   // test-backends: none (why)          it runs no server
  *
+ * Unit tests (test/unit) run on SQLite alone unless they say `// test-backends: both (why)`: those of the repositories,
+ * which take theirs from test/helpers/unit-repos.ts.
+ *
  * Running those twice would only repeat the first pass. The list of what is left out is printed with the reasons.
  */
 import { spawnSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const FOLDERS = ['test/e2e', 'test/http', 'test/regressions']
-const MARKER = /^\/\/ test-backends: (sqlite-only|own|none) \((.+)\)\s*$/m
+/** Unit tests are in the pass only when they say so (those of the repositories, through test/helpers/unit-repos.ts). */
+const UNIT_FOLDER = 'test/unit'
+const MARKER = /^\/\/ test-backends: (sqlite-only|own|none|both) \((.+)\)\s*$/m
 
 export interface PassFiles {
   run: string[]
@@ -29,15 +34,17 @@ export interface PassFiles {
 /** The files of the PostgreSQL pass, and those left out with their reasons. */
 export function postgresPassFiles(root = ROOT): PassFiles {
   const out: PassFiles = { run: [], leftOut: [] }
-  for (const folder of FOLDERS) {
+  for (const folder of [...FOLDERS, UNIT_FOLDER]) {
+    if (!existsSync(join(root, folder))) continue
     for (const name of readdirSync(join(root, folder)).filter((n) => n.endsWith('.test.ts')).sort()) {
       const file = join(folder, name)
       const text = readFileSync(join(root, file), 'utf8')
       const marker = MARKER.exec(text)
       // A misspelt declaration would silently put the file back in the pass, or keep it out without a reason.
-      if (!marker && /^\/\/ test-backends:/m.test(text)) throw new Error(`${file}: a test-backends line must read "// test-backends: sqlite-only|own|none (why)"`)
-      if (marker) out.leftOut.push({ file, kind: marker[1]!, reason: marker[2]! })
-      else out.run.push(file)
+      if (!marker && /^\/\/ test-backends:/m.test(text)) throw new Error(`${file}: a test-backends line must read "// test-backends: sqlite-only|own|none|both (why)"`)
+      const kind = marker?.[1] ?? (folder === UNIT_FOLDER ? 'unit' : 'both')
+      if (kind === 'both') out.run.push(file)
+      else if (kind !== 'unit') out.leftOut.push({ file, kind, reason: marker![2]! })
     }
   }
   return out

@@ -1,6 +1,6 @@
+// test-backends: both (repositories on SQLite, and on PostgreSQL in the suite's second pass)
 import t from 'tap'
-import { openDatabase } from '../../src/db/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { unitRepos } from '../helpers/unit-repos.js'
 import { preferredMembership } from '../../src/oauth/preferred-organization.js'
 import { ShownOnceStore } from '../../src/plugins/oauth/shown-once.js'
 
@@ -8,9 +8,7 @@ import { ShownOnceStore } from '../../src/plugins/oauth/shown-once.js'
 // transaction, in the organization of what changed; without one (the first start's key) nothing is written.
 
 async function setup(t: { teardown(fn: () => unknown): void }) {
-  const handle = openDatabase(':memory:')
-  t.teardown(() => handle.close())
-  const repos = createRepos(handle.db)
+  const repos = await unitRepos(t)
   const acme = await repos.organizations.create({ slug: 'acme', name: 'Acme' })
   const zeta = await repos.organizations.create({ slug: 'zeta', name: 'Zeta' })
   const user = await repos.users.create({ email: 'dev@example.com', passwordHash: null })

@@ -7,7 +7,7 @@ import { postgresPassFiles } from '../../scripts/postgres-pass.js'
 function tree(t: { teardown(fn: () => void): void }, files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'pg-pass-'))
   t.teardown(() => rmSync(root, { recursive: true, force: true }))
-  for (const folder of ['test/e2e', 'test/http', 'test/regressions']) mkdirSync(join(root, folder), { recursive: true })
+  for (const folder of ['test/e2e', 'test/http', 'test/regressions', 'test/unit']) mkdirSync(join(root, folder), { recursive: true })
   for (const [file, text] of Object.entries(files)) writeFileSync(join(root, file), text)
   return root
 }
@@ -19,9 +19,11 @@ t.test('files run on PostgreSQL unless they declare why not', async (t) => {
     'test/http/c.test.ts': "// test-backends: own (PostgreSQL itself)\n",
     'test/regressions/d.test.ts': "// test-backends: none (no server)\n",
     'test/e2e/helper.ts': '// not a test file\n',
+    'test/unit/pure.test.ts': "import t from 'tap'\n",
+    'test/unit/repos.test.ts': "// test-backends: both (repositories)\n",
   })
   const { run, leftOut } = postgresPassFiles(root)
-  t.same(run, ['test/e2e/a.test.ts'])
+  t.same(run, ['test/e2e/a.test.ts', 'test/unit/repos.test.ts'], 'unit tests only when they say so')
   t.same(leftOut, [
     { file: 'test/e2e/b.test.ts', kind: 'sqlite-only', reason: 'its own files' },
     { file: 'test/http/c.test.ts', kind: 'own', reason: 'PostgreSQL itself' },

@@ -1,13 +1,11 @@
+// test-backends: both (repositories on SQLite, and on PostgreSQL in the suite's second pass)
 import t from 'tap'
-import { openDatabase } from '../../src/db/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { unitRepos } from '../helpers/unit-repos.js'
 
 // The session INSERT is a prepared statement with placeholders; JSON columns must round-trip as objects, not as
 // doubly encoded strings.
 t.test('a session row round-trips through the prepared insert', async (t) => {
-  const handle = openDatabase(':memory:')
-  t.teardown(() => handle.close())
-  const repos = createRepos(handle.db)
+  const repos = await unitRepos(t)
   const org = await repos.organizations.create({ slug: 'acme' })
   const user = await repos.users.create({ email: 'a@example.com', passwordHash: null })
   const m = await repos.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'viewer' })

@@ -1,3 +1,4 @@
+// test-backends: both (repositories on SQLite, and on PostgreSQL in the suite's second pass; the file-sharing test stays on SQLite)
 import { createCipheriv, randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -6,19 +7,15 @@ import t, { type Test } from 'tap'
 import { openDatabase } from '../../src/db/client.js'
 import { createRepos, type Repos } from '../../src/db/repos/index.js'
 import { generateStateKey, RequestStateSealer } from '../../src/mrtr/state-sealer.js'
+import { unitRepos } from '../helpers/unit-repos.js'
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 const FORMAT = /^v1\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]+)$/
 const PAYLOAD = { op: 'op-1', member: 'm-1', org: 'o-1', tool: 'service_apps_delete', args: 'digest', exp: 1_700_000_000_000, nested: { list: [1, 'two', null] } }
 
-function memoryRepos(t: Test): Repos {
-  const handle = openDatabase(':memory:')
-  t.teardown(() => handle.close())
-  return createRepos(handle.db)
-}
 
 async function newSealer(t: Test): Promise<{ sealer: RequestStateSealer; repos: Repos }> {
-  const repos = memoryRepos(t)
+  const repos = await unitRepos(t)
   const sealer = new RequestStateSealer(repos)
   await sealer.ensureKey()
   return { sealer, repos }
@@ -47,7 +44,7 @@ function sealByHand(kid: string, secret: string, plaintext: string): string {
 }
 
 t.test('ensureKey creates one key on an empty database, once; seal without a key throws', async (t) => {
-  const repos = memoryRepos(t)
+  const repos = await unitRepos(t)
   const sealer = new RequestStateSealer(repos)
   await t.rejects(() => sealer.seal({ a: 1 }), /no requestState key/, 'no key yet')
   t.equal(await sealer.open('v1.abc.AAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAAAA'), null, 'nothing opens without keys')
