@@ -1,30 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { defineTool } from '../../src/index.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
+import { chatty } from '../helpers/chatty.js'
 import { ACCEPT_BOTH, callTool, openSession, parseSse, post } from '../helpers/mcp.js'
 import { defaultOrganization } from '../helpers/seed.js'
 import { startServer } from '../helpers/server.js'
 import { openLive } from '../helpers/stream.js'
-
-// A tool that streams `count` log lines, `gapMs` apart, then answers.
-const chatty = defineTool<{ count: number; gapMs: number }, { done: number }>({
-  name: 'test_chatty',
-  title: 'Chatty',
-  description: 'Logs numbered lines, then answers.',
-  inputSchema: { type: 'object', properties: { count: { type: 'integer' }, gapMs: { type: 'integer' } }, required: ['count', 'gapMs'] },
-  outputSchema: { type: 'object', properties: { done: { type: 'integer' } }, required: ['done'] },
-  scope: 'mcp:read',
-  role: 'viewer',
-  longRunning: true,
-  async handler(args, ctx) {
-    for (let i = 1; i <= args.count; i++) {
-      ctx.log('info', { line: i }, 'chatty')
-      await sleep(args.gapMs)
-    }
-    return { done: args.count }
-  },
-})
 
 const messages = (text: string) => parseSse(text).events.filter((e) => e.data !== '').map((e) => ({ id: e.id, msg: JSON.parse(e.data) }))
 const primingId = (text: string) => parseSse(text).events.find((e) => e.data === '')?.id

@@ -1,8 +1,8 @@
 // test-backends: own (processes on PostgreSQL and Redis)
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { defineTool } from '../../src/index.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
+import { chatty } from '../helpers/chatty.js'
 import { appTools } from '../../src/plugins/tools/builtin/apps.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'
 import { postgresDatabase, redisKeys, redisPrefix, redisUrl } from '../helpers/backends.js'
@@ -19,25 +19,6 @@ import { openLive, until } from '../helpers/stream.js'
  */
 
 const ENV_KEY = Buffer.alloc(32, 0x3d).toString('base64')
-
-// A tool that streams `count` log lines, `gapMs` apart, then answers.
-const chatty = defineTool<{ count: number; gapMs: number }, { done: number }>({
-  name: 'test_chatty',
-  title: 'Chatty',
-  description: 'Logs numbered lines, then answers.',
-  inputSchema: { type: 'object', properties: { count: { type: 'integer' }, gapMs: { type: 'integer' } }, required: ['count', 'gapMs'] },
-  outputSchema: { type: 'object', properties: { done: { type: 'integer' } }, required: ['done'] },
-  scope: 'mcp:read',
-  role: 'viewer',
-  longRunning: true,
-  async handler(args, ctx) {
-    for (let i = 1; i <= args.count; i++) {
-      ctx.log('info', { line: i }, 'chatty')
-      await sleep(args.gapMs)
-    }
-    return { done: args.count }
-  },
-})
 
 const TOOLS = [...new Map<string, ToolDefinition<any, any>>([...builtinTools, ...appTools, chatty].map((d) => [d.name, d])).values()]
 const messages = (text: string) => parseSse(text).events.filter((e) => e.data !== '').map((e) => ({ id: e.id, msg: JSON.parse(e.data) }))
