@@ -362,7 +362,9 @@ t.test('a full disk while serving: no acknowledged session lost, no confirmed ca
 t.test('under its supervisor a run still times out: SIGTERM, then SIGKILL after the grace period, pipeline reaped', async (t) => {
   const server = await startServer(t, {
     config: {
-      pipelines: { stubborn: { argv: [process.execPath, '-e', "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); console.log('pid=' + process.pid); setInterval(() => {}, 1000)"] } },
+      // sh, not node: on 2 busy cores a node child could take longer than the 600 ms timeout to start and install its
+      // handler, then died of the SIGTERM silently (a CI failure); sh prints its pid and traps SIGTERM within a millisecond.
+      pipelines: { stubborn: { argv: ['sh', '-c', "trap 'echo ignoring SIGTERM' TERM; echo pid=$$; while :; do sleep 0.05; done"] } },
       pipelineTimeoutMs: 600,
       pipelineGraceMs: 200,
       heartbeatMs: 60_000,
