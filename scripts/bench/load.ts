@@ -1,7 +1,8 @@
 /**
- * The load of one measurement of `npm run bench` (both modes): closed-loop workers over an undici Pool (one connection
- * each, no pipelining), with the server's CPU read from /proc/<pid>/stat over the timed window. The first `warmupMs`
- * are not counted; requests that start and end inside the timed window are.
+ * The load of one measurement of the benchmarks: closed-loop workers over undici pools (one connection each, no
+ * pipelining). `closedLoop` is the loop itself, shared by `npm run bench` (both modes, through `load`: one server, its
+ * CPU read from /proc/<pid>/stat over the timed window) and `npm run bench:processes` (one pool per process). The first
+ * `warmupMs` are not counted; requests that start and end inside the timed window are.
  */
 import { performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
@@ -10,6 +11,8 @@ import { cpuSeconds } from './child.js'
 export interface Shot {
   headers: Record<string, string>
   body: string
+  /** Which of the loop's pools this request goes to (default 0). */
+  target?: number
 }
 
 /** What is wrong with an answer, or null. Called for every answer, warm-up included: string work only. */
@@ -46,37 +49,60 @@ export interface LoadStats {
   firstError?: string
 }
 
-function percentile(sorted: Float64Array, p: number): number {
+export function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
 }
 
-export async function load(options: LoadOptions): Promise<LoadStats> {
-  const { concurrency, next, check } = options
-  const pool = new Pool(options.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 })
+export interface ClosedLoopOptions {
+  pools: Pool[]
+  concurrency: number
+  warmupMs: number
+  durationMs: number
+  /** The next request of worker `worker` (0 … concurrency - 1). */
+  next: (worker: number) => Shot
+  check: Check
+  /** Called once, when the timed window opens: at the start without a warm-up, else at the first request in it. */
+  onWindowOpen: () => void
+}
+
+export interface ClosedLoopResult {
+  /** Answers completed inside the timed window. */
+  requests: number
+  /** Their latencies in ms, sorted. */
+  latencies: Float64Array
+  /** Answers of the timed window that failed their check (or requests that failed outright). */
+  errors: number
+  firstError?: string
+  /** Answers of the timed window per pool. */
+  perTarget: number[]
+}
+
+export async function closedLoop(options: ClosedLoopOptions): Promise<ClosedLoopResult> {
+  const { pools, next, check } = options
   let latencies = new Float64Array(1 << 16)
   let count = 0
   let errors = 0
   let firstError: string | undefined
-  const t0 = performance.now()
-  const measureFrom = t0 + options.warmupMs
+  const perTarget = new Array<number>(pools.length).fill(0)
+  const measureFrom = performance.now() + options.warmupMs
   const stopAt = measureFrom + options.durationMs
-  // The timed window's CPU is read when it opens (the first request that starts in it) and when the last worker ends.
-  let cpuStart = { server: cpuSeconds(options.pid), client: process.cpuUsage(), at: performance.now() }
   let started = options.warmupMs === 0
+  if (started) options.onWindowOpen()
 
-  const worker = async () => {
+  const worker = async (i: number) => {
     for (;;) {
       const begin = performance.now()
       if (begin >= stopAt) return
       if (!started && begin >= measureFrom) {
         started = true
-        cpuStart = { server: cpuSeconds(options.pid), client: process.cpuUsage(), at: begin }
+        options.onWindowOpen()
       }
-      const shot = next()
+      const shot = next(i)
+      const target = shot.target ?? 0
       let problem: string | null
       try {
-        const res = await pool.request({ path: '/mcp', method: 'POST', headers: shot.headers, body: shot.body })
+        const res = await pools[target]!.request({ path: '/mcp', method: 'POST', headers: shot.headers, body: shot.body })
         const text = await res.body.text()
         problem = check(res.statusCode, res.headers, text)
       } catch (err) {
@@ -88,6 +114,7 @@ export async function load(options: LoadOptions): Promise<LoadStats> {
         errors++
         firstError ??= problem
       }
+      perTarget[target]!++
       if (count === latencies.length) {
         const bigger = new Float64Array(latencies.length * 2)
         bigger.set(latencies)
@@ -96,14 +123,41 @@ export async function load(options: LoadOptions): Promise<LoadStats> {
       latencies[count++] = end - begin
     }
   }
-  await Promise.all(Array.from({ length: concurrency }, worker))
+  await Promise.all(Array.from({ length: options.concurrency }, (_, i) => worker(i)))
+  return {
+    requests: count,
+    latencies: latencies.slice(0, count).sort(),
+    errors,
+    ...(firstError !== undefined ? { firstError } : {}),
+    perTarget,
+  }
+}
+
+/** One server at `origin`: the closed loop, with the server's and this process's CPU over the timed window. */
+export async function load(options: LoadOptions): Promise<LoadStats> {
+  const { concurrency } = options
+  const pool = new Pool(options.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 })
+  // The timed window's CPU is read when it opens and when the last worker ends.
+  let cpuStart = { server: 0, client: process.cpuUsage(), at: 0 }
+  const run = await closedLoop({
+    pools: [pool],
+    concurrency,
+    warmupMs: options.warmupMs,
+    durationMs: options.durationMs,
+    next: () => options.next(),
+    check: options.check,
+    onWindowOpen: () => {
+      cpuStart = { server: cpuSeconds(options.pid), client: process.cpuUsage(), at: performance.now() }
+    },
+  })
   const serverCpu = cpuSeconds(options.pid) - cpuStart.server
   const client = process.cpuUsage(cpuStart.client)
   const window = (performance.now() - cpuStart.at) / 1000
   await pool.close()
 
   const seconds = options.durationMs / 1000
-  const sorted = latencies.slice(0, count).sort()
+  const sorted = run.latencies
+  const count = run.requests
   return {
     concurrency,
     requests: count,
@@ -112,10 +166,10 @@ export async function load(options: LoadOptions): Promise<LoadStats> {
     p50: percentile(sorted, 50),
     p99: percentile(sorted, 99),
     max: sorted.length ? sorted[sorted.length - 1]! : NaN,
-    errors,
+    errors: run.errors,
     serverCpu: serverCpu / window,
     cpuUsPerCall: count > 0 ? (serverCpu * 1e6) / count : NaN,
     clientCpu: (client.user + client.system) / 1e6 / window,
-    ...(firstError !== undefined ? { firstError } : {}),
+    ...(run.firstError !== undefined ? { firstError: run.firstError } : {}),
   }
 }

@@ -57,6 +57,7 @@ import { parseArgs } from 'node:util'
 import { Client } from 'pg'
 import { Pool } from 'undici'
 import { alive, PG_ROLE, startBackends, stateFile, stopBackends, type BackendsState } from '../../test/setup/backends.js'
+import { closedLoop, percentile, type Check, type Shot as LoadShot } from './load.js'
 import { cleanupSync, initHeaders, sleep, MODERN_META, modernHeaders, numberOption, openSession, optionReader, printHelpAndExit, RAISED_LIMITS, ROOT, runMain, startServerChild, watchdog, type ServerChild } from './child.js'
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -258,14 +259,8 @@ function sampleCpu(servers: ServerChild[], backend: 'sqlite' | 'postgres', redis
 // ---------------------------------------------------------------------------------------------------------------
 // The load: closed-loop workers over one pool per process
 
-interface Shot {
-  /** The index of the process this request goes to. */
-  target: number
-  headers: Record<string, string>
-  body: string
-}
-
-type Check = (status: number, headers: Record<string, string | string[] | undefined>, text: string) => string | null
+/** A request of worker i, with `target` the index of the process it goes to. */
+type Shot = LoadShot & { target: number }
 
 interface Stats {
   config: string
@@ -290,11 +285,6 @@ interface Stats {
   perProcessCpu: number[]
 }
 
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
-}
-
 /** `concurrency` workers; worker i asks `next(i)` for each request. The first warmupMs are not counted. */
 async function runLoad(
   meta: { config: string; scenario: ScenarioName; round: number; backend: 'sqlite' | 'postgres'; redis: boolean },
@@ -304,50 +294,17 @@ async function runLoad(
   check: Check,
   window: { warmupMs: number; durationMs: number } = OPTS,
 ): Promise<Stats> {
-  let latencies = new Float64Array(1 << 16)
-  let count = 0
-  let errors = 0
-  let firstError: string | undefined
-  const perProcess = new Array<number>(pools.length).fill(0)
-  const t0 = performance.now()
-  const measureFrom = t0 + window.warmupMs
-  const stopAt = measureFrom + window.durationMs
   let start = sampleCpu(servers, meta.backend, meta.redis)
-  let started = window.warmupMs === 0
-
-  const worker = async (i: number) => {
-    for (;;) {
-      const begin = performance.now()
-      if (begin >= stopAt) return
-      if (!started && begin >= measureFrom) {
-        started = true
-        start = sampleCpu(servers, meta.backend, meta.redis)
-      }
-      const shot = next(i)
-      let problem: string | null
-      try {
-        const res = await pools[shot.target]!.request({ path: '/mcp', method: 'POST', headers: shot.headers, body: shot.body })
-        const text = await res.body.text()
-        problem = check(res.statusCode, res.headers, text)
-      } catch (err) {
-        problem = (err as Error).message
-      }
-      const end = performance.now()
-      if (begin < measureFrom || end > stopAt) continue
-      if (problem !== null) {
-        errors++
-        firstError ??= problem
-      }
-      perProcess[shot.target]!++
-      if (count === latencies.length) {
-        const bigger = new Float64Array(latencies.length * 2)
-        bigger.set(latencies)
-        latencies = bigger
-      }
-      latencies[count++] = end - begin
-    }
-  }
-  await Promise.all(Array.from({ length: OPTS.concurrency }, (_, i) => worker(i)))
+  const run = await closedLoop({
+    pools,
+    concurrency: OPTS.concurrency,
+    ...window,
+    next,
+    check,
+    onWindowOpen: () => {
+      start = sampleCpu(servers, meta.backend, meta.redis)
+    },
+  })
   const end = sampleCpu(servers, meta.backend, meta.redis)
   const client = process.cpuUsage(start.client)
   const cpu = {
@@ -357,7 +314,8 @@ async function runLoad(
     client: (client.user + client.system) / 1e6,
     window: (end.at - start.at) / 1000,
   }
-  const sorted = latencies.slice(0, count).sort()
+  const sorted = run.latencies
+  const count = run.requests
   return {
     config: meta.config,
     scenario: meta.scenario,
@@ -369,11 +327,11 @@ async function runLoad(
     p50: percentile(sorted, 50),
     p99: percentile(sorted, 99),
     max: sorted.length ? sorted[sorted.length - 1]! : NaN,
-    errors,
-    ...(firstError !== undefined ? { firstError } : {}),
+    errors: run.errors,
+    ...(run.firstError !== undefined ? { firstError: run.firstError } : {}),
     cpu,
     cpuPer1000: count > 0 ? ((cpu.servers + cpu.postgres + cpu.redis) * 1000) / count : NaN,
-    perProcess,
+    perProcess: run.perTarget,
     perProcessCpu: end.perServer.map((c, i) => c - start.perServer[i]!),
   }
 }
