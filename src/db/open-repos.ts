@@ -1,11 +1,9 @@
 import type { Config } from '../config.js'
 import { ConfigError } from '../config.js'
-import { credentialBarrier } from '../coordination/credential-barrier.js'
-import { connectRedis } from '../coordination/redis.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { newId } from '../lib/crypto.js'
 import { openDatabase } from './client.js'
-import { coordinatedServers, openPostgres, postgresStore, uncachedCredentials, type PostgresHandle } from './postgres.js'
+import type { PostgresHandle } from './postgres.js'
 import { createRepos, reposOn, type Repos } from './repos/index.js'
 
 type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
@@ -24,6 +22,9 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
     const handle = openDatabase(database)
     return { repos: createRepos(handle.db), close: async () => handle.close() }
   }
+  // PostgreSQL's and Redis's clients are loaded only for a postgres:// database: a command on a SQLite file starts in
+  // about half the time without them.
+  const { coordinatedServers, openPostgres, postgresStore, uncachedCredentials } = await import('./postgres.js')
   const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
   try {
     if (!where.redisUrl) {
@@ -41,6 +42,11 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
 }
 
 async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void) {
+  const [{ connectRedis }, { credentialBarrier }, { postgresStore }] = await Promise.all([
+    import('../coordination/redis.js'),
+    import('../coordination/credential-barrier.js'),
+    import('./postgres.js'),
+  ])
   const link = await connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskedUrl(where.redisUrl)}: ${err.message}`))
   const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
   const barrier = credentialBarrier({
