@@ -13,6 +13,13 @@ import type { SecretBox } from '../lib/secret-box.js'
 import { canInspectProcesses, stopLeftoverRun } from './process-group.js'
 
 const MAX_LINE = 8192
+/**
+ * Output waiting to be stored, in characters: above UNSTORED_HIGH the runs' pipes are no longer read (their pipelines
+ * block on their next write) until storage is back under UNSTORED_LOW. A database slower than a verbose pipeline
+ * (PostgreSQL over the network) would otherwise hold all of its output in the server's memory.
+ */
+const UNSTORED_HIGH = 4 * 1024 * 1024
+const UNSTORED_LOW = 1024 * 1024
 // The child sees only these variables of the server's environment, plus the app's env vars and the run's identity.
 const INHERITED_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SYSTEMROOT']
 const GROUPS = process.platform !== 'win32'
@@ -72,6 +79,10 @@ export class PipelineRunner {
   readonly #live = new Map<string, LiveRun>()
   readonly #pendingLines: DeploymentLogLine[] = []
   #flushScheduled = false
+  /** Characters of the lines queued or being stored. */
+  #unstored = 0
+  /** Resumes the reading of runs paused because too much output waits to be stored. */
+  readonly #pausedReaders = new Set<() => void>()
   /** Every batch of output lines taken so far, stored (batches are stored one after the other, in order). */
   #stored: Promise<void> = Promise.resolve()
   readonly #observers = new Set<(event: RunEvent) => void>()
@@ -180,9 +191,11 @@ export class PipelineRunner {
     }
     this.#live.set(deployment.id, live)
 
+    /** Stops reading the child's output until storage caught up; set once its pipes are read. */
+    let pauseOutput: (() => void) | null = null
     const emit = (stream: DeploymentLogLine['stream'], text: string) => {
       const line: DeploymentLogLine = { deploymentId: deployment.id, seq: seq++, stream, line: text.length > MAX_LINE ? text.slice(0, MAX_LINE) + '…' : text, at: Date.now() }
-      this.#queueLine(line)
+      if (this.#queueLine(line)) pauseOutput?.()
       try {
         listener?.onLine?.(line)
       } catch (err) {
@@ -250,6 +263,15 @@ export class PipelineRunner {
         emit('system', `started ${deployment.kind} of ${app.name} with pipeline ${app.pipeline}`)
         splitLines(child.stdout!, (text) => emit('stdout', text))
         splitLines(child.stderr!, (text) => emit('stderr', text))
+        const pipes = [child.stdout!, child.stderr!]
+        const resume = () => {
+          for (const pipe of pipes) pipe.resume()
+        }
+        pauseOutput = () => {
+          if (this.#pausedReaders.has(resume)) return
+          for (const pipe of pipes) pipe.pause()
+          this.#pausedReaders.add(resume)
+        }
 
         const signal = (sig: NodeJS.Signals) => killGroup(child, sig)
         stopChild = () => {
@@ -346,12 +368,16 @@ export class PipelineRunner {
     }
   }
 
-  #queueLine(line: DeploymentLogLine): void {
+  /** Queues a line to be stored; true when more output than UNSTORED_HIGH now waits (the caller pauses its reading). */
+  #queueLine(line: DeploymentLogLine): boolean {
     this.#pendingLines.push(line)
-    if (this.#flushScheduled) return
-    this.#flushScheduled = true
-    // A timer cannot wait: #flushLines never rejects (it logs what fails).
-    setImmediate(() => void this.#flushLines())
+    this.#unstored += line.line.length
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true
+      // A timer cannot wait: #flushLines never rejects (it logs what fails).
+      setImmediate(() => void this.#flushLines())
+    }
+    return this.#unstored > UNSTORED_HIGH
   }
 
   /**
@@ -373,16 +399,28 @@ export class PipelineRunner {
         if (organizationId !== undefined) live.set(deploymentId, organizationId)
       }
     }
+    const size = lines.reduce((sum, l) => sum + l.line.length, 0)
     this.#stored = this.#stored.then(async () => {
       try {
         await this.#repos.deployments.appendLines(lines)
       } catch (err) {
         this.#log.error({ err, lines: lines.length }, 'could not store deployment output')
         return
+      } finally {
+        this.#storedSome(size)
       }
       for (const [deploymentId, organizationId] of live) this.#tell({ type: 'stored', deploymentId, organizationId })
     })
     return this.#stored
+  }
+
+  /** A batch of `size` characters left the queue (stored or not): paused runs are read again once under UNSTORED_LOW. */
+  #storedSome(size: number): void {
+    this.#unstored -= size
+    if (this.#unstored > UNSTORED_LOW || this.#pausedReaders.size === 0) return
+    const paused = [...this.#pausedReaders]
+    this.#pausedReaders.clear()
+    for (const resume of paused) resume()
   }
 }
 
