@@ -1,3 +1,4 @@
+// test-backends: none (Chromium against a page server of its own; no database)
 import { existsSync, statSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'

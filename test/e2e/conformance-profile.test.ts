@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (the profile runs on an in-memory SQLite database by design)
 /**
  * The conformance profile (`service-mcp serve --profile conformance`): its guards — loopback only, an in-memory
  * database with nothing written to disk, a loud banner, unauthenticated requests acting as the owner of a fresh

@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (embedders in child processes, on SQLite files they make)
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

@@ -1,3 +1,4 @@
+// test-backends: sqlite-only (an app on an in-memory SQLite database of its own)
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import t, { type Test } from 'tap'
 import { buildApp } from '../../src/app.js'
