@@ -10,13 +10,15 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer as createNetServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Pool, request } from 'undici'
+import { packageRoot } from '../../src/lib/package-root.js'
 import { OWNER_PASSWORD } from '../../test/helpers/server.js'
 
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
+/** The repository, whether this module runs from scripts/bench or compiled into build/scripts/bench (the suite's build). */
+export const ROOT = packageRoot()
 const PROBE = pathToFileURL(join(ROOT, 'scripts', 'bench', 'probe.mjs')).href
 export const API_KEY = 'service_mcp_' + 'B'.repeat(43)
 // The limiter still runs on every request; only its ceilings are out of the benchmark's reach.

@@ -4,7 +4,6 @@ import { randomBytes } from 'node:crypto'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import t, { type Test } from 'tap'
 import { backupDatabase, restoreDatabase } from '../../src/db/backup.js'
@@ -13,6 +12,7 @@ import { createRepos } from '../../src/db/repos/index.js'
 import { cli, startServe, type Run, type Served } from '../helpers/cli.js'
 import { answerOf, modernCall } from '../helpers/modern.js'
 import { OWNER_PASSWORD, startServer } from '../helpers/server.js'
+import { ROOT } from '../helpers/root.js'
 
 /**
  * `service-mcp backup` and `restore` (issue 12): an online backup taken while a real server takes writes holds every
@@ -24,7 +24,6 @@ import { OWNER_PASSWORD, startServer } from '../helpers/server.js'
 
 t.setTimeout(180_000)
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const API_KEY = 'service_mcp_' + 'B'.repeat(43)
 const LIFTED = { SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000', SERVICE_RATE_LIMIT_ORGANIZATION: '1000000', SERVICE_RATE_LIMIT_TOOL_FACTOR: '1000000' }
 

@@ -10,19 +10,16 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema, type ElicitRequest } from '@modelcontextprotocol/sdk/types.js'
 import t, { type Test } from 'tap'
 import { createConformanceServer, type ConformanceServer } from '../../src/conformance/profile.js'
 import { ConfigError, createServer, defineTool, loadConfig } from '../../src/index.js'
-import { cleanEnv, cli } from '../helpers/cli.js'
+import { cleanEnv, cli, cliEntry } from '../helpers/cli.js'
 import { post } from '../helpers/mcp.js'
 import { answerOf, modernLive, modernPost, SUBSCRIPTION_ID_KEY, TASKS_EXTENSION, type ModernOptions } from '../helpers/modern.js'
 import { messagesOf, sleep, until } from '../helpers/stream.js'
-
-const root = fileURLToPath(new URL('../..', import.meta.url))
 
 /** Every tool of the profile, in the order tools/list gives them (test_simple_text first: the suite calls tools[0]). */
 const FIXTURE_TOOLS = [
@@ -48,7 +45,7 @@ interface Exited {
 
 /** `service-mcp serve --profile conformance <args>` from `cwd`, with only `env` as SERVICE_* settings. */
 function spawnProfile(cwd: string, args: string[], env: Record<string, string>) {
-  return spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(root, 'src', 'cli.ts'), 'serve', '--profile', 'conformance', ...args], {
+  return spawn(process.execPath, [...cliEntry(), 'serve', '--profile', 'conformance', ...args], {
     cwd,
     env: cleanEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -6,6 +6,8 @@ import { cli } from '../helpers/cli.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { createMember } from '../helpers/seed.js'
 import { startServer } from '../helpers/server.js'
+import { join } from 'node:path'
+import { ROOT } from '../helpers/root.js'
 
 /**
  * Several processes on one PostgreSQL database, coordinated through Redis (SERVICE_REDIS_URL): each registers in the
@@ -139,7 +141,7 @@ t.test('processes started together on a fresh database migrate it once', async (
   const db = await postgresClient(t, url)
   const applied = await db.query('select count(*)::int as n from drizzle.__drizzle_migrations')
   const { readdirSync } = await import('node:fs')
-  const files = readdirSync(new URL('../../drizzle/postgres/', import.meta.url)).filter((f) => f.endsWith('.sql'))
+  const files = readdirSync(join(ROOT, 'drizzle', 'postgres')).filter((f) => f.endsWith('.sql'))
   t.equal(applied.rows[0].n, files.length, 'each migration recorded once')
 })
 

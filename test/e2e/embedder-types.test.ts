@@ -10,12 +10,12 @@ import { execFile } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { ROOT } from '../helpers/root.js'
 
 t.setTimeout(120_000)
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
+const root = ROOT
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
 
 function run(args: string[], cwd: string): Promise<{ code: number; output: string }> {

@@ -3,10 +3,10 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { cleanEnv } from '../helpers/cli.js'
 import { answerOf, modernCall } from '../helpers/modern.js'
+import { CHILD_LOADER, ROOT, SERVER_ENTRY } from '../helpers/root.js'
 
 /**
  * Embedding as the README shows it (issue 12): createServer without onBootstrap prints the first-start credentials as
@@ -16,10 +16,9 @@ import { answerOf, modernCall } from '../helpers/modern.js'
 
 t.setTimeout(120_000)
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 const SCRIPT = `
-import { createServer } from ${JSON.stringify(join(ROOT, 'src', 'index.ts'))}
+import { createServer } from ${JSON.stringify(SERVER_ENTRY)}
 const mode = process.argv[2]
 const server = await createServer({
   logger: false,
@@ -39,7 +38,7 @@ interface Embedded {
 }
 
 function embed(t: Test, script: string, mode: string, env: Record<string, string>): Promise<Embedded> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, mode], { cwd: ROOT, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [...CHILD_LOADER, script, mode], { cwd: ROOT, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => void child.kill('SIGKILL'))
   let out = ''
   let err = ''
@@ -73,7 +72,7 @@ async function stopWith(t: Test, embedded: Embedded, signal: NodeJS.Signals): Pr
 t.test('the default onBootstrap prints the first-start block; closeOnSignals stops cleanly', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-embed-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const script = join(dir, 'embed.mts')
+  const script = join(dir, 'embed.mjs')
   writeFileSync(script, SCRIPT)
   const env = { SERVICE_DATABASE: join(dir, 'service.db'), SERVICE_PORT: '0' }
 

@@ -14,7 +14,6 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -27,6 +26,7 @@ import { ACCEPT_BOTH, callTool, openSession, parseSse, post } from '../helpers/m
 import { answerOf, confirmAnswer, modernCall, modernLive, modernPost, WITH_TASKS } from '../helpers/modern.js'
 import { OWNER_PASSWORD, startServer } from '../helpers/server.js'
 import { messagesOf, openLive, sleep, until, type LiveStream } from '../helpers/stream.js'
+import { ROOT } from '../helpers/root.js'
 
 t.setTimeout(90_000)
 
@@ -37,7 +37,7 @@ const GRACE_MS = 300
 const EXIT_BOUND_MS = GRACE_MS + 4000
 /** How soon a waiting call must settle after the signal: far below the SDKs' own 60 s request timeout. */
 const ANSWER_BOUND_MS = 5000
-const EXAMPLE = fileURLToPath(new URL('../../scripts/pipelines/example.mjs', import.meta.url))
+const EXAMPLE = join(ROOT, 'scripts', 'pipelines', 'example.mjs')
 /** A pipeline that ignores SIGTERM: only the supervisor's SIGKILL after the grace period ends it (a drain that lasts). */
 const STUBBORN = "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); console.log('started'); setInterval(() => console.log('tick'), 100)"
 const DEP_ID = /dep_[0-9a-z]{26}/

@@ -1,14 +1,13 @@
 // test-backends: sqlite-only (SQLite's files and their lock)
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { ConfigError } from '../../src/config.js'
 import { createServer } from '../../src/index.js'
 import { whileServed } from '../helpers/attack.js'
-import { cleanEnv, cli, startServe, type Run, type Served } from '../helpers/cli.js'
+import { cli, cliWithoutOverride, startServe, type Run, type Served } from '../helpers/cli.js'
 import { confirmCall, elicitingSession, readToEnd } from '../helpers/confirm.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { OWNER_PASSWORD, startServer } from '../helpers/server.js'
@@ -25,9 +24,7 @@ import { messagesOf } from '../helpers/stream.js'
 
 t.setTimeout(180_000)
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const API_KEY = 'service_mcp_' + 'U'.repeat(43)
-const isRoot = process.getuid?.() === 0
 
 function tempDir(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-startup-'))
@@ -54,29 +51,6 @@ function refused(t: Test, run: Run, db: string, problem: RegExp, what: string): 
 async function bothRefused(t: Test, db: string, problem: RegExp, what: string, env: Record<string, string> = {}): Promise<void> {
   refused(t, await cli(['serve'], { ...serveEnv(db), ...env }), db, problem, `serve, ${what}`)
   refused(t, await cli(['migrate'], { SERVICE_DATABASE: db, ...env }), db, problem, `migrate, ${what}`)
-}
-
-/**
- * Runs the CLI without the power to write files it may not write. Root writes anything (CAP_DAC_OVERRIDE): as root it
- * runs through setpriv(1) with that capability dropped, staying root, so it still reads the checkout (wherever a clean
- * clone sits) and creates files in its own folders, but a file of mode 400 is as read-only to it as to anyone.
- */
-function cliWithoutOverride(args: string[], env: Record<string, string>): Promise<Run> {
-  if (!isRoot) return cli(args, env)
-  return new Promise((resolve, reject) => {
-    const command = ['--bounding-set=-dac_override', '--inh-caps=-dac_override', process.execPath, '--import', 'tsx', 'src/cli.ts', ...args]
-    const child = spawn('setpriv', command, { cwd: ROOT, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout!.on('data', (d) => (stdout += d))
-    child.stderr!.on('data', (d) => (stderr += d))
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
-    child.on('error', reject)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
 }
 
 t.test('serve and migrate refuse a database they cannot use: exit 2, one line naming the file and SERVICE_DATABASE', async (t) => {

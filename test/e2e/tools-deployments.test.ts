@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
@@ -15,13 +15,14 @@ import { callTool, openSession, post } from '../helpers/mcp.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, tempDatabase, type TestServer } from '../helpers/server.js'
 import { messagesOf, until, type LiveStream } from '../helpers/stream.js'
+import { ROOT } from '../helpers/root.js'
 
 // Set before any server starts: a pipeline must not see the server's environment.
 process.env.SERVICE_SECRET_TEST = 'server-only-secret'
 
 const ENV_KEY = randomBytes(32).toString('base64')
 const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
-const EXAMPLE = fileURLToPath(new URL('../../scripts/pipelines/example.mjs', import.meta.url))
+const EXAMPLE = join(ROOT, 'scripts', 'pipelines', 'example.mjs')
 const node = (code: string) => ({ argv: [process.execPath, '-e', code] })
 const PIPELINES = {
   default: { argv: [process.execPath, EXAMPLE] },

@@ -1,10 +1,9 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { ROOT } from './root.js'
 
 /** Repository root, so artifacts land in the same place whatever the working directory. */
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 export const SCREENSHOT_DIR = join(ROOT, 'test-artifacts', 'screenshots')
 
 /**

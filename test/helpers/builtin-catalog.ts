@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { envVarAad } from '../../src/db/repos/env-vars.js'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import type { Test } from 'tap'
 import type { Config } from '../../src/config.js'
 import type { App } from '../../src/db/repos/apps.js'
@@ -11,6 +11,7 @@ import { openSession, post, type RpcReply } from './mcp.js'
 import { answerOf, modernPost } from './modern.js'
 import { createMember, defaultOrganization } from './seed.js'
 import { startServer, type TestServer } from './server.js'
+import { ROOT } from './root.js'
 
 /**
  * Shared by the tests of the built-in resources, prompts and completions (resources-builtin, prompts-builtin,
@@ -20,7 +21,7 @@ import { startServer, type TestServer } from './server.js'
 
 export const ENV_KEY = randomBytes(32).toString('base64')
 const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
-const EXAMPLE = fileURLToPath(new URL('../../scripts/pipelines/example.mjs', import.meta.url))
+const EXAMPLE = join(ROOT, 'scripts', 'pipelines', 'example.mjs')
 const node = (code: string) => ({ argv: [process.execPath, '-e', code] })
 
 export const PIPELINES = {

@@ -1,11 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { BUILD, FROM_BUILD, ROOT as root } from './root.js'
 
 /** The real `service-mcp` CLI (its build, or src/cli.ts through tsx: cliEntry), run from the repository root with a clean environment. */
-
-const root = fileURLToPath(new URL('../..', import.meta.url))
 
 /** The caller's environment without any SERVICE_* setting, plus `extra`. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -21,15 +19,18 @@ export function spawnCli(args: string[], env: Record<string, string>): ChildProc
 let entry: string[] | undefined
 
 /**
- * How to start the CLI: the build (`dist/src/cli.js`, what `npm start` runs) when it is newer than every source file,
- * as after `npm ci` or `npm run build`; otherwise the sources through tsx, so a test never runs stale code. The build
- * starts in about half the time and CPU, and the suite starts the CLI a few hundred times.
+ * How to start the CLI (node's arguments before the CLI's own). Beside the compiled suite (root.ts), its compilation:
+ * build/src/cli.js. From the sources, the build (`dist/src/cli.js`, what `npm start` runs) when it is newer than every
+ * source file, as after `npm ci` or `npm run build`; otherwise the sources through tsx, so a test never runs stale
+ * code. A build starts in about half the time and CPU, and the suite starts the CLI a few hundred times.
  */
-function cliEntry(): string[] {
+export function cliEntry(): string[] {
   if (entry) return entry
+  if (FROM_BUILD) return (entry = [join(BUILD, 'src', 'cli.js')])
   const built = join(root, 'dist', 'src', 'cli.js')
   const fresh = existsSync(built) && newestIn(join(root, 'src')) < statSync(built).mtimeMs
-  return (entry = fresh ? [built] : ['--import', 'tsx', 'src/cli.ts'])
+  // Absolute, tsx's hook too: some tests start the CLI in a folder of their own, where `tsx` would not resolve.
+  return (entry = fresh ? [built] : ['--import', import.meta.resolve('tsx'), join(root, 'src', 'cli.ts')])
 }
 
 /** The latest modification time of the files under `dir`. */
@@ -132,7 +133,7 @@ export function processGone(pid: number): boolean {
 export function cliWithoutOverride(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<Run> {
   if (process.getuid?.() !== 0) return cli(args, env, timeoutMs)
   return new Promise((resolve, reject) => {
-    const command = ['--bounding-set=-dac_override', '--inh-caps=-dac_override', process.execPath, '--import', 'tsx', 'src/cli.ts', ...args]
+    const command = ['--bounding-set=-dac_override', '--inh-caps=-dac_override', process.execPath, ...cliEntry(), ...args]
     const child = spawn('setpriv', command, { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { envVarAad } from '../../src/db/repos/env-vars.js'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import type { Test } from 'tap'
 import type { Config } from '../../src/config.js'
 import { SecretBox } from '../../src/lib/secret-box.js'
@@ -9,6 +9,7 @@ import { confirmAnswer, ELICITING, modernCall, type ModernOptions } from './mode
 import { defaultOrganization } from './seed.js'
 import { startServer, type TestServer } from './server.js'
 import { sleep } from './stream.js'
+import { ROOT } from './root.js'
 
 /**
  * Long-running work on 2026-07-28 requests (modern-deployments, modern-tasks, modern-listen tests): a server whose
@@ -18,7 +19,7 @@ import { sleep } from './stream.js'
 
 export const ENV_KEY = randomBytes(32).toString('base64')
 const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
-export const EXAMPLE = fileURLToPath(new URL('../../scripts/pipelines/example.mjs', import.meta.url))
+export const EXAMPLE = join(ROOT, 'scripts', 'pipelines', 'example.mjs')
 export const PIPELINES = {
   default: { argv: [process.execPath, EXAMPLE] },
   /** Exits 1 at once, after one line on each stream. */

@@ -15,6 +15,7 @@ import { ENV_KEY, PIPELINES, seedApp } from './modern-runs.js'
 import { startServer, type TestServer } from './server.js'
 import { countOccurrences, openLive } from './stream.js'
 import { freePort } from './ports.js'
+import { ROOT } from './root.js'
 
 /**
  * Real reverse proxies in front of the server, run from the recipes in docs/deploy/ (proxy-nginx and proxy-caddy
@@ -24,10 +25,10 @@ import { freePort } from './ports.js'
  * teardown, a failed test included.
  */
 
-const DOCS = new URL('../../docs/deploy/', import.meta.url)
+const DOCS = join(ROOT, 'docs', 'deploy')
 
 export function recipe(name: 'nginx.conf' | 'Caddyfile'): string {
-  return readFileSync(new URL(name, DOCS), 'utf8')
+  return readFileSync(join(DOCS, name), 'utf8')
 }
 
 /** An executable on PATH or in the sbin folders (nginx lives in /usr/sbin, often off a user's PATH). */

@@ -2,24 +2,26 @@ import type { Test } from 'tap'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url'
+import { FROM_BUILD, ROOT, SERVER_ENTRY } from './root.js'
 
 /**
- * Runs the README's code block under `### <heading>` as written, except that it imports the package from source and
- * exports the `server` it starts: the README's examples are documented API. The server gets a throwaway database and
- * `apiKey` as its owner's key; it is closed when the test ends.
+ * Runs the README's code block under `### <heading>` as written, except that it imports the package as the suite does
+ * (SERVER_ENTRY) and exports the `server` it starts: the README's examples are documented API. The server gets a
+ * throwaway database and `apiKey` as its owner's key; it is closed when the test ends.
  */
 export async function runReadmeExample(t: Test, heading: string, apiKey: string): Promise<{ mcpUrl: string }> {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
   const escaped = heading.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
   const block = new RegExp(`### ${escaped}\\s+\`\`\`ts\\n([\\s\\S]*?)\`\`\``).exec(readme)?.[1]
   if (!block) throw new Error(`README has no ts example under "### ${heading}"`)
-  const entry = pathToFileURL(fileURLToPath(new URL('../../src/index.ts', import.meta.url))).href
+  const entry = pathToFileURL(SERVER_ENTRY).href
   const source = block.replace("from 'service-mcp'", `from '${entry}'`) + '\nexport { server }\n'
   const dir = mkdtempSync(join(tmpdir(), 'readme-example-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const file = join(dir, 'example.mts')
-  writeFileSync(file, source)
+  // Beside the compiled suite nothing loads TypeScript: the example is compiled first, its types erased as tsc would.
+  const file = join(dir, FROM_BUILD ? 'example.mjs' : 'example.mts')
+  writeFileSync(file, FROM_BUILD ? await erasedTypes(source) : source)
 
   const saved = { ...process.env }
   Object.assign(process.env, { SERVICE_DATABASE: join(dir, 'db.sqlite'), SERVICE_PORT: '0', SERVICE_LOG_LEVEL: 'silent', SERVICE_BOOTSTRAP_API_KEY: apiKey, SERVICE_BOOTSTRAP_PASSWORD: 'readme example password' })
@@ -31,4 +33,11 @@ export async function runReadmeExample(t: Test, heading: string, apiKey: string)
   }
   t.teardown(() => server.close())
   return { mcpUrl: `${server.config.baseUrl}/mcp` }
+}
+
+async function erasedTypes(source: string): Promise<string> {
+  const ts = (await import('typescript')).default
+  const out = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 }, reportDiagnostics: true })
+  if (out.diagnostics?.length) throw new Error(`the README example does not compile: ${ts.flattenDiagnosticMessageText(out.diagnostics[0]!.messageText, '\n')}`)
+  return out.outputText
 }

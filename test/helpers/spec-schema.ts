@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import type { ErrorObject, ValidateFunction } from 'ajv'
 import AjvDraft7 from 'ajv'
 import Ajv2020 from 'ajv/dist/2020.js'
 import addFormats from 'ajv-formats'
+import { ROOT } from './root.js'
 
 /**
  * The official MCP JSON schemas (test/fixtures/mcp-schema/<revision>/schema.json, vendored from
@@ -27,7 +27,7 @@ export type LegacyRevision = (typeof LEGACY_REVISIONS)[number]
 
 type Json = Record<string, unknown>
 
-const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'mcp-schema')
+const FIXTURES = join(ROOT, 'test', 'fixtures', 'mcp-schema')
 
 interface Compiled {
   document: Json

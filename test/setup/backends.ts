@@ -16,9 +16,9 @@ import {
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { Client } from 'pg'
 import { freePort } from '../helpers/ports.js'
+import { ROOT } from '../helpers/root.js'
 
 /**
  * Throwaway PostgreSQL 15 and Redis servers for one tap run, started by tap's `before` (backends-before.ts) and stopped
@@ -28,7 +28,7 @@ import { freePort } from '../helpers/ports.js'
  * run's leftovers) never meet. test/helpers/backends.ts reads it.
  */
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+export { ROOT }
 export const STATE_DIR = join(ROOT, '.tap', 'backends')
 const TEMP_PREFIX = 'service-mcp-backends-'
 /** The role the tests use: login and createdb, no superuser. */

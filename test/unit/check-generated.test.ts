@@ -1,11 +1,12 @@
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url'
 import t, { type Test } from 'tap'
 import { check, exportName, generate } from '../../scripts/build-validators.js'
+import { BUILD, FROM_BUILD, ROOT } from '../helpers/root.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
+const root = ROOT
 const GENERATED = ['src/generated/validators.js', 'src/generated/validators.d.ts', 'src/generated/schemas.js', 'src/generated/schemas.d.ts']
 
 type BuildModule = { check(): string[]; generate(): Record<string, string> }
@@ -18,7 +19,9 @@ async function scratchCopy(t: Test): Promise<{ dir: string; load(): Promise<Buil
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-gen-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   mkdirSync(join(dir, 'scripts'))
-  cpSync(join(root, 'scripts/build-validators.ts'), join(dir, 'scripts/build-validators.ts'))
+  // The script as this suite runs it: compiled beside the compiled suite (plain node loads no TypeScript), else its source.
+  const script = FROM_BUILD ? 'build-validators.js' : 'build-validators.ts'
+  cpSync(join(FROM_BUILD ? BUILD : root, 'scripts', script), join(dir, 'scripts', script))
   cpSync(join(root, 'schemas'), join(dir, 'schemas'), { recursive: true })
   cpSync(join(root, 'src/generated'), join(dir, 'src/generated'), { recursive: true })
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module' }))
@@ -27,7 +30,7 @@ async function scratchCopy(t: Test): Promise<{ dir: string; load(): Promise<Buil
   return {
     dir,
     // A fresh module instance per load (query string), so nothing is cached between edits.
-    load: async () => (await import(pathToFileURL(join(dir, 'scripts/build-validators.ts')).href + `?v=${n++}`)) as BuildModule,
+    load: async () => (await import(pathToFileURL(join(dir, 'scripts', script)).href + `?v=${n++}`)) as BuildModule,
   }
 }
 

@@ -1,12 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { catalog, isErrorCode, type ErrorCode, type ErrorSpec } from '../../src/errors/catalog.js'
 import { toOAuthBody, toRpcError, toServiceBody, toServiceError, toToolResult, wwwAuthenticate } from '../../src/errors/render.js'
 import { fail, isServiceError, ServiceError } from '../../src/errors/service-error.js'
+import { ROOT } from '../helpers/root.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
+const root = ROOT
 const codes = Object.keys(catalog) as ErrorCode[]
 const entries = Object.entries(catalog) as Array<[ErrorCode, ErrorSpec]>
 

@@ -15,8 +15,10 @@ import { SERVER_VERSION, SERVICE_MCP_VERSION } from '../../src/version.js'
 import { freePort } from '../helpers/ports.js'
 import { findBinary, listeningPort, swap, writeNginxMain } from '../helpers/proxy.js'
 import { startServer } from '../helpers/server.js'
+import { pathToFileURL } from 'node:url'
+import { ROOT } from '../helpers/root.js'
 
-const root = new URL('../../', import.meta.url)
+const root = pathToFileURL(ROOT + '/')
 const read = (path: string) => readFileSync(new URL(path, root), 'utf8')
 const defaultOf = (key: string) => SETTINGS.find((s) => s.key === key)!.default as number
 
