@@ -14,13 +14,17 @@
  * which take theirs from test/helpers/unit-repos.ts.
  *
  * Running those twice would only repeat the first pass. The list of what is left out is printed with the reasons.
+ *
+ * `npm test` runs this pass from the compiled suite, after the first, through scripts/run-tests.ts; this script runs it
+ * alone from the sources, through tap and tsx.
  */
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { packageRoot } from '../src/lib/package-root.js'
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const ROOT = packageRoot()
 const FOLDERS = ['test/e2e', 'test/http', 'test/regressions']
 /** Unit tests are in the pass only when they say so (those of the repositories, through test/helpers/unit-repos.ts). */
 const UNIT_FOLDER = 'test/unit'
@@ -48,6 +52,11 @@ export function postgresPassFiles(root = ROOT): PassFiles {
     }
   }
   return out
+}
+
+/** A test file's compiled counterpart in build/ (test/e2e/a.test.ts → build/test/e2e/a.test.js). */
+export function compiledTestFile(file: string): string {
+  return join('build', file.replace(/\.ts$/, '.js'))
 }
 
 function main(): number {
