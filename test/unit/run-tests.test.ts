@@ -23,9 +23,9 @@ function testFile(t: Test, body: string): string {
 const run = (file: string, timeoutMs = 20_000) => runFile({ name: 'x', file, env: {} }, 1, 0, timeoutMs)
 
 t.test('options: both passes by default; named files run once on SQLite unless --pass says otherwise', async (t) => {
-  t.same(parseOptions([]), { pass: 'both', jobs: 2, timeoutMs: 120_000, files: [] })
-  t.same(parseOptions(['build/test/e2e/a.test.js']), { pass: 'sqlite', jobs: 2, timeoutMs: 120_000, files: ['build/test/e2e/a.test.js'] })
-  t.same(parseOptions(['--pass=postgres', '--jobs', '3', '--timeout', '5', 'a.js']), { pass: 'postgres', jobs: 3, timeoutMs: 5000, files: ['a.js'] })
+  t.same(parseOptions([]), { pass: 'both', jobs: 3, timeoutMs: 120_000, files: [] })
+  t.same(parseOptions(['build/test/e2e/a.test.js']), { pass: 'sqlite', jobs: 3, timeoutMs: 120_000, files: ['build/test/e2e/a.test.js'] })
+  t.same(parseOptions(['--pass=postgres', '--jobs', '4', '--timeout', '5', 'a.js']), { pass: 'postgres', jobs: 4, timeoutMs: 5000, files: ['a.js'] })
   t.throws(() => parseOptions(['--pass', 'mysql']), /--pass must be sqlite, postgres or both, not mysql/)
   t.throws(() => parseOptions(['--jobs', '0']), /--jobs must be a positive integer, not 0/)
   t.throws(() => parseOptions(['--timeout']), /--timeout needs a value/)
