@@ -5,7 +5,6 @@ import { postgresClient } from '../helpers/backends.js'
 import { ELICITING, LOG_LEVEL_KEY, modernLive } from '../helpers/modern.js'
 import { answered, ask, ENV_KEY, PIPELINES, seedApp } from '../helpers/modern-runs.js'
 import { startServer } from '../helpers/server.js'
-import { until } from '../helpers/stream.js'
 
 /**
  * GET /healthz and GET /readyz over real sockets: while running, while the database does not answer, and while the
@@ -70,16 +69,20 @@ t.test('the database does not answer: /readyz 503 naming the check, /healthz sti
 })
 
 t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other routes 503, then connections refused', async (t) => {
-  const GRACE_MS = 1500
-  // A pipeline that ignores SIGTERM: the drain phase waits the whole grace period before it is killed.
-  const stubborn = { argv: [process.execPath, '-e', "process.on('SIGTERM', () => {}); console.log('started'); setInterval(() => {}, 1000)"] }
+  // The drain must outlast every check below on a loaded machine: with 1.5 s it ended mid-checks in CI (the listener
+  // closed, ECONNREFUSED). Once they are done, the test kills the pipeline itself to end the drain.
+  const GRACE_MS = 15_000
+  // A pipeline that ignores SIGTERM: the drain phase would wait the whole grace period before it is killed.
+  const stubborn = { argv: [process.execPath, '-e', "process.on('SIGTERM', () => {}); console.log('started pid=' + process.pid); setInterval(() => {}, 1000)"] }
   const server = await startServer(t, { config: { envKey: ENV_KEY, pipelines: { ...PIPELINES, stubborn }, pipelineGraceMs: GRACE_MS, heartbeatMs: 60_000 } })
   const app = await seedApp(server, 'web', {}, { pipeline: 'stubborn' })
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', { app_id: app.id })
   const deploying = await modernLive(server.mcpUrl, server.apiKey, 'tools/call', { name: 'service_deployments_create', arguments: { app_id: app.id }, ...answered(requestState) }, { capabilities: ELICITING, id: 'deploy', meta: { [LOG_LEVEL_KEY]: 'info' } })
   t.teardown(() => deploying.close())
-  // Its answer streams the pipeline's lines (logLevel info), so the call is open while the pipeline runs.
-  await until(() => server.app.pipelines.running === 1, 5000, 'the deployment to run')
+  // Its answer streams the pipeline's lines (logLevel info), so the call is open while the pipeline runs. Its first line
+  // comes after its SIGTERM handler is set: a stop before that would kill it at once and end the drain early (CI did).
+  const pid = Number(/started pid=(\d+)/.exec(await deploying.waitFor((text) => /started pid=\d+/.test(text), 10_000, "the pipeline's first line"))![1])
+  t.equal(server.app.pipelines.running, 1, 'the deployment runs')
 
   // A keep-alive connection opened before the stop.
   const client = new Client(server.url, { pipelining: 1 })
@@ -121,6 +124,7 @@ t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other rout
   t.equal(other.status, 503, 'and so is every other route')
   t.equal(server.app.pipelines.running, 1, 'all of this during the drain')
 
+  process.kill(pid, 'SIGKILL')
   await stopped
   await t.rejects(getJson(server.url, '/healthz'), { code: 'ECONNREFUSED' }, 'once stopped, nothing listens')
 })
