@@ -355,7 +355,8 @@ t.test('at 390 px every key and application row shows its status and actions, wi
 })
 
 t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; sign-out drops it too', async (t) => {
-  const server = await startServer(t, { config: { accountNoticeTtlMs: 300 } })
+  // Long enough that the control below (a redirect followed at once) holds on a loaded machine.
+  const server = await startServer(t, { config: { accountNoticeTtlMs: 1500 } })
   const visitor = new FormBrowser(server.url)
   const signin = await visitor.get('/account/signin')
   await visitor.post('/account/signin', { csrf: formValue(signin.text, 'csrf') ?? '', email: OWNER_EMAIL, password: OWNER_PASSWORD })
@@ -364,7 +365,7 @@ t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; si
   const create = async (name: string) => visitor.post('/account/keys', { csrf, name, membership: (await ownerMembership(server)).id, scope: 'mcp:read' })
 
   t.equal((await create('never fetched')).status, 303, 'created; the redirect is not followed')
-  await new Promise((resolve) => setTimeout(resolve, 400))
+  await new Promise((resolve) => setTimeout(resolve, 1600))
   const late = await visitor.get('/account')
   t.equal(late.status, 200)
   t.notMatch(late.text, 'id="new-key"', 'past the TTL the key is not shown')

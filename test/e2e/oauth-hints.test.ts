@@ -148,14 +148,18 @@ t.test('a sign-in link that can no longer be used says so in user terms', async 
 })
 
 t.test('the expired sign-in link in Chromium, at 1280 and 390 px', async (t) => {
-  const server = await startServer(t, { config: { authRequestTtlMs: 300 } })
+  // Long enough for Chromium to follow the link and show the sign-in page on a loaded machine: with 300 ms, CI's page
+  // loaded after the request had already expired.
+  const TTL_MS = 2000
+  const server = await startServer(t, { config: { authRequestTtlMs: TTL_MS } })
   const client = await registerClient(server, { client_name: 'Hint Client' })
   const browser = await launchBrowser(t)
   for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     const page = await browser.newPage({ viewport })
     await page.goto(authorizeUrl(server, client, pkce()))
     t.equal(await page.title(), 'Sign in', `${viewport.width} px: on the sign-in page`)
-    await sleep(400)
+    // The request was made during goto, so it has expired once TTL_MS have passed since goto ended.
+    await sleep(TTL_MS + 100)
     const again = await page.reload()
     t.equal(again?.status(), 400)
     t.equal(await page.getByRole('alert').textContent(), 'This sign-in link has expired. Go back to Hint Client and connect again.', `${viewport.width} px: the expired page`)
