@@ -31,7 +31,9 @@ const PIPELINES = {
   sleeper: node("console.log('pid=' + process.pid); setInterval(() => {}, 1000)"),
   stubborn: node("process.on('SIGTERM', () => console.log('ignoring SIGTERM')); console.log('pid=' + process.pid); setInterval(() => {}, 1000)"),
 }
-const GRACE_MS = 200
+// Long enough that "it answers at once" and "still running" hold on a loaded machine: with 200 ms, CI's cancel answer
+// came after the grace period. Only a pipeline that ignores SIGTERM waits it out.
+const GRACE_MS = 2000
 const DEP_ID = /dep_[0-9a-z]{26}/
 
 /** Built-in tools plus the deployment tools, once each (still right when the built-ins include them). */
