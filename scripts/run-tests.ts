@@ -7,7 +7,7 @@
  *
  * Why not tap's runner: it starts every test process with @tapjs/processinfo, which records each module loaded through
  * an off-thread loader and hooks child_process so that every node process a test starts (the command line, servers,
- * pipelines: a few thousand in the suite) loads it too. On Node 20 that costs about 1.7 s of CPU per process, more than
+ * pipelines) loads it too. On Node 20 that costs about 1.7 s of CPU per process, more than
  * the tests themselves on CI's 2 cores, and tap has no setting to leave it out. This runner speaks tap's side of the
  * protocol only: TAP_TIMEOUT and t.setTimeout() over IPC, SIGALRM at the deadline (the file then reports what was still
  * running), and prints each file's TAP as a buffered subtest with the totals at the end, as `tap` does. Test files still
@@ -17,6 +17,7 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { Parser, type Result } from 'tap-parser'
 import { packageRoot } from '../src/lib/package-root.js'
 import { compiledTestFile, postgresPassFiles } from './postgres-pass.js'
@@ -42,10 +43,13 @@ export interface Job {
   env: Record<string, string>
 }
 
+/** Leaf assertions (subtests' closing lines not counted), as tap's own totals count them. */
+type Counts = { total: number; pass: number; fail: number; skip: number; todo: number }
+const noCounts = (): Counts => ({ total: 0, pass: 0, fail: 0, skip: 0, todo: 0 })
+
 export interface Outcome {
   ok: boolean
-  /** Leaf assertions (subtests' closing lines not counted), as tap's own totals count them. */
-  counts: { total: number; pass: number; fail: number; skip: number; todo: number }
+  counts: Counts
   output: string
   ms: number
   problem?: string
@@ -136,7 +140,7 @@ export function runFile(job: Job, childId: number, jobId: number, timeoutMs: num
     env: { ...process.env, ...job.env, TAP: '1', TAP_CHILD_ID: String(childId), TAP_CHILD_KEY: key, TAP_JOB_ID: String(jobId), TAP_TIMEOUT: String(timeoutMs / 1000), TAP_BAIL: '0' },
   })
   running.add(child)
-  const counts = { total: 0, pass: 0, fail: 0, skip: 0, todo: 0 }
+  const counts = noCounts()
   const parser = new Parser()
   const count = (p: Parser) => {
     p.on('child', count)
@@ -210,7 +214,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', stop)
   process.on('SIGTERM', stop)
 
-  const totals = { total: 0, pass: 0, fail: 0, skip: 0, todo: 0 }
+  const totals = noCounts()
   let failedFiles = 0
   const beforeCode = await runScript(BEFORE)
   try {
@@ -227,7 +231,7 @@ async function main(argv: string[]): Promise<number> {
         const job = jobs[index]!
         const outcome = await runFile(job, index + 1, jobId, options.timeoutMs)
         printed++
-        for (const k of Object.keys(totals) as Array<keyof typeof totals>) totals[k] += outcome.counts[k]
+        for (const k of Object.keys(totals) as Array<keyof Counts>) totals[k] += outcome.counts[k]
         if (!outcome.ok) failedFiles++
         const body = outcome.output.replace(/^TAP version 14\n/, '').trimEnd()
         const diag = outcome.problem ? `\n  ---\n  problem: ${JSON.stringify(outcome.problem)}\n  ...` : ''
@@ -247,7 +251,8 @@ async function main(argv: string[]): Promise<number> {
   return failedFiles ? 1 : 0
 }
 
-if (relative(process.argv[1] ?? '', new URL(import.meta.url).pathname) === '') {
+// A URL's pathname keeps %20 and the like: in a folder with a space the runner would run nothing and exit 0.
+if (relative(process.argv[1] ?? '', fileURLToPath(import.meta.url)) === '') {
   main(process.argv.slice(2)).then(
     (code) => (process.exitCode = code),
     (error: Error) => {
