@@ -242,6 +242,7 @@ export const idempotencyRecords = pgTable('idempotency_records', {
   updatedAt: millis('updated_at').notNull(),
   expiresAt: millis('expires_at').notNull(),
   owner: text('owner'),
+  claim: text('claim'),
 }, (t) => [
   primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
   index('idempotency_records_expires_idx').on(t.expiresAt),

@@ -286,8 +286,8 @@ export const auditLog = sqliteTable('audit_log', {
 }, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])
 
 /**
- * One call of a confirmation-gated tool, identified by (session, membership, organization, JSON-RPC id) (decisions.md
- * §6). `pending` and `running` calls make a second call with the same id a 409; a `finished` one is answered again from
+ * One call of a confirmation-gated tool, identified by (session, membership, organization, JSON-RPC id)
+ * (docs/decisions/idempotency.md). `pending` and `running` calls make a second call with the same id a 409; a `finished` one is answered again from
  * `result` (the tool result exactly as first returned, whatever the outcome); `interrupted` means the server stopped
  * before the call was answered. No foreign keys: a record outlives nothing it names by more than its 24 hours.
  */
@@ -307,6 +307,11 @@ export const idempotencyRecords = sqliteTable('idempotency_records', {
   expiresAt: integer('expires_at').notNull(),
   /** The server process running the call (`processes.id`) while pending or running. */
   owner: text('owner'),
+  /**
+   * The one call holding the record while pending or running: a token made by the begin that wrote or took over the
+   * record. Every later transition of that call names it, so a call whose record was taken over changes nothing.
+   */
+  claim: text('claim'),
 }, (t) => [
   primaryKey({ columns: [t.sessionId, t.membershipId, t.organizationId, t.requestId] }),
   index('idempotency_records_expires_idx').on(t.expiresAt),

@@ -255,6 +255,8 @@ export type IdempotencyRecord = {
   expiresAt: number
   /** The server process running the call while pending or running. */
   owner: string | null
+  /** The call holding the record while pending or running (its begin's token); null on records older than claims. */
+  claim: string | null
 }
 
 export type TaskRow = {

@@ -26,6 +26,8 @@ import { toolError } from '../helpers/tools.js'
 const ENV_KEY = randomBytes(32).toString('base64')
 const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))
 const TOOL = 'service_deployments_create'
+/** The holder of records a test writes itself: no process, and a claim no call of the server holds (a lost write). */
+const ORPHAN = { owner: null, claim: 'orphan' }
 /** Each run appends a line to RUNS_FILE: the count of runs. */
 const PIPELINES = { counted: { argv: [process.execPath, '-e', "require('fs').appendFileSync(process.env.RUNS_FILE, 'run\\n'); console.log('ran')"] } }
 
@@ -172,9 +174,9 @@ t.test('a record no call of this process holds is never "still pending" or "stil
   const repo = server.app.repos.idempotency
   const now = Date.now()
   // What a lost write leaves behind: records that read pending and running, held by no call.
-  await repo.begin(await keyOf(server, sessionId, 'left-pending'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  await repo.begin(await keyOf(server, sessionId, 'left-running'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  await repo.markRunning(await keyOf(server, sessionId, 'left-running'), now)
+  await repo.begin(await keyOf(server, sessionId, 'left-pending'), TOOL, ORPHAN, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.begin(await keyOf(server, sessionId, 'left-running'), TOOL, ORPHAN, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.markRunning(await keyOf(server, sessionId, 'left-running'), ORPHAN.claim, now)
 
   const running = await retry(server, headers, args, 'left-running')
   t.equal(running.status, 200, 'not 409')
@@ -197,9 +199,9 @@ t.test('after a restart: a call left pending reads "nothing ran", one left runni
   const { sessionId, headers } = await elicitingSession(first)
   const repo = first.app.repos.idempotency
   const now = Date.now()
-  await repo.begin(await keyOf(first, sessionId, 'p-1'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  await repo.begin(await keyOf(first, sessionId, 'r-1'), TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  await repo.markRunning(await keyOf(first, sessionId, 'r-1'), now)
+  await repo.begin(await keyOf(first, sessionId, 'p-1'), TOOL, ORPHAN, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.begin(await keyOf(first, sessionId, 'r-1'), TOOL, ORPHAN, now, now + IDEMPOTENCY_TTL_MS)
+  await repo.markRunning(await keyOf(first, sessionId, 'r-1'), ORPHAN.claim, now)
   await first.close()
 
   const second = await start(t, dbPath)

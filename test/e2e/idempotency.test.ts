@@ -30,6 +30,8 @@ const PIPELINES = {
     "const timer = setInterval(() => { if (fs.existsSync(process.env.GATE_FILE)) { clearInterval(timer); console.log('ran') } }, 10)"),
 }
 const TOOL = 'service_deployments_create'
+/** The holder of records a test writes itself: no process, and a claim no call of the server holds (a lost write). */
+const ORPHAN = { owner: null, claim: 'orphan' }
 
 async function start(t: Test, options: { dbPath?: string; elicitationTimeoutMs?: number } = {}): Promise<TestServer> {
   return startServer(t, {
@@ -265,10 +267,10 @@ t.test('the identity is session, member, organization and the id as sent', async
   // The key's membership and organization parts, at the repository.
   const now = Date.now()
   const key = await keyOf(server, a.sessionId, 'k-9')
-  t.equal((await repos.idempotency.begin(key, TOOL, now, now + 1000)).created, true)
-  t.equal((await repos.idempotency.begin(key, TOOL, now, now + 1000)).created, false, 'the same key is taken')
-  t.equal((await repos.idempotency.begin({ ...key, membershipId: admin.membership.id }, TOOL, now, now + 1000)).created, true, 'another member')
-  t.equal((await repos.idempotency.begin({ ...key, organizationId: 'org_other' }, TOOL, now, now + 1000)).created, true, 'another organization')
+  t.equal((await repos.idempotency.begin(key, TOOL, ORPHAN, now, now + 1000)).created, true)
+  t.equal((await repos.idempotency.begin(key, TOOL, ORPHAN, now, now + 1000)).created, false, 'the same key is taken')
+  t.equal((await repos.idempotency.begin({ ...key, membershipId: admin.membership.id }, TOOL, ORPHAN, now, now + 1000)).created, true, 'another member')
+  t.equal((await repos.idempotency.begin({ ...key, organizationId: 'org_other' }, TOOL, ORPHAN, now, now + 1000)).created, true, 'another organization')
 })
 
 t.test('a restart during a run: the call is interrupted and its retry runs nothing', async (t) => {
@@ -284,8 +286,8 @@ t.test('a restart during a run: the call is interrupted and its retry runs nothi
   // What a crash leaves: a call recorded running that no process will ever answer.
   const crashed = await keyOf(first, sessionId, 'crash-1')
   const now = Date.now()
-  await first.app.repos.idempotency.begin(crashed, TOOL, now, now + IDEMPOTENCY_TTL_MS)
-  await first.app.repos.idempotency.markRunning(crashed, now)
+  await first.app.repos.idempotency.begin(crashed, TOOL, ORPHAN, now, now + IDEMPOTENCY_TTL_MS)
+  await first.app.repos.idempotency.markRunning(crashed, ORPHAN.claim, now)
 
   await first.close()
   await live.ended(3000)
@@ -342,8 +344,8 @@ t.test('records are kept 24 hours after the call ended, then purged', async (t) 
 
   // A call still running is never purged, however old.
   const live = { ...key, requestId: JSON.stringify('p-live') }
-  await repos.idempotency.begin(live, TOOL, Date.now(), Date.now() + 1)
-  await repos.idempotency.markRunning(live, Date.now())
+  await repos.idempotency.begin(live, TOOL, ORPHAN, Date.now(), Date.now() + 1)
+  await repos.idempotency.markRunning(live, ORPHAN.claim, Date.now())
 
   t.equal(await repos.idempotency.purge(record.expiresAt - 1), 0, 'nothing has expired yet')
   t.equal(await repos.idempotency.purge(Date.now() + IDEMPOTENCY_TTL_MS + 60_000), 1, 'the sweep purges the expired record')
@@ -357,8 +359,8 @@ t.test('records are kept 24 hours after the call ended, then purged', async (t) 
 
   // An expired record not yet purged is replaced by a new call with its id.
   const stale = { ...key, requestId: JSON.stringify('p-2') }
-  await repos.idempotency.begin(stale, TOOL, 1000, 2000)
-  await repos.idempotency.finish(stale, { isError: false, content: [] }, 1000, 2000)
-  t.equal((await repos.idempotency.begin(stale, TOOL, Date.now(), Date.now() + 1000)).created, true, 'the expired record gave way')
+  await repos.idempotency.begin(stale, TOOL, ORPHAN, 1000, 2000)
+  await repos.idempotency.finish(stale, ORPHAN.claim, { isError: false, content: [] }, 1000, 2000)
+  t.equal((await repos.idempotency.begin(stale, TOOL, ORPHAN, Date.now(), Date.now() + 1000)).created, true, 'the expired record gave way')
   t.equal((await repos.idempotency.get(stale, Date.now()))?.status, 'pending')
 })

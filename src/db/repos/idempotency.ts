@@ -1,4 +1,4 @@
-import { and, count, eq, gt, inArray, lte, or } from 'drizzle-orm'
+import { and, count, eq, gt, inArray, isNull, lte, or } from 'drizzle-orm'
 import type { Store } from '../store.js'
 import { abandonedBy } from './owners.js'
 import type { Abandoned } from '../types.js'
@@ -7,7 +7,7 @@ import type { IdempotencyRecord } from '../types.js'
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { IdempotencyRecord }
 
-/** What identifies one confirmed call (decisions.md §6). `requestId` is the JSON-RPC id JSON-encoded: 1 and "1" differ. */
+/** What identifies one confirmed call (docs/decisions/idempotency.md). `requestId` is the JSON-RPC id JSON-encoded: 1 and "1" differ. */
 export interface IdempotencyKey {
   sessionId: string
   membershipId: string
@@ -28,69 +28,94 @@ function byKey(idempotencyRecords: Store['t']['idempotencyRecords'], key: Idempo
 }
 
 /**
+ * The holder of a pending or running record: the process running its call (`owner`, whose lease decides whether the
+ * call is still alive) and the one call within it (`claim`, a token made anew by each begin).
+ */
+export interface Holder {
+  owner: string | null
+  claim: string
+}
+
+/** Rows of `key` still held by the call that wrote `claim` (null: a record older than claims). */
+function heldBy(idempotencyRecords: Store['t']['idempotencyRecords'], key: IdempotencyKey, claim: string | null) {
+  return and(byKey(idempotencyRecords, key), claim === null ? isNull(idempotencyRecords.claim) : eq(idempotencyRecords.claim, claim))
+}
+
+/**
  * Idempotency records of confirmation-gated tool calls. A record is pending or running while its call is, then
  * finished (with the tool result) or interrupted (the server stopped first). Only pending and running records change;
  * ended ones expire at `expiresAt` and are then as good as absent, purged or not.
+ *
+ * Each change of a live record is one conditional statement that names the claim of the call it expects to find
+ * (compare-and-set): of several processes racing on one record, exactly one changes it, and a call whose record was
+ * taken over or recovered meanwhile changes nothing. So the claim's life, pending → running → finished, is a chain of
+ * atomic transitions that only the holder can make, and pending → running, after which the operation runs, happens
+ * once per claim. CallIdempotency (plugins/tools/idempotency.ts) is their one user.
  */
 export function idempotencyRepo(store: Store) {
   const { db, t: { idempotencyRecords } } = store
   const touched = { sessionId: idempotencyRecords.sessionId }
+  const live = () => inArray(idempotencyRecords.status, [...LIVE])
   return {
     /**
-     * Records a new call as pending, atomically: one INSERT that does nothing when the key exists, unless the existing
-     * record has ended and expired, which it replaces. `created` tells whether this call now owns the key; when it does
-     * not, `record` is the one that does.
+     * Records a new call as pending, held by `holder`, atomically: one INSERT that does nothing when the key exists,
+     * unless the existing record has ended and expired, which it replaces. `created` tells whether `holder` now holds
+     * the key; when it does not, `record` is the one that does (undefined when it vanished meanwhile: try again).
      */
-    async begin(key: IdempotencyKey, tool: string, now: number, expiresAt: number, owner: string | null = null): Promise<{ created: true } | { created: false; record: IdempotencyRecord }> {
+    async begin(key: IdempotencyKey, tool: string, holder: Holder, now: number, expiresAt: number): Promise<{ created: true } | { created: false; record: IdempotencyRecord | undefined }> {
+      const fresh = { tool, status: 'pending' as const, result: null, createdAt: now, updatedAt: now, expiresAt, owner: holder.owner, claim: holder.claim }
       const inserted = await db.insert(idempotencyRecords)
-        .values({ ...key, tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner })
+        .values({ ...key, ...fresh })
         .onConflictDoUpdate({
           target: [idempotencyRecords.sessionId, idempotencyRecords.membershipId, idempotencyRecords.organizationId, idempotencyRecords.requestId],
-          set: { tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner },
+          set: fresh,
           setWhere: and(inArray(idempotencyRecords.status, [...ENDED]), lte(idempotencyRecords.expiresAt, now)),
         })
         .returning(touched)
       if (inserted.length === 1) return { created: true }
       const [record] = await db.select().from(idempotencyRecords).where(byKey(idempotencyRecords, key))
-      if (!record) throw new Error('idempotency record vanished between INSERT and SELECT')
       return { created: false, record }
     },
     /** The record of `key`, unless it ended and expired before `now`. */
     async get(key: IdempotencyKey, now: number): Promise<IdempotencyRecord | undefined> {
       return (await db.select().from(idempotencyRecords)
-        .where(and(byKey(idempotencyRecords, key), or(inArray(idempotencyRecords.status, [...LIVE]), gt(idempotencyRecords.expiresAt, now)))))[0]
+        .where(and(byKey(idempotencyRecords, key), or(live(), gt(idempotencyRecords.expiresAt, now)))))[0]
     },
     /**
-     * A new call takes over a pending record that no call holds any more (its call never started running, so nothing
-     * ran; see CallIdempotency): the record is pending again, now for this call. False when it is not pending.
+     * A new call takes over a pending record that no live call holds (its call never started running, so nothing ran;
+     * see CallIdempotency), if it is still pending under the claim `seen`: pending again, now held by `holder`.
      */
-    async takeOver(key: IdempotencyKey, tool: string, now: number, expiresAt: number, owner: string | null = null): Promise<boolean> {
-      const taken = await db.update(idempotencyRecords).set({ tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner })
-        .where(and(byKey(idempotencyRecords, key), eq(idempotencyRecords.status, 'pending'))).returning(touched)
+    async takeOver(key: IdempotencyKey, seen: string | null, tool: string, holder: Holder, now: number, expiresAt: number): Promise<boolean> {
+      const taken = await db.update(idempotencyRecords)
+        .set({ tool, status: 'pending', result: null, createdAt: now, updatedAt: now, expiresAt, owner: holder.owner, claim: holder.claim })
+        .where(and(heldBy(idempotencyRecords, key, seen), eq(idempotencyRecords.status, 'pending'))).returning(touched)
       return taken.length === 1
     },
-    /** pending → running. */
-    async markRunning(key: IdempotencyKey, at: number): Promise<boolean> {
+    /** pending → running, by the call holding `claim`: after this, and only after it, the operation may run. */
+    async markRunning(key: IdempotencyKey, claim: string, at: number): Promise<boolean> {
       const marked = await db.update(idempotencyRecords).set({ status: 'running', updatedAt: at })
-        .where(and(byKey(idempotencyRecords, key), eq(idempotencyRecords.status, 'pending'))).returning(touched)
+        .where(and(heldBy(idempotencyRecords, key, claim), eq(idempotencyRecords.status, 'pending'))).returning(touched)
       return marked.length === 1
     },
-    /** Stores the call's tool result; only a pending or running record can finish (an ended one is never rewritten). */
-    async finish(key: IdempotencyKey, result: Record<string, unknown>, at: number, expiresAt: number): Promise<boolean> {
+    /** Stores the result of the call holding `claim`; an ended record, or one held by another call, is never rewritten. */
+    async finish(key: IdempotencyKey, claim: string, result: Record<string, unknown>, at: number, expiresAt: number): Promise<boolean> {
       const finished = await db.update(idempotencyRecords).set({ status: 'finished', result, updatedAt: at, expiresAt })
-        .where(and(byKey(idempotencyRecords, key), inArray(idempotencyRecords.status, [...LIVE]))).returning(touched)
+        .where(and(heldBy(idempotencyRecords, key, claim), live())).returning(touched)
       return finished.length === 1
     },
-    /** The server stops before the call is answered; `result` is what the call ended with, when it got that far. */
-    async interrupt(key: IdempotencyKey, result: Record<string, unknown> | null, at: number, expiresAt: number): Promise<boolean> {
+    /**
+     * The call holding `claim` will never be answered: the server stopped first (`result` is what the call ended with,
+     * when it got that far), or its process is gone. Only while that call still holds the record.
+     */
+    async interrupt(key: IdempotencyKey, claim: string | null, result: Record<string, unknown> | null, at: number, expiresAt: number): Promise<boolean> {
       const interrupted = await db.update(idempotencyRecords).set({ status: 'interrupted', result, updatedAt: at, expiresAt })
-        .where(and(byKey(idempotencyRecords, key), inArray(idempotencyRecords.status, [...LIVE]))).returning(touched)
+        .where(and(heldBy(idempotencyRecords, key, claim), live())).returning(touched)
       return interrupted.length === 1
     },
-    /** A call answered with a JSON-RPC error rather than a tool result leaves no record. */
-    async release(key: IdempotencyKey): Promise<boolean> {
+    /** A call answered with a JSON-RPC error rather than a tool result leaves no record (only while it holds it). */
+    async release(key: IdempotencyKey, claim: string): Promise<boolean> {
       const released = await db.delete(idempotencyRecords)
-        .where(and(byKey(idempotencyRecords, key), inArray(idempotencyRecords.status, [...LIVE]))).returning(touched)
+        .where(and(heldBy(idempotencyRecords, key, claim), live())).returning(touched)
       return released.length === 1
     },
     /**

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
 import type { IdempotencyKey, IdempotencyRecord } from '../../db/repos/idempotency.js'
@@ -10,7 +11,7 @@ import type { CallContext } from '../../rpc/dispatcher.js'
 import type { RequestId } from '../../rpc/types.js'
 import type { Exchange } from '../../rpc/exchange.js'
 
-/** How long an ended call is remembered (decisions.md §6): 24 h after it finished or was interrupted. */
+/** How long an ended call is remembered (docs/decisions/idempotency.md): 24 h after it finished or was interrupted. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000
 /** How often expired records are purged. Expired records are ignored before that; the sweep only frees the rows. */
 export const IDEMPOTENCY_SWEEP_MS = 10 * 60 * 1000
@@ -60,34 +61,55 @@ function notRecorded(cause: unknown): Error {
   })
 }
 
-/** A write this process could not make (a full or read-only disk), kept in memory and made again later. */
-interface Unsaved {
+/** A call's hold on its record, from its begin to its end: the key, and the claim token naming this call in the row. */
+export interface Held {
   key: IdempotencyKey
+  claim: string
+}
+
+/** The final write of a call, kept in memory until it is made (a full or read-only disk fails it), and made again later. */
+interface Unsaved extends Held {
   write: 'finish' | 'interrupt' | 'release'
   result: ToolResult | null
+  /** The write in progress, which a second save of the same write waits for instead of racing it. */
+  saving?: Promise<boolean>
 }
 
 /**
+ * How many times begin reads a record again after losing a compare-and-set to another process; by then some call holds
+ * the id, which is a conflict. Each lost round means another process changed the record, so the next one rarely loses.
+ */
+const CLAIM_ROUNDS = 3
+
+/**
  * Calls of confirmation-gated tools run at most once per (session, membership, organization, JSON-RPC id)
- * (interface.md "Confirmation-gated call identity", decisions.md §6), and on stateless (2026-07-28) requests per
- * (membership, organization, operation id sealed in the confirmation's requestState) (decisions.md §10). Every such
- * call is recorded in the database:
+ * (interface.md "Confirmation-gated call identity", docs/decisions/idempotency.md), and on stateless (2026-07-28)
+ * requests per (membership, organization, operation id sealed in the confirmation's requestState). Every such call is
+ * recorded in the database:
  *
  * - a second call with the id while the first is pending or running is refused with 409 IDEMPOTENCY_CONFLICT, from the
  *   tools/call precheck, before the answer's format is chosen (and before the dispatcher's own in-flight check);
  * - once the first has finished, whatever its outcome (success, failure, declined, timed out, cancelled), the same id
  *   gets the stored tool result again, unchanged: nothing runs and nobody is asked again;
- * - calls the server could not answer because it stopped are `interrupted`: at start for what a previous process left
- *   pending or running, at shutdown for calls aborted by it. A retry gets the result the call ended with when it got
- *   that far during a clean shutdown, else `interruptedResult`;
+ * - calls the server could not answer because it stopped are `interrupted`: at start, or once a process's lease lapsed,
+ *   for what that process left pending or running, and at shutdown for calls aborted by it. A retry gets the result the
+ *   call ended with when it got that far during a clean shutdown, else `interruptedResult`;
  * - the same id reused for another tool is a 409 too; a call answered with a JSON-RPC error (arguments refused in a
  *   session older than 2025-11-25) leaves no record.
  *
+ * At most once, by construction, whatever the interleaving of copies across processes: a record is held by one call,
+ * named in the row by its process (`owner`) and a token of its own (`claim`). Every change of a live record is a
+ * compare-and-set on the claim (db/repos/idempotency.ts), and the operation runs only after its call's own
+ * pending → running succeeded. A record is taken from its holder only when no live call holds it: when its owner is
+ * another process, only once that process's lease has lapsed (its lease is honoured, so "may or may not have completed"
+ * is said only of a process that is gone); when it is this process, only when none of its calls holds that claim now.
+ * A taken record's old holder then changes nothing: it does not run, and its late result is not stored.
+ *
  * Records are kept 24 h after the call ended, then ignored and purged by a periodic sweep.
  *
- * The database alone cannot tell a call in progress from one whose bookkeeping failed (a full disk): both read pending
- * or running. So this process keeps the keys its calls hold (one server per database file makes that the whole
- * truth), and a record none of them holds is never answered as pending or running:
+ * The database alone cannot tell a call of this process in progress from one whose bookkeeping failed (a full disk):
+ * both read pending or running, owned here. So this process keeps the claims its calls hold, and a record of its own
+ * that none of them holds is never answered as pending or running:
  * - the handler runs only once its record reads `running`; if that write fails, the call does not run and is answered
  *   SERVICE_UNAVAILABLE (a JSON-RPC error). So `pending` means the call never started running: nothing ran;
  * - a pending record no call holds is one whose call was answered with a JSON-RPC error and whose release could not be
@@ -104,9 +126,9 @@ export class CallIdempotency {
   readonly #log: FastifyBaseLogger
   readonly #ttlMs: number
   readonly #operationOf: (exchange: Exchange) => string | null
-  /** Keys held by calls of this process, from the start of begin to their end: only these are pending or running. */
-  readonly #live = new Set<string>()
-  /** The begin in progress of each key: begins of one key run one after the other, as they did synchronously. */
+  /** The claim held by a call of this process, by key, from the start of its begin to its end. */
+  readonly #held = new Map<string, string>()
+  /** The begin in progress of each key: begins of one key in this process run one after the other. */
   readonly #beginning = new Map<string, Promise<unknown>>()
   /** Final writes that failed, by key, until they are made. */
   readonly #unsaved = new Map<string, Unsaved>()
@@ -183,16 +205,16 @@ export class CallIdempotency {
     if (key === null) return undefined
     const record = await this.#repos.idempotency.get(key, now)
     if (!record) return undefined
-    const answer = await this.#answer(key, record, toolName, now, false)
+    const answer = await this.#answer(key, record, toolName, now)
     return answer === FREE ? undefined : answer
   }
 
   /**
-   * Records the call as pending, atomically. Returns its key, or `replay`: the result an ended call with this id gets
-   * again. Throws IDEMPOTENCY_CONFLICT as `check` does (here a JSON-RPC error: the exchange has started), and
-   * SERVICE_UNAVAILABLE when the record cannot be written (nothing runs).
+   * Records the call as pending, held by it, atomically: returns its hold, or `replay`, the result an ended call with
+   * this id gets again. Throws IDEMPOTENCY_CONFLICT as `check` does (here a JSON-RPC error: the exchange has started),
+   * and SERVICE_UNAVAILABLE when the record cannot be written (nothing runs).
    */
-  async begin(key: IdempotencyKey, toolName: string, now = Date.now()): Promise<{ key: IdempotencyKey; replay?: ToolResult }> {
+  async begin(key: IdempotencyKey, toolName: string, now = Date.now()): Promise<Held | { replay: ToolResult }> {
     const id = keyId(key)
     // Begins of one key run one after the other: each sees what the previous one decided (held, replayed, released).
     for (let previous = this.#beginning.get(id); previous !== undefined; previous = this.#beginning.get(id)) await previous
@@ -206,59 +228,80 @@ export class CallIdempotency {
     }
   }
 
-  async #begin(key: IdempotencyKey, id: string, toolName: string, now: number): Promise<{ key: IdempotencyKey; replay?: ToolResult }> {
-    const expiresAt = now + this.#ttlMs
-    // Held from now on, before the record is read or written, unless another call of this process holds it: any other
-    // call with this key (a precheck, or a begin) sees it held until this one holds it for good or lets go.
-    const claimed = !this.#live.has(id)
-    if (claimed) this.#live.add(id)
+  async #begin(key: IdempotencyKey, id: string, toolName: string, now: number): Promise<Held | { replay: ToolResult }> {
+    const held: Held = { key, claim: newClaim() }
+    // Held from now on, before the row is written, unless another call of this process holds the key: a precheck of
+    // this process that reads the new row meanwhile takes it for this call's, never for an abandoned one.
+    if (!this.#held.has(id)) this.#held.set(id, held.claim)
     try {
-      let begun: Awaited<ReturnType<Repos['idempotency']['begin']>>
-      try {
-        begun = await this.#repos.idempotency.begin(key, toolName, now, expiresAt, this.#owner)
-        if (!begun.created) {
-          const answer = await this.#answer(key, begun.record, toolName, now, claimed)
-          if (answer !== FREE) {
-            if (claimed) this.#live.delete(id)
-            return { key, replay: answer }
-          }
-          // The id is free: its record is taken over, or made anew when answering just wrote the release it waited for.
-          const taken = (await this.#repos.idempotency.takeOver(key, toolName, now, expiresAt, this.#owner)) || (await this.#repos.idempotency.begin(key, toolName, now, expiresAt, this.#owner)).created
-          if (!taken) throw new Error('an idempotency record changed while a free id was taken over')
-        }
-      } catch (err) {
-        if (isServiceError(err)) throw err
-        throw notRecorded(err)
-      }
+      const claimed = await this.#claim(held, toolName, now)
+      if (claimed === held) this.#held.set(id, held.claim)
+      else this.#letGo(held)
+      return claimed
     } catch (err) {
-      if (claimed) this.#live.delete(id)
-      throw err
-    }
-    this.#live.add(id)
-    return { key }
-  }
-
-  /** The tool starts: pending → running. Throws SERVICE_UNAVAILABLE when that cannot be recorded: the tool must not run. */
-  async markRunning(key: IdempotencyKey, now = Date.now()): Promise<void> {
-    try {
-      await this.#repos.idempotency.markRunning(key, now)
-    } catch (err) {
-      this.#log.error({ err }, 'could not mark an idempotency record running; the call does not run')
+      this.#letGo(held)
+      if (isServiceError(err)) throw err
       throw notRecorded(err)
     }
+  }
+
+  /**
+   * Writes the record for `held`, or takes over a record no live call holds; else the answer the record gets. A round
+   * that loses its compare-and-set lost it to another process, which changed the record: the next one reads it again.
+   */
+  async #claim(held: Held, toolName: string, now: number): Promise<Held | { replay: ToolResult }> {
+    const repo = this.#repos.idempotency
+    const holder = { owner: this.#owner, claim: held.claim }
+    const expiresAt = now + this.#ttlMs
+    for (let round = 1; ; round++) {
+      const begun = await repo.begin(held.key, toolName, holder, now, expiresAt)
+      if (begun.created) return held
+      let record = begun.record
+      if (record !== undefined) {
+        const answer = await this.#answer(held.key, record, toolName, now)
+        if (answer !== FREE) return { replay: answer }
+        if (await repo.takeOver(held.key, record.claim, toolName, holder, now, expiresAt)) return held
+        record = await repo.get(held.key, now)
+      }
+      if (round === CLAIM_ROUNDS) throw stillHeld(record ?? { tool: toolName, status: 'pending' }, held.key)
+    }
+  }
+
+  /**
+   * The tool starts: pending → running, by this call's claim. Undefined when it may run. Otherwise it must not, and
+   * this is what it answers: the record's stored result, or IDEMPOTENCY_CONFLICT (thrown), when another process took
+   * the record over or recovered it (this process's lease had lapsed), or SERVICE_UNAVAILABLE (thrown) when the write
+   * failed (the record is then released).
+   */
+  async markRunning(held: Held, toolName: string, now = Date.now()): Promise<ToolResult | undefined> {
+    let marked: boolean
+    try {
+      marked = await this.#repos.idempotency.markRunning(held.key, held.claim, now)
+    } catch (err) {
+      this.#log.error({ err }, 'could not mark an idempotency record running; the call does not run')
+      await this.release(held, now)
+      throw notRecorded(err)
+    }
+    if (marked) return undefined
+    this.#letGo(held)
+    this.#log.warn({ tool: toolName }, 'a confirmed call lost its idempotency record before it ran (taken over or recovered by another process): it does not run')
+    const record = await this.#repos.idempotency.get(held.key, now)
+    const answer = record === undefined ? FREE : await this.#answer(held.key, record, toolName, now)
+    if (answer === FREE) throw stillHeld(record ?? { tool: toolName, status: 'pending' }, held.key)
+    return answer
   }
 
   /**
    * Stores the result the call ended with: finished, or interrupted when the server's shutdown aborted the call, since
    * then the answer never reaches the client.
    */
-  finish(ctx: CallContext, key: IdempotencyKey, result: ToolResult, now = Date.now()): Promise<void> {
-    return this.#end({ key, write: abortedByShutdown(ctx) ? 'interrupt' : 'finish', result }, now)
+  finish(ctx: CallContext, held: Held, result: ToolResult, now = Date.now()): Promise<void> {
+    return this.#end({ ...held, write: abortedByShutdown(ctx) ? 'interrupt' : 'finish', result }, now)
   }
 
   /** Forgets a call that ended without a tool result (a JSON-RPC error): its id may be used again. */
-  release(key: IdempotencyKey, now = Date.now()): Promise<void> {
-    return this.#end({ key, write: 'release', result: null }, now)
+  release(held: Held, now = Date.now()): Promise<void> {
+    return this.#end({ ...held, write: 'release', result: null }, now)
   }
 
   /**
@@ -283,47 +326,59 @@ export class CallIdempotency {
     // A stateless call without an accepted requestState runs only up to its question: nothing to record yet.
     if (key === null) return handle(params, ctx)
     const call = await this.begin(key, tool.name)
-    if (call.replay) return call.replay
-    try {
-      await this.markRunning(call.key)
-    } catch (err) {
-      await this.release(call.key)
-      throw err
-    }
+    if ('replay' in call) return call.replay
+    const lost = await this.markRunning(call, tool.name)
+    if (lost !== undefined) return lost
     let result: ToolResult
     try {
       result = await handle(params, ctx)
     } catch (err) {
-      await this.release(call.key)
+      await this.release(call)
       throw err
     }
     // Asked again (no answer yet, or a further confirmation): the operation has not run; a later round records it.
-    if (result.resultType === 'input_required') await this.release(call.key)
-    else await this.finish(ctx, call.key, result)
+    if (result.resultType === 'input_required') await this.release(call)
+    else await this.finish(ctx, call, result)
     return result
   }
 
   /**
-   * The call ends: its final write, kept in memory when it fails. The key is no longer held either way (at once, before
-   * the write). Never rejects.
+   * The call ends: its final write, kept in memory until it is made. The key is no longer held (at once, before the
+   * write: a retry meanwhile answers from memory). Never rejects.
    */
   async #end(write: Unsaved, now: number): Promise<void> {
     const id = keyId(write.key)
-    this.#live.delete(id)
     this.#unsaved.set(id, write)
+    this.#letGo(write)
     await this.#save(id, write, now)
   }
 
+  /** This call no longer holds its key in this process (unless another call of it took the key meanwhile). */
+  #letGo(held: Held): void {
+    const id = keyId(held.key)
+    if (this.#held.get(id) === held.claim) this.#held.delete(id)
+  }
+
   /**
-   * Makes a final write; forgets it once made (unless a newer one replaced it meanwhile). Logged when it fails (it
-   * stays in memory, and is made again later). Never rejects.
+   * Makes a final write, once at a time (a second save waits for the first); forgets it once made (unless a newer one
+   * replaced it meanwhile). Logged when it fails (it stays in memory, and is made again later). Never rejects.
    */
-  async #save(id: string, write: Unsaved, now: number): Promise<boolean> {
+  #save(id: string, write: Unsaved, now: number): Promise<boolean> {
+    write.saving ??= this.#write(id, write, now).finally(() => {
+      write.saving = undefined
+    })
+    return write.saving
+  }
+
+  async #write(id: string, write: Unsaved, now: number): Promise<boolean> {
     try {
       const repo = this.#repos.idempotency
-      if (write.write === 'release') await repo.release(write.key)
-      else if (write.write === 'interrupt') await repo.interrupt(write.key, write.result, now, now + this.#ttlMs)
-      else await repo.finish(write.key, write.result!, now, now + this.#ttlMs)
+      let made: boolean
+      if (write.write === 'release') made = await repo.release(write.key, write.claim)
+      else if (write.write === 'interrupt') made = await repo.interrupt(write.key, write.claim, write.result, now, now + this.#ttlMs)
+      else made = await repo.finish(write.key, write.claim, write.result!, now, now + this.#ttlMs)
+      // The record was taken from this call (its process's lease lapsed meanwhile): it is another's, or recovered.
+      if (!made && write.write !== 'release') this.#log.warn({ write: write.write }, 'a confirmed call ended after another process recovered its idempotency record; its outcome is not stored')
       if (this.#unsaved.get(id) === write) this.#unsaved.delete(id)
       return true
     } catch (err) {
@@ -337,76 +392,103 @@ export class CallIdempotency {
   }
 
   /**
-   * The answer a record gets: a stored result, IDEMPOTENCY_CONFLICT, or FREE when the id may run (a pending record no
-   * call holds). A pending or running record is taken at its word only while a call of this process holds it (`mine`:
-   * the caller is the begin that holds it, which asks on behalf of no other call).
+   * The answer a record gets: its stored result when it ended, IDEMPOTENCY_CONFLICT (thrown) while a live call holds
+   * it or when it is another tool's, or FREE when the id may run again (a pending record no live call holds: nothing
+   * ran). A running record no live call holds may have run: it is recorded interrupted and answered so.
    */
-  async #answer(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number, mine: boolean): Promise<ToolResult | typeof FREE> {
+  async #answer(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number): Promise<ToolResult | typeof FREE> {
+    if (record.tool !== toolName) throw otherTool(record)
+    if (record.status === 'finished' || record.status === 'interrupted') return record.result ?? interruptedResult(record.tool)
+    if (await this.#heldByLiveCall(key, record)) throw stillHeld(record, key)
+    // No live call holds it: its call ended in this process but its final write failed, or its process is gone.
     const id = keyId(key)
-    if ((record.status === 'pending' || record.status === 'running') && (mine || (!this.#live.has(id) && !(await this.#heldElsewhere(record))))) {
-      const unsaved = this.#unsaved.get(id)
-      if (unsaved) await this.#save(id, unsaved, now)
-      if (unsaved?.write === 'release' || (!unsaved && record.status === 'pending')) return FREE
-      if (unsaved) return this.#replay(record, unsaved.result, toolName)
-      // Running, and no call holds it: it may have run. Recorded as what it is now, interrupted (best effort).
-      this.#log.warn({ tool: record.tool }, 'an idempotency record no call holds reads running: answered as interrupted')
-      const interrupted: Unsaved = { key, write: 'interrupt', result: null }
-      this.#unsaved.set(id, interrupted)
-      await this.#save(id, interrupted, now)
-      return this.#replay(record, null, toolName)
+    const unsaved = this.#unsaved.get(id)
+    if (unsaved !== undefined && unsaved.claim === record.claim) {
+      await this.#save(id, unsaved, now)
+      return unsaved.write === 'release' ? FREE : unsaved.result ?? interruptedResult(record.tool)
     }
-    return this.#replay(record, undefined, toolName)
+    if (record.status === 'pending') return FREE
+    return this.#interruptAbandoned(key, record, toolName, now)
   }
 
-  /** Whether another live process runs the call of `record` (then it is that call's: answered as pending or running). */
-  async #heldElsewhere(record: IdempotencyRecord): Promise<boolean> {
+  /**
+   * A running record no live call holds: it may have run. Recorded as interrupted (best effort: a failed write is kept
+   * in memory and made later), unless another process changed it first, in which case that change is answered.
+   */
+  async #interruptAbandoned(key: IdempotencyKey, record: IdempotencyRecord, toolName: string, now: number): Promise<ToolResult | typeof FREE> {
+    this.#log.warn({ tool: record.tool, owner: record.owner }, 'an idempotency record no live call holds reads running: answered as interrupted')
+    const write: Unsaved = { key, claim: record.claim ?? '', write: 'interrupt', result: null }
+    let made: boolean
+    try {
+      made = await this.#repos.idempotency.interrupt(key, record.claim, null, now, now + this.#ttlMs)
+    } catch (err) {
+      this.#log.error({ err }, 'could not interrupt an abandoned idempotency record; kept in memory and retried')
+      if (record.claim !== null) this.#unsaved.set(keyId(key), write)
+      return interruptedResult(record.tool)
+    }
+    if (made) return interruptedResult(record.tool)
+    const changed = await this.#repos.idempotency.get(key, now)
+    return changed === undefined ? FREE : this.#answer(key, changed, toolName, now)
+  }
+
+  /**
+   * Whether a live call holds `record`: one of this process's calls holding its claim, or any call of another process
+   * whose lease has not lapsed (a process alone on its database knows every other one is gone).
+   */
+  async #heldByLiveCall(key: IdempotencyKey, record: IdempotencyRecord): Promise<boolean> {
+    if (record.owner === this.#owner) return record.claim !== null && this.#held.get(keyId(key)) === record.claim
     const processes = this.#processes
-    if (!processes || processes.exclusive || record.owner === null || record.owner === processes.id) return false
+    if (!processes || processes.exclusive || record.owner === null) return false
     return (await processes.liveIds()).includes(record.owner)
   }
 
   get #owner(): string | null {
     return this.#processes?.id ?? null
   }
-
-  /** The answer of a record, whose result is `ended` when this process knows better than the row (undefined: the row). */
-  #replay(record: IdempotencyRecord, ended: ToolResult | null | undefined, toolName: string): ToolResult {
-    // A session's record names its JSON-RPC id (JSON-encoded); a stateless one its operation (`op:<id>`), since every
-    // retry of a stateless call has an id of its own.
-    const stateless = record.sessionId === STATELESS_SCOPE
-    const which = stateless ? 'this confirmation (the same requestState)' : `request id ${record.requestId} in this session`
-    const details = {
-      ...(stateless ? { operation: record.requestId.replace(/^op:/, '') } : { request_id: JSON.parse(record.requestId) as RequestId }),
-      tool: record.tool,
-      status: record.status,
-    }
-    if (record.tool !== toolName) {
-      throw fail('IDEMPOTENCY_CONFLICT', {
-        message: `Request id ${record.requestId} was already used in this session for a call of ${record.tool}; send a new id for a new call`,
-        details,
-      })
-    }
-    if (ended !== undefined) return ended ?? interruptedResult(record.tool)
-    switch (record.status) {
-      case 'pending':
-      case 'running':
-        throw fail('IDEMPOTENCY_CONFLICT', {
-          message: `A call of ${record.tool} with ${which} is still ${record.status === 'pending' ? 'pending' : 'running'}`,
-          details,
-        })
-      case 'finished':
-        return record.result ?? interruptedResult(record.tool)
-      case 'interrupted':
-        return record.result ?? interruptedResult(record.tool)
-    }
-  }
 }
 
-/** #answer's word for "no call holds this id: it may run". */
+/** #answer's word for "no live call holds this id: it may run". */
 const FREE = Symbol('free')
+
+/** A fresh claim: names one call's hold on its record, never reused. */
+function newClaim(): string {
+  return randomUUID()
+}
 
 function keyId(key: IdempotencyKey): string {
   return JSON.stringify([key.sessionId, key.membershipId, key.organizationId, key.requestId])
+}
+
+/** How a record names its call in an answer: a session's JSON-RPC id, or a stateless confirmation's operation. */
+function describe(record: Pick<IdempotencyRecord, 'tool' | 'status'>, key: IdempotencyKey) {
+  // A session's record names its JSON-RPC id (JSON-encoded); a stateless one its operation (`op:<id>`), since every
+  // retry of a stateless call has an id of its own.
+  const stateless = key.sessionId === STATELESS_SCOPE
+  return {
+    which: stateless ? 'this confirmation (the same requestState)' : `request id ${key.requestId} in this session`,
+    details: {
+      ...(stateless ? { operation: key.requestId.replace(/^op:/, '') } : { request_id: JSON.parse(key.requestId) as RequestId }),
+      tool: record.tool,
+      status: record.status,
+    },
+  }
+}
+
+/** 409: a live call holds the id. */
+function stillHeld(record: Pick<IdempotencyRecord, 'tool' | 'status'>, key: IdempotencyKey): Error {
+  const { which, details } = describe(record, key)
+  return fail('IDEMPOTENCY_CONFLICT', {
+    message: `A call of ${record.tool} with ${which} is still ${record.status === 'running' ? 'running' : 'pending'}`,
+    details,
+  })
+}
+
+/** 409: the id was used for a call of another tool. */
+function otherTool(record: IdempotencyRecord): Error {
+  return fail('IDEMPOTENCY_CONFLICT', {
+    message: `Request id ${record.requestId} was already used in this session for a call of ${record.tool}; send a new id for a new call`,
+    details: describe(record, record).details,
+  })
 }
 
 /**
