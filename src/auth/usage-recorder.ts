@@ -26,9 +26,18 @@ export class UsageRecorder {
       else if (credential.startsWith('jwt:')) tokens.push([credential.slice(4), at])
     }
     this.#pending.clear()
-    await this.#repos.transaction(async (tx) => {
-      await tx.apiKeys.touchMany(keys)
-      await tx.oauthGrants.touchByJti(tokens)
-    })
+    const skipped = await this.#repos.transaction(async (tx) => ({
+      keys: await tx.apiKeys.touchMany(keys),
+      tokens: await tx.oauthGrants.touchByJti(tokens),
+    }))
+    // Rows another transaction held at that instant (PostgreSQL): written at the next flush, unless used again since.
+    this.#again('key:', keys, skipped.keys)
+    this.#again('jwt:', tokens, skipped.tokens)
+  }
+
+  #again(prefix: string, written: Array<[string, number]>, skipped: string[]): void {
+    if (skipped.length === 0) return
+    const times = new Map(written)
+    for (const id of skipped) if (!this.#pending.has(prefix + id)) this.#pending.set(prefix + id, times.get(id)!)
   }
 }

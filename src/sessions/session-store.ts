@@ -295,7 +295,10 @@ export class SessionStore {
     const entries = [...this.dirty]
     this.dirty.clear()
     try {
-      await this.repos.sessions.touchMany(entries)
+      const skipped = await this.repos.sessions.touchMany(entries)
+      // Held by another transaction at that instant (PostgreSQL): written at the next flush, unless touched since.
+      const times = new Map(entries)
+      for (const id of skipped) if (!this.dirty.has(id)) this.dirty.set(id, times.get(id)!)
     } catch (err) {
       this.log.error({ err }, 'could not record session activity')
     }

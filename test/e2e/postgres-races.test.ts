@@ -73,3 +73,62 @@ t.test('two processes set the same new env var at once: both succeed, one create
   t.equal(await b.envVars.set({ organizationId: org.id, appId: app.id, name: 'VAR_0', ciphertext: 'sealed-c', userId: null }).then((r) => r.created), false, 'a later set replaces')
   t.equal((await a.envVars.ciphertexts(org.id, app.id)).find((v) => v.name === 'VAR_0')?.ciphertext, 'sealed-c')
 })
+
+/** `items` in a random order (Fisher–Yates). */
+function shuffled<T>(items: readonly T[]): T[] {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}
+
+t.test('several processes record the activity of overlapping sessions and keys at once: no deadlock, the latest time stays', async (t) => {
+  const url = await postgresDatabase(t)
+  const processes = await Promise.all([1, 2, 3, 4].map(() => processOn(t, url)))
+  const a = processes[0]!
+  const org = await a.organizations.create({ slug: 'busy' })
+  const user = await a.users.create({ email: 'busy@race.test', passwordHash: null })
+  const membership = await a.memberships.upsert({ userId: user.id, organizationId: org.id, role: 'owner' })
+  const sessionIds = Array.from({ length: 12 }, (_, i) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`)
+  for (const id of sessionIds) {
+    await a.sessions.insert({
+      id, credential: 'key:k', membershipId: membership.id, organizationId: org.id, protocolVersion: '2025-11-25',
+      clientInfo: { name: 'race', version: '1' }, clientCapabilities: {}, logLevel: 'info', initializedAt: null, createdAt: 0, lastSeenAt: 0, endedAt: null,
+    })
+  }
+  const keyIds: string[] = []
+  for (let i = 0; i < 6; i++) keyIds.push((await a.apiKeys.create({ membershipId: membership.id, name: `k${i}`, scopes: ['mcp:read'] })).record.id)
+
+  // Each process flushes what it saw, in its own order (a Map's order is when it first saw each), all at once, round
+  // after round: overlapping rows in different orders, the pattern that deadlocked when each flush was a transaction
+  // of row-by-row updates. A row another flush holds is returned as skipped and written again, as a flush does.
+  const latest = new Map<string, number>()
+  const errors: string[] = []
+  let skips = 0
+  for (let round = 1; round <= 40; round++) {
+    await Promise.all(processes.map(async (repos, p) => {
+      const at = round * 10 + p
+      let sessions: Array<[string, number]> = shuffled(sessionIds).slice(0, 8).map((id) => [id, at])
+      let keys: Array<[string, number]> = shuffled(keyIds).slice(0, 4).map((id) => [id, at])
+      for (const [id] of [...sessions, ...keys]) latest.set(id, Math.max(latest.get(id) ?? 0, at))
+      try {
+        while (sessions.length + keys.length > 0) {
+          const skipped = await repos.transaction(async (tx) => ({ sessions: await tx.sessions.touchMany(sessions), keys: await tx.apiKeys.touchMany(keys) }))
+          skips += skipped.sessions.length + skipped.keys.length
+          sessions = sessions.filter(([id]) => skipped.sessions.includes(id))
+          keys = keys.filter(([id]) => skipped.keys.includes(id))
+        }
+      } catch (err) {
+        errors.push(`round ${round}, process ${p}: ${(err as Error).message}`)
+      }
+    }))
+  }
+  t.strictSame(errors, [], 'no flush failed (no deadlock detected)')
+  t.comment(`${skips} rows were held by another flush at that instant and written again`)
+  const stored = new Map<string, number | null>()
+  for (const id of sessionIds) stored.set(id, (await a.sessions.byId(id))!.lastSeenAt)
+  for (const key of await a.apiKeys.listForMembership(membership.id)) stored.set(key.id, key.lastUsedAt)
+  t.strictSame(Object.fromEntries(stored), Object.fromEntries([...sessionIds, ...keyIds].map((id) => [id, latest.get(id) ?? 0])), 'every row holds the latest time written, whatever the order of the writes')
+})

@@ -16,8 +16,10 @@ t.test('a session row round-trips through the prepared insert', async (t) => {
   }
   await repos.sessions.insert(row)
   t.same(await repos.sessions.byId(row.id), row)
-  await repos.sessions.touchMany([[row.id, 30]])
+  t.strictSame(await repos.sessions.touchMany([[row.id, 30]]), [], 'written, none left for later')
   t.equal((await repos.sessions.byId(row.id))?.lastSeenAt, 30)
+  await repos.sessions.touchMany([[row.id, 25]])
+  t.equal((await repos.sessions.byId(row.id))?.lastSeenAt, 30, 'an earlier time written late (by another process) never goes back')
   t.same(await repos.sessions.endByCredential('key:k1', 40), [row.id])
   t.equal(await repos.sessions.purge(0), 1, 'ended rows are purged')
 })

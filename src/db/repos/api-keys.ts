@@ -2,6 +2,7 @@ import { and, desc, eq, gte, isNull, sql, type Placeholder } from 'drizzle-orm'
 import { newId, randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { isoTime } from '../../lib/iso-time.js'
 import type { Store } from '../store.js'
+import { writeActivityPostgres, type Activity } from './activity.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
 import type { ApiKey, Role } from '../types.js'
@@ -189,9 +190,14 @@ export function apiKeysRepo(store: Store, changes: CredentialChanges) {
     async revokedSince(since: number): Promise<string[]> {
       return (await db.select({ id: apiKeys.id }).from(apiKeys).where(gte(apiKeys.revokedAt, since))).map((r) => r.id)
     },
-    /** Records when keys were last used (write-behind from memory). */
-    async touchMany(entries: ReadonlyArray<[string, number]>): Promise<void> {
+    /**
+     * Records when keys were last used (write-behind from memory); returns the ids it could not write now, for the next
+     * flush. On PostgreSQL one statement that never waits for a row lock (activity.ts): processes never deadlock here.
+     */
+    async touchMany(entries: Activity): Promise<string[]> {
+      if (store.dialect === 'postgres') return writeActivityPostgres(store, apiKeys, apiKeys.id, apiKeys.lastUsedAt, entries)
       for (const [id, at] of entries) await db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, id))
+      return []
     },
     /** Marks a key revoked (audited when `by` is given); returns false when it does not exist or was already revoked. */
     async revoke(id: string, by?: CredentialActor): Promise<boolean> {

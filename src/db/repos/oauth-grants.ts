@@ -1,5 +1,6 @@
-import { and, desc, eq, gt, isNull, lte, or, sql, type Placeholder } from 'drizzle-orm'
+import { and, desc, eq, gt, inArray, isNull, lte, or, sql, type Placeholder } from 'drizzle-orm'
 import type { Store } from '../store.js'
+import { writeActivityPostgres, type Activity } from './activity.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
 import type { OAuthGrant, RefreshToken, Role } from '../types.js'
@@ -64,6 +65,21 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
     return revoked.map((r) => r.jti)
   }
 
+  /** touchByJti on PostgreSQL: each grant once, at the latest use of any of its tokens; the jtis of grants left out. */
+  async function touchGrantsPostgres(entries: Activity): Promise<string[]> {
+    if (entries.length === 0) return []
+    const tokens = await db.select({ jti: accessTokens.jti, grantId: accessTokens.grantId }).from(accessTokens)
+      .where(inArray(accessTokens.jti, entries.map(([jti]) => jti)))
+    const grantOf = new Map(tokens.map((row) => [row.jti, row.grantId]))
+    const latest = new Map<string, number>()
+    for (const [jti, at] of entries) {
+      const grant = grantOf.get(jti)
+      if (grant !== undefined) latest.set(grant, Math.max(at, latest.get(grant) ?? 0))
+    }
+    const skipped = new Set(await writeActivityPostgres(store, oauthGrants, oauthGrants.id, oauthGrants.lastUsedAt, [...latest]))
+    return entries.filter(([jti]) => skipped.has(grantOf.get(jti)!)).map(([jti]) => jti)
+  }
+
   return {
     async createGrant(row: Omit<OAuthGrant, 'lastUsedAt' | 'revokedAt' | 'revokedReason'>): Promise<OAuthGrant> {
       const grant: OAuthGrant = { ...row, lastUsedAt: null, revokedAt: null, revokedReason: null }
@@ -77,11 +93,18 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
       await db.update(oauthGrants).set({ lastUsedAt: at }).where(eq(oauthGrants.id, id))
     },
     /** Records when grants were last used, from the jti of their access tokens (write-behind from memory). */
-    async touchByJti(entries: ReadonlyArray<[string, number]>): Promise<void> {
+    /**
+     * Records when grants were last used, by the jti of the access token used (write-behind from memory); returns the
+     * jtis it could not write now, for the next flush. On PostgreSQL the grants are written by one statement that never
+     * waits for a row lock (activity.ts): processes never deadlock here.
+     */
+    async touchByJti(entries: Activity): Promise<string[]> {
+      if (store.dialect === 'postgres') return touchGrantsPostgres(entries)
       for (const [jti, at] of entries) {
         await db.update(oauthGrants).set({ lastUsedAt: at })
           .where(eq(oauthGrants.id, db.select({ id: accessTokens.grantId }).from(accessTokens).where(eq(accessTokens.jti, jti))))
       }
+      return []
     },
     async addRefreshToken(row: Omit<RefreshToken, 'usedAt'>): Promise<void> {
       await db.insert(refreshTokens).values({ ...row, usedAt: null })

@@ -1,5 +1,6 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Store } from '../store.js'
+import { writeActivityPostgres, type Activity } from './activity.js'
 import type { SessionRow } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
@@ -28,14 +29,18 @@ export function sessionsRepo(store: Store) {
       if (prepared) return prepared.byId.get({ id })
       return (await db.select().from(sessions).where(eq(sessions.id, id)))[0]
     },
-    /** Writes the latest activity times of many sessions in one transaction (write-behind from memory). */
-    async touchMany(entries: Iterable<[string, number]>): Promise<void> {
-      await store.transaction(async (tx) => {
-        for (const [id, at] of entries) {
-          if (prepared) prepared.touch.run({ id, at })
-          else await tx.db.update(sessions).set({ lastSeenAt: at }).where(eq(sessions.id, id))
-        }
+    /**
+     * Writes the latest activity times of many sessions (write-behind from memory); returns the ids it could not write
+     * now, to be written at the next flush. SQLite: one transaction, under the database's one write lock. PostgreSQL:
+     * one statement that never waits for a row lock, so processes touching the same sessions never deadlock
+     * (activity.ts); a session another transaction holds at that instant is left for later.
+     */
+    async touchMany(entries: Activity): Promise<string[]> {
+      if (!prepared) return writeActivityPostgres(store, sessions, sessions.id, sessions.lastSeenAt, entries)
+      await store.transaction(async () => {
+        for (const [id, at] of entries) prepared.touch.run({ id, at })
       })
+      return []
     },
     async markInitialized(id: string, at: number): Promise<void> {
       await db.update(sessions).set({ initializedAt: at }).where(eq(sessions.id, id))
@@ -79,7 +84,8 @@ function sqliteStatements(db: Store['db'], sessions: Store['t']['sessions']) {
     lastSeenAt: sql.placeholder('lastSeenAt'),
     endedAt: sql.placeholder('endedAt'),
   }).prepare()
-  const touch = db.update(sessions).set({ lastSeenAt: sql`${sql.placeholder('at')}` })
+  // A time never goes back (another process may have written a later one).
+  const touch = db.update(sessions).set({ lastSeenAt: sql`max(${sessions.lastSeenAt}, ${sql.placeholder('at')})` })
     .where(eq(sessions.id, sql.placeholder('id'))).prepare()
   return { byId, insert, touch }
 }
