@@ -9,7 +9,7 @@ const ALG = 'ES256'
 /** Clocks of one host agree; this only absorbs a token signed in the last instant before a clock step. */
 const IAT_LEEWAY_MS = 30_000
 
-/** The claims of our access tokens (decisions.md §5). */
+/** The claims of our access tokens (docs/decisions/oauth.md). */
 export interface AccessTokenClaims {
   iss: string
   aud: string

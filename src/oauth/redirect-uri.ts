@@ -1,9 +1,9 @@
 import { FORBIDDEN_REDIRECT_SCHEMES } from '../config.js'
 
 /**
- * Redirect URI rules (decisions §5, RFC 8252, RFC 9700). A registered URI is kept literally and later compared as a
- * raw string, so registration only accepts URIs already in their one canonical form: any two spellings of the same
- * address would otherwise be two different registrations of which only one ever matches.
+ * Redirect URI rules (docs/decisions/oauth.md, RFC 8252, RFC 9700). A registered URI is kept literally and later
+ * compared as a raw string, so registration only accepts URIs already in their one canonical form: any two spellings of
+ * the same address would otherwise be two different registrations of which only one ever matches.
  *
  * Every reason returned here ends up in `error_description`, so reasons are plain ASCII without `"` or `\`
  * (RFC 6749 §5.2); the only client text they repeat is the scheme name, whose alphabet is safe.

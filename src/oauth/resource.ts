@@ -1,6 +1,6 @@
 /**
- * RFC 8707 `resource` (decisions §5): `{base_url}`, `{base_url}/` and `{base_url}/mcp` all name this server, and the
- * token audience is always `{base_url}` itself.
+ * RFC 8707 `resource` (docs/decisions/oauth.md): `{base_url}`, `{base_url}/` and `{base_url}/mcp` all name this server,
+ * and the token audience is always `{base_url}` itself.
  *
  * The comparison is done on the raw strings rather than on WHATWG-parsed URLs, because parsing silently rewrites
  * what we must refuse or keep exact: it strips tabs and newlines, resolves dot segments and `\`, decodes IPv4

@@ -19,8 +19,8 @@ export function normalizeScope(value: string): string | null {
 
 /**
  * The lowest role that can use each scope: every built-in tool needing mcp:write needs at least a developer
- * (decisions.md §8), so a viewer can use read access only. A grant never claims more than the approving member's role
- * can use (interface.md: granted scope is subject to the member's permissions).
+ * (docs/decisions/tool-catalog.md), so a viewer can use read access only. A grant never claims more than the approving
+ * member's role can use (interface.md: granted scope is subject to the member's permissions).
  */
 export const SCOPE_LOWEST_ROLE: Record<Scope, Role> = {
   'mcp:read': 'viewer',

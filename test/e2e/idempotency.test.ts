@@ -16,9 +16,9 @@ import { startServer, tempDatabase, type TestServer } from '../helpers/server.js
 import { messagesOf, until, type LiveStream } from '../helpers/stream.js'
 
 /**
- * Confirmation-gated call identity (interface.md; decisions.md §6), over real sockets. The pipelines count their own
- * runs: each run appends a line to the file named by the app's env var RUNS_FILE. `gated` then waits until GATE_FILE
- * exists, so a test can hold a run in the middle.
+ * Confirmation-gated call identity (interface.md; docs/decisions/idempotency.md), over real sockets. The pipelines
+ * count their own runs: each run appends a line to the file named by the app's env var RUNS_FILE. `gated` then waits
+ * until GATE_FILE exists, so a test can hold a run in the middle.
  */
 
 const ENV_KEY = randomBytes(32).toString('base64')

@@ -1,8 +1,8 @@
 /**
- * Confirmations on stateless 2026-07-28 requests (MRTR, decisions.md §10), over real sockets: round 1 answers
- * `input_required` with a sealed `requestState`, the client's retry (a new id, the same name and arguments, the state
- * echoed, the answer in `inputResponses`) runs the tool at most once. Tampered, foreign or re-bound states are -32602
- * and nothing runs; database effects are read through server.app.repos.
+ * Confirmations on stateless 2026-07-28 requests (MRTR, docs/decisions/stateless-revision.md), over real sockets: round
+ * 1 answers `input_required` with a sealed `requestState`, the client's retry (a new id, the same name and arguments,
+ * the state echoed, the answer in `inputResponses`) runs the tool at most once. Tampered, foreign or re-bound states
+ * are -32602 and nothing runs; database effects are read through server.app.repos.
  */
 import t, { type Test } from 'tap'
 import type { Config } from '../../src/config.js'

@@ -1,7 +1,8 @@
 /**
- * The same security on the stateless 2026-07-28 path as on the sessions (decisions.md §10): authentication (401 with
- * WWW-Authenticate), scopes ∩ roles on tools/list and tools/call for every built-in tool, organization isolation, the
- * rate limits (shared with the sessions of the same member), the audit log, and the Origin check, over real sockets.
+ * The same security on the stateless 2026-07-28 path as on the sessions (docs/decisions/stateless-revision.md):
+ * authentication (401 with WWW-Authenticate), scopes ∩ roles on tools/list and tools/call for every built-in tool,
+ * organization isolation, the rate limits (shared with the sessions of the same member), the audit log, and the Origin
+ * check, over real sockets.
  */
 import t, { type Test } from 'tap'
 import type { Config } from '../../src/config.js'

@@ -64,7 +64,7 @@ t.test('no state: the refusal goes back to the client and says what to send', as
   for (const [label, state] of [['missing', null], ['empty', '']] as const) {
     const res = await request(authorizeUrl(server, client, pkce(), { state }))
     await res.body.text()
-    t.equal(res.statusCode, 303, `${label} state: redirected (the client and redirect URI are valid; decisions.md §5)`)
+    t.equal(res.statusCode, 303, `${label} state: redirected (the client and redirect URI are valid; docs/decisions/oauth.md)`)
     const to = new URL(String(res.headers.location))
     t.equal(to.origin + to.pathname, client.redirect_uris[0], `${label} state: to the registered redirect URI`)
     t.equal(to.searchParams.get('error'), 'invalid_request')

@@ -77,7 +77,7 @@ t.test('access tokens verify with jose and the published JWKS', async (t) => {
 
   const owner = (await server.app.repos.users.byEmail(OWNER_EMAIL))!
   const claims = payload as JWTPayload & Record<string, unknown>
-  t.same(Object.keys(claims).sort(), ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'mid', 'org', 'scope', 'sub'], 'exactly the claims of decisions.md §5')
+  t.same(Object.keys(claims).sort(), ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'mid', 'org', 'scope', 'sub'], 'exactly the claims of docs/decisions/oauth.md')
   t.equal(claims.iss, server.url)
   t.equal(claims.aud, server.url, 'audience: the base address (a string, not an array)')
   t.equal(claims.sub, owner.id, 'sub: the user')

@@ -266,7 +266,7 @@ t.test('resource naming another audience: invalid_target, and nothing is consume
 })
 
 t.test('resource sent twice at the token endpoint: invalid_target, nothing consumed', async (t) => {
-  // decisions.md §5: "a fragment, a query or a second `resource` is `invalid_target`".
+  // docs/decisions/oauth.md: "a fragment, a query or a second `resource` is `invalid_target`".
   const { server, code, exchange } = await setup(t)
   const client = await registerClient(server)
   const p = pkce()

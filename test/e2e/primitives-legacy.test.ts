@@ -504,7 +504,8 @@ async function serverRequestOn(t: Test, s: Session, live: LiveStream, method: st
   const message = messagesOf(live).find((m) => m.method === method && 'id' in m)
   let checked = message
   if (s.revision === '2025-06-18' && method === 'elicitation/create') {
-    // decisions.md §1: `mode: "form"` is sent in every revision; 2025-06-18 does not define the field (it ignores it).
+    // docs/decisions/protocol-revisions.md: `mode: "form"` is sent in every revision; 2025-06-18 does not define the
+    // field (it ignores it).
     t.equal(message.params?.mode, 'form', 'mode: "form", as decided for every revision')
     const { mode: _m, ...params } = message.params
     checked = { ...message, params }

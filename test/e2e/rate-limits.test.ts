@@ -74,7 +74,7 @@ t.test('the defaults are the contract\'s', async (t) => {
   t.equal(config.rateLimitToolFactor, 1, 'tools get exactly their declared limit')
   t.equal(config.registerRateLimit, 10, '/oauth/register: 10')
   t.equal(config.registerRateLimitWindowMs, 3_600_000, 'per hour')
-  // decisions.md §8: read tools 60 per minute, write tools 10.
+  // docs/decisions/tool-catalog.md: read tools 60 per minute, write tools 10.
   const catalog = new Map([...builtinTools, ...orgTools].map((d) => [d.name, d]))
   for (const def of catalog.values()) t.equal(rateLimitOf(def), def.scope === 'mcp:write' ? 10 : 60, `${def.name} declares ${rateLimitOf(def)} per minute`)
 })
@@ -232,7 +232,8 @@ t.test('/oauth/register per IP', async (t) => {
   t.equal((await register()).status, 201, '1st registration')
   t.equal((await register()).status, 201, '2nd registration')
   const third = await register()
-  // An OAuth endpoint answers in the OAuth error shape, a 429 too (decisions.md §2), with the rate-limit headers.
+  // An OAuth endpoint answers in the OAuth error shape, a 429 too (docs/decisions/http-errors.md), with the rate-limit
+  // headers.
   t.equal(third.status, 429, 'the 3rd registration: HTTP 429')
   t.strictSame(Object.keys(third.json ?? {}).sort(), ['error', 'error_description'], 'the 3rd registration: the OAuth error body')
   t.equal(third.json?.error, 'temporarily_unavailable', 'the 3rd registration: temporarily_unavailable')

@@ -218,7 +218,8 @@ t.test('visibility is scope ∩ role: without mcp:read nothing is listed, read, 
   const s = await legacyClient(server, writeOnly.key)
   t.equal((await s.rpc('resources/subscribe', { uri: logUri(failed.id) })).error.code, -32002, 'nor can it subscribe')
 
-  // Every role reads apps and deployments (decisions.md §8: the read tools are viewer): a viewer sees what an owner sees.
+  // Every role reads apps and deployments (docs/decisions/tool-catalog.md: the read tools are viewer): a viewer sees
+  // what an owner sees.
   for (const role of ['viewer', 'developer', 'admin'] as const) {
     const member = await createMember(server, { role, scopes: ['mcp:read'] })
     const c = await legacyClient(server, member.key)

@@ -8,9 +8,10 @@ import { createMember } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 
 /**
- * Every tool × every role × every scope set: listed iff the scope covers it AND the role allows it (decisions.md §4);
- * a missing scope is HTTP 403 INSUFFICIENT_SCOPE, a role too low is the tool result PERMISSION_DENIED, and an allowed
- * call is neither (its dummy `{}` arguments may fail for other reasons). Written over the catalog, not over names.
+ * Every tool × every role × every scope set: listed iff the scope covers it AND the role allows it
+ * (docs/decisions/identity-and-roles.md); a missing scope is HTTP 403 INSUFFICIENT_SCOPE, a role too low is the tool
+ * result PERMISSION_DENIED, and an allowed call is neither (its dummy `{}` arguments may fail for other reasons).
+ * Written over the catalog, not over names.
  */
 
 const ROLES: Role[] = ['viewer', 'developer', 'admin', 'owner']

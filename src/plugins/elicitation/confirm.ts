@@ -10,11 +10,11 @@ import { confirmationRequest, recordOutcome } from './form.js'
 type AskFn = <R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R) => Promise<Asked<R>>
 
 /**
- * The confirmation of a destructive tool call (decisions.md §6), the same in both eras: one form question with the
- * exact effect as its message and a required boolean `confirm` (`confirm`, then `confirm_2`… when a tool confirms more
- * than once), asked through the era's asker. It goes ahead only on accept with `confirm: true`; decline, cancel or
- * false → ELICITATION_DENIED; no answer in time → ELICITATION_TIMEOUT; a client that cannot be asked →
- * CAPABILITY_REQUIRED (session) or -32021 (stateless). Every outcome of a question asked is audited as
+ * The confirmation of a destructive tool call (docs/decisions/confirmation.md), the same in both eras: one form
+ * question with the exact effect as its message and a required boolean `confirm` (`confirm`, then `confirm_2`… when a
+ * tool confirms more than once), asked through the era's asker. It goes ahead only on accept with `confirm: true`;
+ * decline, cancel or false → ELICITATION_DENIED; no answer in time → ELICITATION_TIMEOUT; a client that cannot be asked
+ * → CAPABILITY_REQUIRED (session) or -32021 (stateless). Every outcome of a question asked is audited as
  * `<tool>.confirmation` once, when the answer arrives (not again when a later round replays it).
  */
 export function confirmer(fastify: FastifyInstance, ask: AskFn, operationOf: (exchange: Exchange) => string | null) {

@@ -2,7 +2,7 @@ import type { Repos } from '../../db/repos/index.js'
 import { writeAudit } from '../../lib/audit.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 
-/** The confirmation form of decisions.md §6, the same in both eras. */
+/** The confirmation form of docs/decisions/confirmation.md, the same in both eras. */
 export const CONFIRM_SCHEMA = {
   type: 'object',
   properties: { confirm: { type: 'boolean', title: 'Confirm', description: 'Check to go ahead; nothing changes otherwise' } },

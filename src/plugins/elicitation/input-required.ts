@@ -32,7 +32,8 @@ import type { Asked } from './asked.js'
  * between rounds (they are bound), and an ask that differs from the one sealed is refused (-32602). Asking a kind the
  * client did not declare in this request's capabilities is -32021 (HTTP 400) with `requiredCapabilities`.
  *
- * The operation id makes a confirmed run happen at most once: CallIdempotency records it (decisions.md §6 and §10).
+ * The operation id makes a confirmed run happen at most once: CallIdempotency records it (docs/decisions/idempotency.md
+ * and docs/decisions/stateless-revision.md).
  */
 
 /** Thrown by `ask()` to end the request with an input_required result; the method answers with `result`. */

@@ -22,7 +22,7 @@ export function sessionAsker(fastify: FastifyInstance) {
   return async function ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R): Promise<Asked<R>> {
     const session = ctx.session
     if (!session) throw new Error('a session ask without a session')
-    // Gated only on what was declared, whatever the revision (decisions.md §1).
+    // Gated only on what was declared, whatever the revision (docs/decisions/protocol-revisions.md).
     const required = Object.values(requests).map((r) => missingCapability(r, session.clientCapabilities)).filter((m) => m !== null)
     if (required.length > 0) {
       const names = required.flatMap((m) => Object.keys(m))

@@ -96,8 +96,8 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     noStore(reply)
     openCors(reply)
     if (rendered.retryAfter !== undefined) reply.header('retry-after', String(rendered.retryAfter))
-    // Every answer here is the OAuth shape (decisions.md §2), a 429 too (temporarily_unavailable): OAuth clients,
-    // the SDKs' among them, parse nothing else.
+    // Every answer here is the OAuth shape (docs/decisions/http-errors.md), a 429 too (temporarily_unavailable): OAuth
+    // clients, the SDKs' among them, parse nothing else.
     return reply.code(rendered.status).type('application/json; charset=utf-8').send(toOAuthBody(rendered))
   })
 
@@ -144,7 +144,8 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     openCors(reply)
     noStore(reply)
     requireForm(request)
-    // Two audiences cannot be granted at once: decisions.md §5 makes that invalid_target, not a mere repetition.
+    // Two audiences cannot be granted at once: docs/decisions/oauth.md makes that invalid_target, not a mere
+    // repetition.
     if (Array.isArray((request.body as Record<string, unknown> | null)?.resource)) throw fail('OAUTH_INVALID_TARGET', { message: 'resource must be sent once' })
     const fields = formFields(request.body, ['grant_type', 'code', 'redirect_uri', 'client_id', 'code_verifier', 'refresh_token', 'scope', 'resource', 'client_secret'])
     refuseClientSecrets(request, fields)

@@ -23,7 +23,7 @@ const MAX_STATE = 1024
 /**
  * The contract requires `state`; some clients (the official SDK's simple provider among them) send none. The refusal
  * says what to send and why, in ASCII (it travels in error_description). Like every error after the client and
- * redirect checks, it goes back to the client's redirect URI (decisions.md §5), where its developer will look.
+ * redirect checks, it goes back to the client's redirect URI (docs/decisions/oauth.md), where its developer will look.
  */
 const STATE_REQUIRED =
   'state is required: send a random, unguessable value of at least 22 characters (128 bits, e.g. 16 random bytes base64url-encoded) and check that the redirect brings it back unchanged (RFC 6749 section 10.12)'

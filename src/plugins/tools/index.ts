@@ -93,7 +93,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   }))
 
   // Confirmation-gated calls run at most once per (session, member, organization, request id) in a session, and per
-  // operation (sealed in the requestState) on a stateless request (decisions.md §6 and §10).
+  // operation (sealed in the requestState) on a stateless request (docs/decisions/idempotency.md).
   const idempotency = await CallIdempotency.attach(fastify, (exchange) => fastify.elicitation.operationOf(exchange))
   rpc.registerRequest<CallParams>({
     method: 'tools/call',

@@ -59,10 +59,11 @@ async function auditEntries(repos: Repos, organizationId: string, appId: string 
 }
 
 /**
- * `summarize_recent_activity`: asks the model to summarize what happened lately in the caller's organization, or in
- * one app of it: who changed what, deployments and their outcomes, refusals and failures, and what needs attention.
+ * `summarize_recent_activity`: asks the model to summarize what happened lately in the caller's organization, or in one
+ * app of it: who changed what, deployments and their outcomes, refusals and failures, and what needs attention.
  * Messages: the request, then the latest ACTIVITY_AUDIT_ENTRIES audit entries and the latest ACTIVITY_DEPLOYMENTS
- * deployments as text lines, newest first. Needs the admin role, like the audit log itself (decisions.md §8).
+ * deployments as text lines, newest first. Needs the admin role, like the audit log itself
+ * (docs/decisions/tool-catalog.md).
  */
 export const summarizeRecentActivity = definePrompt<{ app_id?: string }>({
   name: 'summarize_recent_activity',

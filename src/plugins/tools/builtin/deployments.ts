@@ -12,12 +12,12 @@ import { requireApp } from './apps.js'
  *
  * create and rollback are long-running: after the user confirms, every output line of the run goes to the client as a
  * `notifications/message` (logger `deployment`, level info, data {deployment_id, seq, stream, line}) and, when the call
- * carries a progressToken, as `notifications/progress` (progress = seq + 1, message = the line). The result is the final
- * deployment when it succeeded; a run that failed or was cancelled elsewhere is a tool failure (OPERATION_FAILED /
- * OPERATION_CANCELLED, decisions.md §3) whose message names the deployment, so a client cannot mistake it for success
- * and can read the output with service_deployments_logs. notifications/cancelled for the call stops the run (SIGTERM,
- * then SIGKILL after the grace period) and no result is sent. A client that goes away, or whose session ends, does not
- * stop it (decisions.md §7): the run finishes and its output stays readable.
+ * carries a progressToken, as `notifications/progress` (progress = seq + 1, message = the line). The result is the
+ * final deployment when it succeeded; a run that failed or was cancelled elsewhere is a tool failure (OPERATION_FAILED
+ * / OPERATION_CANCELLED, docs/decisions/tool-failures.md) whose message names the deployment, so a client cannot
+ * mistake it for success and can read the output with service_deployments_logs. notifications/cancelled for the call
+ * stops the run (SIGTERM, then SIGKILL after the grace period) and no result is sent. A client that goes away, or whose
+ * session ends, does not stop it (docs/decisions/long-running.md): the run finishes and its output stays readable.
  */
 
 export function deploymentView(d: Deployment) {

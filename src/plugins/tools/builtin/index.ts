@@ -6,5 +6,5 @@ import { envTools } from './env.js'
 import { orgTools } from './org.js'
 import { whoami } from './whoami.js'
 
-/** The built-in catalog (decisions.md §8), in tools/list order. */
+/** The built-in catalog (docs/decisions/tool-catalog.md), in tools/list order. */
 export const builtinTools: ToolDefinition<any, any>[] = [whoami, appsList, ...appTools, ...envTools, ...deploymentTools, ...orgTools]

@@ -25,7 +25,7 @@ function byEmail(a: MembershipView, b: MembershipView): number {
   return a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0
 }
 
-/** Both tools read the organization and need the admin role (decisions.md §8). */
+/** Both tools read the organization and need the admin role (docs/decisions/tool-catalog.md). */
 const ADMIN_READ = {
   scope: 'mcp:read',
   role: 'admin',
