@@ -4,7 +4,8 @@ import type { LimiterName } from '../errors/service-error.js'
 /**
  * Fixed-window counters: in memory when one process serves everything (`RateLimiter`: a hit costs one Map lookup;
  * expired windows are dropped by `sweep()`, so memory follows the number of keys active in the current window), in
- * Redis when several processes share the limits (`RedisRateLimiter`: one round trip per check).
+ * Redis when several processes share the limits (`RedisRateLimiter`: one round trip per check, which may cover the
+ * windows of a whole /mcp request).
  */
 export interface RateDecision {
   allowed: boolean

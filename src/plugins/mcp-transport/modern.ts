@@ -36,9 +36,10 @@ import { StoppableCall, stoppedByShutdown } from './stopping.js'
  *   → run → encode → respond
  *
  * Authentication, the Origin check and the per-member and per-organization limits ran before, in the entry, exactly as
- * for sessions (limits shared through Redis are counted at the limits step instead, in the same round trip). The answer is JSON unless the call sends notifications (progress, log lines) or the client accepts
- * only SSE: the stream opens with the first notification, so every refusal before it keeps its own HTTP status. The
- * client closing the connection cancels the request (ClientDisconnected); nothing more is sent for it.
+ * for sessions (limits shared through Redis are counted at the limits step instead, in the same round trip). The
+ * answer is JSON unless the call sends notifications (progress, log lines) or the client accepts only SSE: the stream
+ * opens with the first notification, so every refusal before it keeps its own HTTP status. The client closing the
+ * connection cancels the request (ClientDisconnected); nothing more is sent for it.
  */
 
 export type ModernRoute = Extract<Route, { era: 'modern' }>
