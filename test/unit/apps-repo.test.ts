@@ -60,6 +60,10 @@ t.test('PostgreSQL: pages read on the pool are the rows Drizzle reads', { skip: 
   for (const page of all) t.strictSame(page.items, drizzleRows, 'all at once, on several connections in parallel')
   t.strictSame(Object.keys(all[0]!.items[0]!), Object.keys(drizzleRows[0]!), 'the same keys in the same order')
   t.strictSame((await repos.apps.page(other.id, 20)).items.map((a) => a.name), ['elsewhere'], 'another organization\'s page')
+  // PostgreSQL's refusal (a negative LIMIT) is the page's rejection, and the connections serve on.
+  await t.rejects(repos.apps.page(org.id, -5), /LIMIT must not be negative/)
+  await t.rejects(repos.apps.page(org.id, -5, drizzleRows[0]!.id), /LIMIT must not be negative/)
+  for (let i = 0; i < 4; i++) t.strictSame((await repos.apps.page(org.id, 2)).items, drizzleRows.slice(0, 2), `served on after the refusals (${i})`)
 })
 
 // Callers never see a driver's codes: a taken name, slug or email is the catalog's CONFLICT (issue 14: one error for
