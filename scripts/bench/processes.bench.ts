@@ -6,6 +6,7 @@
  *   npm run bench:processes -- [--duration 5] [--warmup 1] [--rounds 3] [--concurrency 32]
  *                              [--configs sqlite1,pg1,pgredis1,pgredis2,pgredis4] [--scenarios stateless,session,write]
  *                              [--prewarm 2] [--idle 1] [--json <file>] [--server-entry dist/src/cli.js | src/cli.ts]
+ *                              [--cpu-prof <dir>]
  *
  * Every flag also reads BENCH_<NAME> from the environment (BENCH_DURATION=10, BENCH_ROUNDS=5, …).
  *
@@ -41,6 +42,10 @@
  * children (backends, background workers) and the time of its children that ended (cutime/cstime), and redis-server;
  * reported in CPU seconds per 1000 requests, in total and per part. Each figure of the tables is the median over the
  * rounds (of each figure on its own). Ratios are the configuration's median req/s over sqlite×1's and postgres+redis×1's.
+ *
+ * --cpu-prof <dir> starts every server with node --cpu-prof, its profile written under <dir>/<configuration>-r<round>-p<i>/
+ * when the configuration stops (read it with scripts/bench/cpuprofile-top.ts); profiling slows the servers, so the
+ * figures of such a run are not the benchmark's.
  *
  * Limits of what this shows on a small machine: the load generator, PostgreSQL, Redis and the N servers all share the
  * same cores, so with N > cores the processes compete for them and the figures show contention, not scaling; the CPU
@@ -91,6 +96,7 @@ function readOptions() {
       scenarios: { type: 'string' },
       json: { type: 'string' },
       'server-entry': { type: 'string' },
+      'cpu-prof': { type: 'string' },
       help: { type: 'boolean' },
     },
     strict: true,
@@ -116,6 +122,7 @@ function readOptions() {
     scenarios: list('scenarios', option('scenarios', Object.keys(SCENARIOS).join(',')), Object.keys(SCENARIOS) as ScenarioName[]),
     json: option('json', ''),
     serverEntry: resolve(ROOT, option('server-entry', 'dist/src/cli.js')),
+    cpuProfDir: option('cpu-prof', ''),
   }
   // The table keeps the scenarios' order (the write last), whatever order they were given in.
   opts.scenarios = (Object.keys(SCENARIOS) as ScenarioName[]).filter((s) => opts.scenarios.includes(s))
@@ -371,7 +378,8 @@ async function runConfig(name: ConfigName, round: number): Promise<{ stats: Stat
   try {
     // All N together: a fresh database's migrations and bootstrap are safe to race.
     const t0 = performance.now()
-    const starting = Array.from({ length: config.processes }, () => startServerChild({ entry: OPTS.serverEntry, probe: false, env }))
+    const profile = (i: number) => (OPTS.cpuProfDir ? { cpuProfDir: join(resolve(OPTS.cpuProfDir), `${name}-r${round}-p${i}`) } : {})
+    const starting = Array.from({ length: config.processes }, (_, i) => startServerChild({ entry: OPTS.serverEntry, probe: false, env, ...profile(i) }))
     const settled = await Promise.allSettled(starting)
     for (const s of settled) if (s.status === 'fulfilled') servers.push(s.value)
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected')

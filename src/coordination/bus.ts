@@ -23,7 +23,7 @@ export interface Bus {
 }
 
 /** The handlers of each channel, and delivery to them: a handler's failure is its own (it logs), the others still run. */
-class Channels {
+export class Channels {
   readonly handlers = new Map<string, Set<BusHandler>>()
 
   add(channel: string, handler: BusHandler): boolean {

@@ -45,7 +45,12 @@ export function credentialBarrier(options: CredentialBarrierOptions): Credential
   const unsubscribe: Array<() => void> = []
   let beat: NodeJS.Timeout | null = null
 
+  /** Resolves the wait of `start` for the first message heard. */
+  let firstHeard: (() => void) | null = null
+
   const heard = () => {
+    firstHeard?.()
+    firstHeard = null
     const at = now()
     // Silent for a lease: a change published meanwhile may never have arrived, so nothing cached before is trusted.
     if (at - lastHeard >= leaseMs) changed = true
@@ -112,8 +117,10 @@ export function credentialBarrier(options: CredentialBarrierOptions): Credential
       bus.onResubscribed(() => void (changed = true))
       unsubscribe.push(await bus.subscribe(CHANGED, (message) => {
         heard()
-        changed = true
-        const { id } = message as { id?: string }
+        const { id, from } = message as { id?: string; from?: string }
+        // This process's own change set `changed` before it was published; hearing it again later would drop a cache
+        // filled meanwhile with what was read after the change, for nothing.
+        if (from !== processId) changed = true
         // The cache is dropped at the next look (takeChanged), before any entry of it is used again.
         if (typeof id === 'string') void bus.publish(ACKED, { id, by: processId }).catch(() => {})
       }))
@@ -122,7 +129,14 @@ export function credentialBarrier(options: CredentialBarrierOptions): Credential
       const tick = () => void bus.publish(BEAT, { from: processId }).catch(() => {})
       beat = setInterval(tick, every)
       beat.unref()
+      // The cache is trusted once the bus is heard: waiting for this process's own first heartbeat (one round trip,
+      // a lease at most) lets the server serve cached credentials from its first request, not from whenever it lands.
+      const heardOnce = new Promise<void>((resolve) => (firstHeard = resolve))
       tick()
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([heardOnce, new Promise<void>((resolve) => (timer = setTimeout(resolve, leaseMs)))])
+      clearTimeout(timer)
+      firstHeard = null
     },
     stop() {
       if (beat) clearInterval(beat)

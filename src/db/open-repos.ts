@@ -3,6 +3,7 @@ import { ConfigError } from '../config.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { newId } from '../lib/crypto.js'
 import { openDatabase } from './client.js'
+import type { Bus } from '../coordination/bus.js'
 import type { PostgresHandle } from './postgres.js'
 import { createRepos, reposOn, type Repos } from './repos/index.js'
 
@@ -12,9 +13,10 @@ type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
  * The repositories on the database SERVICE_DATABASE names, for the command line: a SQLite file or a postgres:// URL,
  * migrated as the server would. `close` lets go of the connection (or pool).
  *
- * Servers that share a PostgreSQL database through Redis serve credentials from their caches, and learn of a change
- * only through Redis (coordination/credential-barrier.ts): the command line joins them with the same SERVICE_REDIS_URL,
- * and its revocations return once every server dropped its cache. Without it, it is refused beside such servers.
+ * Servers on PostgreSQL serve credentials from their caches, and learn of a change only through the credential barrier
+ * (coordination/credential-barrier.ts): the command line joins it, over Redis beside servers that coordinate through
+ * it (with the same SERVICE_REDIS_URL; without it, it is refused beside them), over the database itself beside a
+ * server that serves it alone, and its changes return once every server dropped its cache.
  */
 export async function openRepos(where: Where, warn: (message: string) => void = () => {}): Promise<{ repos: Repos; close(): Promise<void> }> {
   const { database } = where
@@ -24,7 +26,7 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
   }
   // PostgreSQL's and Redis's clients are loaded only for a postgres:// database: a command on a SQLite file starts in
   // about half the time without them.
-  const { coordinatedServers, openPostgres, postgresStore, uncachedCredentials } = await import('./postgres.js')
+  const { coordinatedServers, openPostgres } = await import('./postgres.js')
   const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
   try {
     if (!where.redisUrl) {
@@ -32,7 +34,6 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
       if (servers > 0) {
         throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis: set SERVICE_REDIS_URL (and SERVICE_REDIS_PREFIX) as they have them, so that a change made here reaches them`)
       }
-      return { repos: reposOn(postgresStore(handle.db), uncachedCredentials()), close: () => handle.close() }
     }
     return await withBarrier(where, handle, warn)
   } catch (err) {
@@ -41,13 +42,14 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
   }
 }
 
+/**
+ * The repositories behind the credential barrier: a change returns once every live server dropped its credential
+ * cache. The barrier's bus is Redis's beside servers coordinated through it, and the database's own (LISTEN/NOTIFY,
+ * db/postgres-bus.ts) beside a server that serves it alone.
+ */
 async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void) {
-  const [{ connectRedis }, { credentialBarrier }, { postgresStore }] = await Promise.all([
-    import('../coordination/redis.js'),
-    import('../coordination/credential-barrier.js'),
-    import('./postgres.js'),
-  ])
-  const link = await connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskedUrl(where.redisUrl)}: ${err.message}`))
+  const [{ credentialBarrier }, { postgresStore }] = await Promise.all([import('../coordination/credential-barrier.js'), import('./postgres.js')])
+  const link = where.redisUrl ? await redisLink(where, warn) : await databaseLink(where, handle, warn)
   const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
   const barrier = credentialBarrier({
     bus: link.bus,
@@ -57,7 +59,12 @@ async function withBarrier(where: Where, handle: PostgresHandle, warn: (message:
     warn: (message, details) => warn(`${message}: ${JSON.stringify(details)}`),
   })
   const repos = reposOn(postgresStore(handle.db), barrier)
-  await barrier.start({ serving: false })
+  try {
+    await barrier.start({ serving: false })
+  } catch (err) {
+    await link.close()
+    throw err
+  }
   return {
     repos,
     close: async () => {
@@ -66,4 +73,15 @@ async function withBarrier(where: Where, handle: PostgresHandle, warn: (message:
       await handle.close()
     },
   }
+}
+
+async function redisLink(where: Where, warn: (message: string) => void): Promise<{ bus: Bus; close(): Promise<void> }> {
+  const { connectRedis } = await import('../coordination/redis.js')
+  return connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskedUrl(where.redisUrl)}: ${err.message}`))
+}
+
+async function databaseLink(where: Where, handle: PostgresHandle, warn: (message: string) => void): Promise<{ bus: Bus; close(): Promise<void> }> {
+  const [{ postgresBus }, { applicationName }] = await Promise.all([import('./postgres-bus.js'), import('./postgres.js')])
+  const bus = await postgresBus({ url: where.database, pool: handle.pool, applicationName: applicationName('cli bus'), onError: (err) => warn(`${maskedUrl(where.database)}: ${err.message}`) })
+  return { bus, close: () => bus.close() }
 }

@@ -91,10 +91,9 @@ export function postgresStore(db: NodePgDatabase<typeof schema>): RootStore {
 }
 
 /**
- * Credential changes on PostgreSQL without Redis: nothing tells this process of a key revoked by another writer (the
- * CLI, straight SQL), so every request asks the database and nothing is served from the credential cache. A revocation
- * counts on the very next request, at the cost of one query per request. Processes coordinated through Redis cache
- * credentials and hear of changes through the barrier instead (coordination/credential-barrier.ts).
+ * Credential changes that nobody hears of: for repositories that serve no request and announce nothing (a test's own
+ * connection to a database). Servers and the command line go through the credential barrier instead
+ * (coordination/credential-barrier.ts; over Redis, or over the database itself, db/postgres-bus.ts).
  */
 export function uncachedCredentials(): CredentialChanges {
   return {
@@ -253,7 +252,8 @@ export async function coordinatedServers(pool: pg.Pool): Promise<number> {
   return rows[0]?.n ?? 0
 }
 
-/** What this process is called in pg_stat_activity (and in a refused second server's message). */
-function applicationName(): string {
-  return `service-mcp ${hostname()} pid ${process.pid}`.replace(/[^A-Za-z0-9 ._-]/g, '').slice(0, 63)
+/** What this process is called in pg_stat_activity (and in a refused second server's message); `what` names a connection. */
+export function applicationName(what = ''): string {
+  const suffix = what === '' ? '' : ` ${what}`
+  return `service-mcp ${hostname()} pid ${process.pid}`.replace(/[^A-Za-z0-9 ._-]/g, '').slice(0, 63 - suffix.length) + suffix
 }

@@ -29,6 +29,9 @@ export type LimiterName =
   | 'sign_in_address'
 
 
+/** The limiters of a whole /mcp request (its member's and organization's windows), not of one of its messages. */
+export const REQUEST_LIMITERS: ReadonlySet<LimiterName> = new Set<LimiterName>(['mcp_member_oauth', 'mcp_member_api_key', 'mcp_organization'])
+
 /** The only error type the server throws on purpose. Everything else is masked as INTERNAL_ERROR. */
 export class ServiceError extends Error {
   readonly code: ErrorCode

@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import type { Bus } from '../coordination/bus.js'
 import { credentialBarrier } from '../coordination/credential-barrier.js'
+import type { PostgresHandle } from '../db/postgres.js'
 import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/client.js'
 import { lockDatabase, type DatabaseLock } from '../db/lock.js'
 import { createRepos, reposOn, type Repos } from '../db/repos/index.js'
@@ -56,7 +58,7 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
 async function usePostgres(fastify: FastifyInstance, url: string): Promise<void> {
   // Loaded here, not at the top: a server on SQLite never loads PostgreSQL's client and dialect (about 0.2 s of CPU at
   // every start, and in every test file that builds a server).
-  const { lockPostgres, openPostgres, postgresStore, uncachedCredentials } = await import('../db/postgres.js')
+  const { lockPostgres, openPostgres, postgresStore } = await import('../db/postgres.js')
   const handle = await openPostgres(url, { onError: (err) => fastify.log.warn({ err, database: maskedUrl(url) }, 'a pooled PostgreSQL connection failed') })
   let lock: Awaited<ReturnType<typeof lockPostgres>>
   try {
@@ -77,18 +79,33 @@ async function usePostgres(fastify: FastifyInstance, url: string): Promise<void>
   releaseOnFailedStart(fastify.config, close)
   fastify.addHook('onClose', close)
   fastify.decorate('database', null)
-  if (!fastify.coordination.shared) {
-    fastify.decorate('repos', reposOn(postgresStore(handle.db), uncachedCredentials()))
-    return
-  }
-  // Credential changes reach every process before the write that made them returns (coordination/credential-barrier.ts).
-  const { bus, processId } = fastify.coordination
+  // Credential changes reach every process before the write that made them returns (coordination/credential-barrier.ts):
+  // through Redis when processes coordinate there; alone on the database, through PostgreSQL's LISTEN and NOTIFY, so
+  // that a change made by the command line (a process of its own) reaches this one just the same.
+  const bus = fastify.coordination.shared ? fastify.coordination.bus : await listeningBus(fastify, handle, url)
   const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
-  const barrier = credentialBarrier({ bus, processId, leaseMs: fastify.config.leaseMs, liveIds: live, warn: (message, details) => fastify.log.warn(details, message) })
+  const barrier = credentialBarrier({ bus, processId: fastify.coordination.processId, leaseMs: fastify.config.leaseMs, liveIds: live, warn: (message, details) => fastify.log.warn(details, message) })
   const repos = reposOn(postgresStore(handle.db), barrier)
   await barrier.start({ serving: true })
   fastify.addHook('onClose', async () => barrier.stop())
   fastify.decorate('repos', repos)
+}
+
+/** The bus over the database itself (db/postgres-bus.ts), closed with the server (before the pool, registered earlier). */
+async function listeningBus(fastify: FastifyInstance, handle: PostgresHandle, url: string): Promise<Bus> {
+  const [{ postgresBus }, { applicationName }] = await Promise.all([import('../db/postgres-bus.js'), import('../db/postgres.js')])
+  const database = maskedUrl(url)
+  const bus = await postgresBus({
+    url,
+    pool: handle.pool,
+    applicationName: applicationName('bus'),
+    onError: (err) => fastify.log.warn({ err: err.message, database }, 'the connection listening for credential changes failed; reconnecting'),
+  })
+  bus.onLost(() => fastify.log.warn({ database }, 'no longer listening for credential changes: every request is verified against the database until listening again'))
+  bus.onResubscribed(() => fastify.log.info({ database }, 'listening for credential changes again'))
+  releaseOnFailedStart(fastify.config, () => bus.close())
+  fastify.addHook('onClose', () => bus.close())
+  return bus
 }
 
 export default fp(dbPlugin, { name: PLUGIN.db, fastify: '5.x', dependencies: [PLUGIN.http, PLUGIN.coordination] })

@@ -1,25 +1,46 @@
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Principal } from '../auth/principal.js'
 import { fail, type LimiterName } from '../errors/service-error.js'
-import { RateLimiter, RedisRateLimiter, type RateDecision } from '../lib/rate-limiter.js'
+import { RateLimiter, RedisRateLimiter, type DeclaredLimit, type RateDecision, type StagedWindows } from '../lib/rate-limiter.js'
+
+export type { DeclaredLimit }
 import { PLUGIN } from './names.js'
 
+/**
+ * The limits of /mcp: per member (60 with OAuth, 30 with an API key) and per organization (500) for every request,
+ * and what its methods declare (a tool's own limit). A request counts in the member and organization windows both or,
+ * refused by either, in neither; a declared limit is checked once those fit, and its refusal leaves them counted.
+ * A refusal is a RATE_LIMITED service error: thrown, or the rejection of the promise returned.
+ *
+ * Two steps, because a request's methods are known only once its body is read, and shared limits cost a round trip
+ * to Redis each:
+ *
+ * - `enter`, before the body is read: counted in this process, the member and organization windows are counted there
+ *   and then, synchronously. Shared through Redis, a GET or DELETE (no body) is counted at once (a promise); a POST's
+ *   windows are left pending for `admit`, so that they cost no round trip of their own.
+ * - `admit`, where a front-end takes a POST's messages in (the transport knows eras, a method what it limits): the
+ *   further messages of a batch and the declared limits, together with the pending windows, in one round trip.
+ *
+ * A POST answered before it is admitted (malformed, an unknown session…) is counted as it is answered, its answer
+ * unchanged.
+ */
 export interface RateLimits {
+  enter(request: FastifyRequest, principal: Principal): void | Promise<void>
   /**
-   * /mcp: per member (60 with OAuth, 30 with an API key) and per organization (500), per window. `cost` counts
-   * several requests at once (the further messages of a batch). A request counts in both windows or, refused by
-   * either, in neither. Synchronous when the limits are counted in this process; a promise when they are shared
-   * through Redis. Either way a refusal is a RATE_LIMITED service error (thrown, or the promise's rejection).
+   * `extra`: the messages of a batch beyond the first; `declared`: what its requests' methods declare (one, several
+   * for a batch, or null). Synchronous and allocation-free for a request that fits when counted in this process.
    */
-  mcpRequest(principal: Principal, cost?: number): void | Promise<void>
-  /** tools/call: the tool's declared limit, per member and tool. Synchronous or a promise, as `mcpRequest`. */
-  toolCall(principal: Principal, tool: string, perWindow: number): void | Promise<void>
+  admit(request: FastifyRequest, principal: Principal, extra: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null): void | Promise<void>
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     rateLimits: RateLimits
+  }
+  interface FastifyRequest {
+    /** Shared limits: the principal whose member and organization windows wait for `admit` (RateLimits); else null. */
+    limitsPending: Principal | null
   }
 }
 
@@ -49,10 +70,8 @@ function refuseMember(principal: Principal, decision: RateDecision): never {
 interface LimiterKeys {
   member: string
   organization: string
-  /** [member, organization]: the windows of one /mcp request, in the order they are checked. */
-  mcp: readonly [string, string]
-  /** Per tool name. */
-  tools: Map<string, string>
+  /** By declared limit id. */
+  declared: Map<string, string>
 }
 
 /**
@@ -66,6 +85,7 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   const window = config.rateLimitWindowMs
   // Redis keys when shared (the in-memory fallback uses the same names), short names otherwise.
   const name = coordination.redis === null ? (key: string) => key : (key: string) => coordination.key(`rl:${key}`)
+  fastify.decorateRequest('limitsPending', null)
 
   /**
    * A principal's counter keys, made once per principal: the credential cache hands every request of a credential the
@@ -75,39 +95,54 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   function keysOf(principal: Principal): LimiterKeys {
     let keys = principalKeys.get(principal)
     if (keys === undefined) {
-      const member = name(`m:${principal.kind}:${principal.membershipId}`)
-      const organization = name(`o:${principal.organizationId}`)
-      keys = { member, organization, mcp: [member, organization], tools: new Map() }
+      keys = { member: name(`m:${principal.kind}:${principal.membershipId}`), organization: name(`o:${principal.organizationId}`), declared: new Map() }
       principalKeys.set(principal, keys)
     }
     return keys
   }
 
-  function toolKey(principal: Principal, tool: string): string {
+  /** The key of a declared limit's window for this principal's member (`t:<tool>:<membership>` for a tool). */
+  function declaredKey(principal: Principal, declared: DeclaredLimit): string {
     const keys = keysOf(principal)
-    let key = keys.tools.get(tool)
-    if (key === undefined) keys.tools.set(tool, (key = name(`t:${tool}:${principal.membershipId}`)))
+    let key = keys.declared.get(declared.id)
+    if (key === undefined) keys.declared.set(declared.id, (key = name(`${declared.id}:${principal.membershipId}`)))
     return key
   }
 
-  /** In this process: no promise, and nothing allocated when the request fits (every request takes this path). */
+  const memberLimit = (principal: Principal) => (principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember)
+
+  /** In this process: no promise, and nothing allocated when the request fits. */
+  function countMember(principal: Principal, cost: number): void {
+    const keys = keysOf(principal)
+    const now = Date.now()
+    const member = limiter.take(keys.member, memberLimit(principal), window, now, cost)
+    if (member !== null) refuseMember(principal, member)
+    const org = limiter.take(keys.organization, config.rateLimitOrganization, window, now, cost)
+    if (org !== null) {
+      // Refused by its organization, the request does not count against its member either.
+      limiter.giveBack(keys.member, cost, now)
+      refuse(org, 'this organization', 'mcp_organization')
+    }
+  }
+
+  function countDeclared(principal: Principal, declared: DeclaredLimit | readonly DeclaredLimit[] | null): void {
+    if (declared === null) return
+    if (!isList(declared)) return countOneDeclared(principal, declared)
+    for (const d of declared) countOneDeclared(principal, d)
+  }
+
+  function countOneDeclared(principal: Principal, declared: DeclaredLimit): void {
+    const refused = limiter.take(declaredKey(principal, declared), declared.limit, window)
+    if (refused !== null) refuse(refused, declared.scope, declared.limiter)
+  }
+
   const local: RateLimits = {
-    mcpRequest(principal, cost = 1) {
-      const keys = keysOf(principal)
-      const now = Date.now()
-      const perMember = principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember
-      const member = limiter.take(keys.member, perMember, window, now, cost)
-      if (member !== null) refuseMember(principal, member)
-      const org = limiter.take(keys.organization, config.rateLimitOrganization, window, now, cost)
-      if (org !== null) {
-        // Refused by its organization, the request does not count against its member either.
-        limiter.giveBack(keys.member, cost, now)
-        refuse(org, 'this organization', 'mcp_organization')
-      }
+    enter(_request, principal) {
+      countMember(principal, 1)
     },
-    toolCall(principal, tool, perWindow) {
-      const refused = limiter.take(toolKey(principal, tool), perWindow * config.rateLimitToolFactor, window)
-      if (refused !== null) refuse(refused, `tool ${tool}`, 'tool')
+    admit(_request, principal, extra, declared) {
+      if (extra > 0) countMember(principal, extra)
+      countDeclared(principal, declared)
     },
   }
 
@@ -122,15 +157,14 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   }
 
   /*
-   * Shared: one Redis round trip per check (RedisRateLimiter's script checks and counts the member and organization
-   * windows together). When Redis cannot answer (connection down, or no answer within the timeout), the check is made
-   * in this process instead, with the same limits: the service stays up (refusing every request with 503 would turn a
-   * Redis outage into an outage of /mcp), the credential check still holds, and capacity is still protected, only per
-   * process (N processes then allow up to N times the limits) until Redis answers again. That is logged as a warning,
-   * at most once per SHARED_WARNING_EVERY_MS, and its end at info.
+   * Shared: one Redis round trip per request (RedisRateLimiter's script checks and counts the member and organization
+   * windows, then the declared ones). When Redis cannot answer (connection down, or no answer within the timeout), the
+   * check is made in this process instead, with the same limits: the service stays up (refusing every request with 503
+   * would turn a Redis outage into an outage of /mcp), the credential check still holds, and capacity is still
+   * protected, only per process (N processes then allow up to N times the limits) until Redis answers again. That is
+   * logged as a warning, at most once per SHARED_WARNING_EVERY_MS, and its end at info.
    */
   const shared = new RedisRateLimiter(redis, { timeoutMs: SHARED_CHECK_TIMEOUT_MS })
-  const mcpLimits = { oauth: [config.rateLimitOAuthMember, config.rateLimitOrganization], apiKey: [config.rateLimitApiKeyMember, config.rateLimitOrganization] }
   let degraded = false
   let warnedAt = -Infinity
   const unavailable = (err: unknown) => {
@@ -147,29 +181,83 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     fastify.log.info('rate limits: shared through Redis again')
   }
 
-  fastify.decorate('rateLimits', {
-    mcpRequest(principal, cost = 1) {
-      const limits = principal.kind === 'oauth' ? mcpLimits.oauth : mcpLimits.apiKey
-      return shared.take(keysOf(principal).mcp, limits, window, cost).then((refused) => {
-        answered()
-        if (refused === null) return
+  /**
+   * One round trip: the member and organization windows counting `cost` (none when 0), then the declared ones. In
+   * this process instead when Redis does not answer.
+   */
+  function take(principal: Principal, cost: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null): Promise<void> {
+    const windows = sharedWindows(principal, cost, declared)
+    return shared.takeStaged(windows, window).then((refused) => {
+      answered()
+      if (refused === null) return
+      const i = refused.index - windows.firstStage
+      if (i < 0) {
         if (refused.index === 0) refuseMember(principal, refused)
         refuse(refused, 'this organization', 'mcp_organization')
-      }, (err: unknown) => {
-        unavailable(err)
-        local.mcpRequest(principal, cost)
-      })
+      }
+      const d = declared !== null && isList(declared) ? declared[i]! : (declared as DeclaredLimit)
+      refuse(refused, d.scope, d.limiter)
+    }, (err: unknown) => {
+      unavailable(err)
+      if (cost > 0) countMember(principal, cost)
+      countDeclared(principal, declared)
+    })
+  }
+
+  function sharedWindows(principal: Principal, cost: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null): StagedWindows {
+    const keys: string[] = []
+    const limits: number[] = []
+    const costs: number[] = []
+    if (cost > 0) {
+      const mine = keysOf(principal)
+      keys.push(mine.member, mine.organization)
+      limits.push(memberLimit(principal), config.rateLimitOrganization)
+      costs.push(cost, cost)
+    }
+    const firstStage = keys.length
+    for (const d of declared === null ? [] : isList(declared) ? declared : [declared]) {
+      const key = declaredKey(principal, d)
+      // A batch calling one tool twice counts twice in its one window.
+      const at = keys.indexOf(key, firstStage)
+      if (at >= 0) costs[at]!++
+      else {
+        keys.push(key)
+        limits.push(d.limit)
+        costs.push(1)
+      }
+    }
+    return { keys, limits, costs, firstStage }
+  }
+
+  fastify.decorate('rateLimits', {
+    enter(request, principal) {
+      // A POST's windows wait for its body (admit); GET and DELETE have none, and are counted now.
+      if (request.method === 'POST') request.limitsPending = principal
+      else return take(principal, 1, null)
     },
-    toolCall(principal, tool, perWindow) {
-      return shared.take([toolKey(principal, tool)], [perWindow * config.rateLimitToolFactor], window).then((refused) => {
-        answered()
-        if (refused !== null) refuse(refused, `tool ${tool}`, 'tool')
-      }, (err: unknown) => {
-        unavailable(err)
-        local.toolCall(principal, tool, perWindow)
-      })
+    admit(request, principal, extra, declared) {
+      const pending = request.limitsPending === null ? 0 : 1
+      request.limitsPending = null
+      if (pending + extra === 0 && declared === null) return
+      return take(principal, pending + extra, declared)
     },
   } satisfies RateLimits)
+
+  // A POST answered before a front-end admitted it (refused as malformed, or for an unknown session) still counts, its
+  // answer unchanged: the count is sent to Redis as the answer goes out, before the client can send another request,
+  // and not waited for.
+  fastify.addHook('onSend', (request, _reply, payload, done) => {
+    const principal = request.limitsPending
+    if (principal !== null) {
+      request.limitsPending = null
+      take(principal, 1, null).catch(() => {})
+    }
+    done(null, payload)
+  })
+}
+
+function isList(declared: DeclaredLimit | readonly DeclaredLimit[]): declared is readonly DeclaredLimit[] {
+  return Array.isArray(declared)
 }
 
 export default fp(rateLimitsPlugin, { name: PLUGIN.rateLimits, fastify: '5.x', dependencies: [PLUGIN.http, PLUGIN.coordination] })

@@ -1,6 +1,7 @@
 import type { ValidateFunction } from 'ajv'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../auth/principal.js'
+import type { DeclaredLimit } from '../lib/rate-limiter.js'
 import { toRpcError } from '../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
 import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '../sessions/session.js'
@@ -124,6 +125,13 @@ export interface RequestMethod<P = Record<string, unknown>> {
    * confirmed call's record, a requestState sealed with a key this process has not seen); front-ends wait for it.
    */
   precheck?(params: P, ctx: PrecheckContext): void | Promise<void>
+  /**
+   * A limit of its own this request counts against, beside the member's and the organization's (a tool's), or null.
+   * Asked by the front-end once the params are valid and before `precheck`, which the limit's refusal (429) precedes;
+   * the front-end counts it together with the request's other windows (one round trip when they are shared through
+   * Redis). Return the same object for the same limit: counting it then allocates nothing.
+   */
+  limits?(params: P, principal: Principal): DeclaredLimit | null
   /** True when the answer should be an SSE stream even though the client also accepts JSON. */
   prefersStream?(params: P, ctx: PrecheckContext): boolean
   handle(params: P, ctx: CallContext): Promise<Record<string, unknown>> | Record<string, unknown>

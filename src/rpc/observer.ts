@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyRequest } from 'fastify'
 import { toServiceError } from '../errors/render.js'
-import type { ServiceError } from '../errors/service-error.js'
+import { isServiceError, REQUEST_LIMITERS, type ServiceError } from '../errors/service-error.js'
 import type { Era, JsonRpcRequest, JsonRpcResponse, ProtocolVersion } from './types.js'
 
 /**
@@ -68,6 +68,12 @@ export class Observation implements MessageDone {
   /** Refused at the HTTP level (or failed while answering): the error as the client sees it. */
   refused(err: unknown): void {
     if (this.#reported) return
+    // Refused by the member's or the organization's limit, the HTTP request was refused, not this message: it is not
+    // reported, as it is not when those limits are counted at the entry, before the body is read (rate-limits.ts).
+    if (isServiceError(err) && err.code === 'RATE_LIMITED' && err.limiter !== undefined && REQUEST_LIMITERS.has(err.limiter)) {
+      this.#reported = true
+      return
+    }
     this.failure = toServiceError(err)
     this.#report()
   }

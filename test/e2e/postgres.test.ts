@@ -15,8 +15,8 @@ import { failureOf, okData, resultOf } from '../helpers/tools.js'
 
 /**
  * SERVICE_DATABASE as a postgres:// URL: the server migrates a fresh database, bootstraps it, serves tools from it
- * through the same repositories as SQLite, keeps its data across a restart, and sees a credential revoked by someone
- * else on the very next request.
+ * through the same repositories as SQLite, keeps its data across a restart, and sees a credential revoked by the
+ * command line on the very next request.
  */
 
 /** PostgreSQL has no folder for a default env.key: the key is a setting. */
@@ -48,16 +48,23 @@ t.test('a server on PostgreSQL: tools, conflicts, revocation by another writer, 
   const stored = await server.app.repos.apps.byId(organization!.id, created.app.id)
   t.type(stored?.createdAt, 'number', 'times read back as numbers (bigint columns)')
 
-  // Another writer (the CLI, another process) revokes a member's key: the next request is refused.
+  // The server, alone on its database, caches credentials: a write nobody announces (straight SQL) is not seen. This
+  // shows that the refusal below comes from the credential barrier, which the command line joins over the database
+  // itself (LISTEN/NOTIFY): a key it revokes is refused on the very next request.
   const member = await createMember(server, { role: 'developer' })
   const memberHeaders = (await openSession(server.mcpUrl, member.key)).headers
   okData(t, await call('service_whoami', {}, memberHeaders))
   await db.query('update api_keys set revoked_at = $1 where id = $2', [Date.now(), member.keyId])
+  t.equal((await post(server.mcpUrl, callTool('service_whoami', {}, nextId++), memberHeaders)).status, 200, 'served from the credential cache')
+  await db.query('update api_keys set revoked_at = null where id = $1', [member.keyId])
+  const env = { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY }
+  const revokedByCli = await cli(['keys', 'revoke', member.keyId], env)
+  t.equal(revokedByCli.code, 0, revokedByCli.stderr)
   const refused = await post(server.mcpUrl, callTool('service_whoami', {}, nextId++), memberHeaders)
-  t.equal(refused.status, 401, 'a key revoked by another writer is refused on the very next request')
+  t.equal(refused.status, 401, 'a key revoked by the CLI is refused on the very next request')
+  t.equal(refused.json?.error?.code, 'TOKEN_REVOKED')
 
   // The command line on the same database, beside the running server.
-  const env = { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY }
   const migrated = await cli(['migrate'], env)
   t.equal(migrated.code, 0, migrated.stderr)
   const org = await cli(['orgs', 'create', 'from-cli'], env)
@@ -112,6 +119,41 @@ t.test('the connection holding the database lock ends under a running server: it
   await t.rejects(startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY } }), /is in use by another server/, 'a second server is still refused')
   await server.close()
   t.strictSame(await holders(), [], 'released at close')
+})
+
+t.test('the connection listening for credential changes ends under a running server: nothing changed meanwhile is missed', async (t) => {
+  const url = await postgresDatabase(t)
+  const logs: Array<{ level: number; msg: string }> = []
+  const server = await startServer(t, { dbPath: url, tools: TOOLS, config: { envKey: ENV_KEY }, logger: { level: 'info', stream: { write: (line: string) => void logs.push(JSON.parse(line)) } } })
+  const db = await postgresClient(t, url)
+  const listeners = async () => (await db.query<{ pid: number }>(
+    "select pid from pg_stat_activity where datname = current_database() and application_name like '% bus' and query ilike 'LISTEN%'")).rows.map((r) => r.pid)
+  const [first] = await listeners()
+  t.ok(first, 'the server listens on its own connection')
+  const member = await createMember(server, { role: 'developer' })
+  const { headers } = await openSession(server.mcpUrl, member.key)
+  const whoami = async () => (await post(server.mcpUrl, callTool('service_whoami', {}, nextId++), headers)).status
+  t.equal(await whoami(), 200)
+
+  // A change nobody announces while the server does not listen: it cannot have heard of it, so it trusts no cached
+  // credential once it listens again.
+  await db.query('select pg_terminate_backend($1)', [first])
+  await db.query('update api_keys set revoked_at = $1 where id = $2', [Date.now(), member.keyId])
+  const back = () => logs.some((l) => /listening for credential changes again/.test(l.msg))
+  const deadline = Date.now() + 10_000
+  while (!back() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100))
+  t.ok(back(), 'it says it listens again')
+  t.ok(logs.some((l) => /no longer listening for credential changes/.test(l.msg)), 'having said it did not')
+  t.ok((await listeners()).some((pid) => pid !== first), 'on a new connection')
+  t.equal(await whoami(), 401, 'the key revoked while it did not listen is refused')
+
+  // And the barrier works over the new connection: a key the CLI revokes is refused on the very next request.
+  const second = await createMember(server, { role: 'viewer' })
+  const secondHeaders = (await openSession(server.mcpUrl, second.key)).headers
+  t.equal((await post(server.mcpUrl, callTool('service_whoami', {}, nextId++), secondHeaders)).status, 200)
+  const revoked = await cli(['keys', 'revoke', second.keyId], { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY })
+  t.equal(revoked.code, 0, revoked.stderr)
+  t.equal((await post(server.mcpUrl, callTool('service_whoami', {}, nextId++), secondHeaders)).status, 401, 'refused on the very next request')
 })
 
 t.test('the lock and its lookups keep to their database: a server on another database of the cluster counts for nothing', async (t) => {

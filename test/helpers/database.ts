@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3'
 import pg from 'pg'
+import { openRepos } from '../../src/db/open-repos.js'
 import { openDatabase } from '../../src/db/client.js'
-import { openPostgres, postgresStore, uncachedCredentials } from '../../src/db/postgres.js'
-import { createRepos, reposOn, type Repos } from '../../src/db/repos/index.js'
+import { createRepos, type Repos } from '../../src/db/repos/index.js'
 import { isPostgresUrl } from '../../src/lib/database-url.js'
 
 /**
@@ -52,9 +52,10 @@ export async function databaseRows(t: Teardown, server: { dbPath: string }): Pro
  */
 export async function otherRepos(t: Teardown, server: { dbPath: string }): Promise<Repos> {
   if (isPostgresUrl(server.dbPath)) {
-    const handle = await openPostgres(server.dbPath, { migrate: false, max: 2 })
-    t.teardown(() => handle.close())
-    return reposOn(postgresStore(handle.db), uncachedCredentials())
+    // As the command line opens them: behind the credential barrier, over the database beside a server alone on it.
+    const opened = await openRepos({ database: server.dbPath, redisUrl: '', redisPrefix: '', leaseMs: 15_000 })
+    t.teardown(() => opened.close())
+    return opened.repos
   }
   const handle = openDatabase(server.dbPath, { migrate: false })
   t.teardown(() => handle.close())

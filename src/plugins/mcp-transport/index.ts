@@ -30,7 +30,9 @@ const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
 /**
  * Streamable HTTP at /mcp, one endpoint for both protocol eras. The entry does what every request shares, in this
  * order: Origin (403) and credential (401) and the per-member and per-organization limits (429) before the body is
- * read; body size (413) and media type (415) while it is read; then Accept (406) and JSON (400/-32700). It then
+ * read (limits shared through Redis: a POST's are checked where its front-end admits its messages, together with
+ * what their methods declare, in one round trip); body size (413) and media type (415) while it is read; then
+ * Accept (406) and JSON (400/-32700). It then
  * classifies the POST by its body (classify.ts) and hands it to the era's front-end: `legacy.ts` (sessions,
  * initialize, GET, DELETE, resumption) or `modern.ts` (stateless 2026-07-28 requests). Both dispatch through the one
  * dispatcher, tool registry and error catalog.
@@ -56,8 +58,9 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     const principal = auth.authenticate(request.headers.authorization, request.raw.socket)
     if (!(principal instanceof Promise)) {
       request.principal = principal
-      // Counted in this process: synchronous. Shared through Redis: a promise.
-      const counted = rateLimits.mcpRequest(principal)
+      // Counted in this process: synchronous. Shared through Redis: a promise for GET and DELETE; a POST's count waits
+      // for its front-end to admit it (rate-limits.ts).
+      const counted = rateLimits.enter(request, principal)
       if (!counted) return done()
       counted.then(() => done(), done)
       return
@@ -65,7 +68,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
     // A credential the cache did not hold: verified against the database.
     principal.then((verified) => {
       request.principal = verified
-      return rateLimits.mcpRequest(verified)
+      return rateLimits.enter(request, verified)
     }).then(() => done(), done)
   })
 

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
+import type { DeclaredLimit } from '../../lib/rate-limiter.js'
 import { SharedStreams } from '../../coordination/shared-streams.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { newStreamId, parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
@@ -173,6 +174,8 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
       const header = request.headers['mcp-protocol-version']
       if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
+      const admitted = fastify.rateLimits.admit(request, principal, 0, null)
+      if (admitted) await admitted
       return handleInitialize(request, reply, principal, init.message, accept.json, seen?.get(init.message) ?? null)
     }
 
@@ -184,10 +187,17 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     }
     const exchange = new LegacyExchange(session)
 
-    // Answers and notifications are handled in order; requests are prepared (method, params) and prechecked.
+    // Requests are prepared (method, params) first, then the POST is admitted against the limits: each message counts
+    // for the member and organization, and each request also against what its method declares (a tool's limit).
+    const prepared = classified.map((c) => (c.kind === 'request' ? prepareInSession(c.message) : null))
+    const admitted = fastify.rateLimits.admit(request, principal, classified.length - 1, declaredLimits(prepared, principal))
+    if (admitted) await admitted
+
+    // Answers and notifications are handled in order; requests are prechecked once all are handled.
     const answers: Array<JsonRpcResponse | PreparedRequest> = []
     const refusals: ServiceError[] = []
-    for (const c of classified) {
+    for (let i = 0; i < classified.length; i++) {
+      const c = classified[i]!
       if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
       else if (c.kind === 'notification') {
         const handled = rpc.notify(c.message, { session, principal, log: request.log })
@@ -198,12 +208,9 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
         const refused = answered instanceof Promise ? await answered : answered
         if (refused) refusals.push(refused)
       } else {
-        const prepared = rpc.prepare(c.message, 'legacy')
-        if (!('def' in prepared)) answers.push(prepared)
-        else if (prepared.def.sessionless) answers.push(errorResponse(c.message.id, fail('INVALID_REQUEST', { message: `${c.message.method} is not allowed in an existing session` })))
-        else answers.push(prepared)
-        const refused = answers.at(-1)!
-        if (seen && !('def' in refused)) seen.get(c.message)!.answered(refused)
+        const answer = prepared[i]!
+        answers.push(answer)
+        if (seen && !('def' in answer)) seen.get(c.message)!.answered(answer)
       }
     }
     if (answers.length === 0) {
@@ -243,6 +250,13 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     reply.header('mcp-session-id', session.id)
     if (sent.length === 0) return reply.code(202).send()
     return sendJsonRpc(reply, batch ? sent : sent[0]!)
+  }
+
+  /** A request of a session, prepared (method, params), or the error that answers it. */
+  function prepareInSession(message: JsonRpcRequest): PreparedRequest | JsonRpcResponse {
+    const prepared = rpc.prepare(message, 'legacy')
+    if ('def' in prepared && prepared.def.sessionless) return errorResponse(message.id, fail('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` }))
+    return prepared
   }
 
   /** answerMessages, each request of the POST observed: answered one by one, or all refused by what ends the exchange. */
@@ -287,15 +301,10 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       const batch = Array.isArray(body)
       const items: unknown[] = batch ? (body as unknown[]) : [body]
       if (batch && items.length === 0) throw fail('INVALID_REQUEST', { message: 'An empty batch is not a JSON-RPC message' })
-      // A batch is bounded, and each of its messages is a request against the limits (the entry counted the first):
-      // otherwise one POST could carry thousands of calls for the price of one.
+      // A batch is bounded, and each of its messages is a request against the limits (counted where the session's
+      // messages are admitted): otherwise one POST could carry thousands of calls for the price of one.
       if (batch && items.length > config.maxBatchSize) {
         throw fail('INVALID_REQUEST', { message: `A batch may hold at most ${config.maxBatchSize} messages; this one holds ${items.length}`, details: { limit: config.maxBatchSize, size: items.length } })
-      }
-      if (batch && items.length > 1) {
-        const counted = fastify.rateLimits.mcpRequest(principal, items.length - 1)
-        // Limits shared through Redis: the batch is answered once its messages are counted.
-        if (counted) return counted.then(() => answerItems(request, reply, principal, batch, items, accept))
       }
       return answerItems(request, reply, principal, batch, items, accept)
     },
@@ -408,4 +417,21 @@ class LegacyAnswer implements MessageSink {
     if (this.#stream) this.#stream.send(response)
     else this.#collected.push({ position, response })
   }
+}
+
+/**
+ * What the prepared requests of a POST declare against the limits (a tool's), for RateLimits.admit: the one limit of
+ * the usual single request as it is (nothing allocated), a list for a batch.
+ */
+function declaredLimits(prepared: ReadonlyArray<PreparedRequest | JsonRpcResponse | null>, principal: Principal): DeclaredLimit | DeclaredLimit[] | null {
+  if (prepared.length === 1) {
+    const only = prepared[0]
+    return only && 'def' in only ? only.def.limits?.(only.params, principal) ?? null : null
+  }
+  const all: DeclaredLimit[] = []
+  for (const p of prepared) {
+    const limit = p && 'def' in p ? p.def.limits?.(p.params, principal) : null
+    if (limit) all.push(limit)
+  }
+  return all.length > 0 ? all : null
 }

@@ -32,12 +32,14 @@ import { StoppableCall, stoppedByShutdown } from './stopping.js'
  *   envelope (400/-32602) → header and body revision agree (400/-32020) → Mcp-Method agrees (400/-32020)
  *   → revision served (400/-32022) → standard headers present and Mcp-Name agrees (400/-32020)
  *   → method exists in this era (404/-32601) → capabilities the method needs (400/-32021) → params (-32602)
- *   → Mcp-Param-* headers of the tool (400/-32020) → precheck (403 scope, 429, 409) → run → encode → respond
+ *   → Mcp-Param-* headers of the tool (400/-32020) → limits the method declares (429) → precheck (403 scope, 409)
+ *   → run → encode → respond
  *
  * Authentication, the Origin check and the per-member and per-organization limits ran before, in the entry, exactly as
- * for sessions. The answer is JSON unless the call sends notifications (progress, log lines) or the client accepts
- * only SSE: the stream opens with the first notification, so every refusal before it keeps its own HTTP status. The
- * client closing the connection cancels the request (ClientDisconnected); nothing more is sent for it.
+ * for sessions (limits shared through Redis are counted at the limits step instead, in the same round trip). The
+ * answer is JSON unless the call sends notifications (progress, log lines) or the client accepts only SSE: the stream
+ * opens with the first notification, so every refusal before it keeps its own HTTP status. The client closing the
+ * connection cancels the request (ClientDisconnected); nothing more is sent for it.
  */
 
 export type ModernRoute = Extract<Route, { era: 'modern' }>
@@ -300,8 +302,12 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     if (checked instanceof Refusal) return refuse(reply, message.id, checked, seen)
     const { prepared, def, exchange } = checked
     if (seen) seen.protocolVersion = exchange.protocolVersion
+    const principal = request.principal!
     try {
-      const checking = def.precheck?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id })
+      // Counted here, where the method is known, with what it declares (a tool's limit): one round trip when shared.
+      const admitted = fastify.rateLimits.admit(request, principal, 0, def.limits?.(prepared.params, principal) ?? null)
+      if (admitted) await admitted
+      const checking = def.precheck?.(prepared.params, { exchange, session: null, principal, requestId: message.id })
       if (checking) await checking
     } catch (err) {
       return failBeforeAnswer(reply, message.id, err, seen)
@@ -338,7 +344,10 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     post(request, reply, route, accept) {
       // 2026-07-28 defines no client notifications over Streamable HTTP (a closed stream is the cancellation): a
       // notification is accepted and has no effect.
-      if (route.kind === 'notification') return reply.code(202).send()
+      if (route.kind === 'notification') {
+        const admitted = fastify.rateLimits.admit(request, request.principal!, 0, null)
+        return admitted ? admitted.then(() => reply.code(202).send()) : reply.code(202).send()
+      }
       const observer = rpc.observer
       if (observer === null) return answer(request, reply, route.message, accept, null)
       return answerObserved(observer, request, reply, route.message, accept)

@@ -23,6 +23,7 @@ import { listMethod } from '../../rpc/list-method.js'
 import { ToolResult, type ToolContext, type ToolDefinition } from './define.js'
 import { CallIdempotency } from './idempotency.js'
 import { rateLimitOf, ToolRegistry, type RegisteredTool } from './registry.js'
+import type { DeclaredLimit } from '../../lib/rate-limiter.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -92,6 +93,18 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     describe: (tool, version) => tool.descriptors[version],
   }))
 
+  /** Each tool's limit as tools/call declares it, made once: the tool's per-minute limit times the configured factor. */
+  const toolLimits = new WeakMap<RegisteredTool, DeclaredLimit>()
+  const toolLimit = (tool: RegisteredTool): DeclaredLimit => {
+    let limit = toolLimits.get(tool)
+    if (limit === undefined) {
+      const name = tool.def.name
+      limit = Object.freeze({ id: `t:${name}`, limit: rateLimitOf(tool.def) * config.rateLimitToolFactor, scope: `tool ${name}`, limiter: 'tool' as const })
+      toolLimits.set(tool, limit)
+    }
+    return limit
+  }
+
   // Confirmation-gated calls run at most once per (session, member, organization, request id) in a session, and per
   // operation (sealed in the requestState) on a stateless request (docs/decisions/idempotency.md).
   const idempotency = await CallIdempotency.attach(fastify, (exchange) => fastify.elicitation.operationOf(exchange))
@@ -99,15 +112,15 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     method: 'tools/call',
     eras: ['legacy', 'modern'],
     params: validatorFor('mcp/tools-call.params'),
+    // The tool's own limit, per member: counted by the front-end with the request's other windows, before the precheck.
+    // A call its scope or role does not allow counts against no tool's limit (the precheck or the call refuses it).
+    limits(params, principal) {
+      const tool = registry.get(params.name)
+      return tool && principal.scopes.includes(tool.def.scope) && roleAllows(principal.role, tool.def.role) ? toolLimit(tool) : null
+    },
     precheck(params, ctx) {
       const { principal } = ctx
       const tool = registry.get(params.name)
-      if (tool && principal.scopes.includes(tool.def.scope) && roleAllows(principal.role, tool.def.role)) {
-        const limited = fastify.rateLimits.toolCall(principal, tool.def.name, rateLimitOf(tool.def))
-        // Limits shared through Redis: the rest of the checks once the call is counted.
-        if (limited) return limited.then(() => openChecked(params, ctx, tool))
-        return openChecked(params, ctx, tool)
-      }
       if (tool && !principal.scopes.includes(tool.def.scope)) {
         const wanted = [...new Set([...principal.scopes, tool.def.scope])].join(' ')
         throw fail('INSUFFICIENT_SCOPE', {
