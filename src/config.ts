@@ -348,6 +348,11 @@ export function loadConfig(options: {
   env?: NodeJS.ProcessEnv
   argv?: readonly string[]
   overrides?: Partial<RawConfig>
+  /**
+   * False for what never reads or writes an env var value (the command line's lists, keys, users, members): a
+   * PostgreSQL database then needs no SERVICE_ENV_KEY. The server and `env-key` need it (default true).
+   */
+  requireEnvKey?: boolean
 } = {}): Config {
   const env = options.env ?? process.env
   const flags = parseFlags(options.argv ?? [])
@@ -428,7 +433,7 @@ export function loadConfig(options: {
   }
   // The default key file lives beside the database file; a database URL has no folder, and every process serving one
   // database must seal with the same key anyway.
-  if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile) {
+  if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile && options.requireEnvKey !== false) {
     throw new ConfigError('SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)')
   }
   if (cfg.redisUrl && !/^rediss?:\/\//i.test(cfg.redisUrl)) {

@@ -4,6 +4,7 @@ import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { newId } from '../lib/crypto.js'
 import { openDatabase } from './client.js'
 import type { PostgresHandle } from './postgres.js'
+import type { CredentialChanges } from './repos/credential-changes.js'
 import { createRepos, reposOn, type Repos } from './repos/index.js'
 
 type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
@@ -13,10 +14,13 @@ type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
  * migrated as the server would. `close` lets go of the connection (or pool).
  *
  * Servers that share a PostgreSQL database through Redis serve credentials from their caches, and learn of a change
- * only through Redis (coordination/credential-barrier.ts): the command line joins them with the same SERVICE_REDIS_URL,
- * and its revocations return once every server dropped its cache. Without it, it is refused beside such servers.
+ * only through Redis (coordination/credential-barrier.ts). A command that changes what a credential resolves to
+ * (`changesCredentials`: a key revoked, a user disabled, a role changed) joins them with the same SERVICE_REDIS_URL and
+ * SERVICE_REDIS_PREFIX, checks first that they hear it, and returns once every server dropped its cache; without Redis
+ * it is refused beside such servers. Any other command (a list, a new key, a new user) needs no Redis: what it reads or
+ * adds reaches the servers through the database alone.
  */
-export async function openRepos(where: Where, warn: (message: string) => void = () => {}): Promise<{ repos: Repos; close(): Promise<void> }> {
+export async function openRepos(where: Where, warn: (message: string) => void = () => {}, options: { changesCredentials?: boolean } = {}): Promise<{ repos: Repos; close(): Promise<void> }> {
   const { database } = where
   if (!isPostgresUrl(database)) {
     const handle = openDatabase(database)
@@ -27,17 +31,31 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
   const { coordinatedServers, openPostgres, postgresStore, uncachedCredentials } = await import('./postgres.js')
   const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
   try {
-    if (!where.redisUrl) {
-      const servers = await coordinatedServers(handle.pool)
-      if (servers > 0) {
-        throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis: set SERVICE_REDIS_URL (and SERVICE_REDIS_PREFIX) as they have them, so that a change made here reaches them`)
-      }
-      return { repos: reposOn(postgresStore(handle.db), uncachedCredentials()), close: () => handle.close() }
+    // A server alone on the database (no Redis) caches no credential: it reads every one from the database.
+    const servers = await coordinatedServers(handle.pool)
+    if (servers === 0) return { repos: reposOn(postgresStore(handle.db), uncachedCredentials()), close: () => handle.close() }
+    if (options.changesCredentials === true && where.redisUrl) return await withBarrier(where, handle, warn)
+    if (options.changesCredentials === true) {
+      throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis, which cache credentials: a command that changes one needs SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX as they have them, so that the change reaches them`)
     }
-    return await withBarrier(where, handle, warn)
+    return { repos: reposOn(postgresStore(handle.db), noCredentialChanges(database)), close: () => handle.close() }
   } catch (err) {
     await handle.close()
     throw err
+  }
+}
+
+/**
+ * Beside coordinated servers without Redis: a command that was not declared to change credentials must not change
+ * one (the servers would never hear of it). A repository write that does anyway is a mistake in the command line,
+ * reported loudly rather than left to serve a revoked key from a cache.
+ */
+function noCredentialChanges(database: string): CredentialChanges {
+  return {
+    bump() {
+      throw new Error(`a command not declared as changing credentials changed one on ${maskedUrl(database)} without telling the coordinated servers; run it again with SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX set`)
+    },
+    takeChanged: () => true,
   }
 }
 
@@ -57,13 +75,24 @@ async function withBarrier(where: Where, handle: PostgresHandle, warn: (message:
     warn: (message, details) => warn(`${message}: ${JSON.stringify(details)}`),
   })
   const repos = reposOn(postgresStore(handle.db), barrier)
-  await barrier.start({ serving: false })
-  return {
-    repos,
-    close: async () => {
-      barrier.stop()
-      await link.close()
-      await handle.close()
-    },
+  const close = async () => {
+    barrier.stop()
+    await link.close()
+    await handle.close()
   }
+  try {
+    await barrier.start({ serving: false })
+    // Servers on another Redis or prefix would never hear of the change, and keep serving what it revokes from their
+    // caches: asked first, before anything changes. None answering at all is that mistake (servers merely cut off from
+    // Redis stop trusting their caches on their own, and some of them would still answer).
+    const { live: servers, missing } = await barrier.probe()
+    if (servers.length > 0 && missing.length === servers.length) {
+      throw new ConfigError(`None of the ${servers.length} server process${servers.length === 1 ? '' : 'es'} serving ${maskedUrl(where.database)} answered through Redis ${maskedUrl(where.redisUrl)} (SERVICE_REDIS_URL) with prefix ${JSON.stringify(where.redisPrefix)} (SERVICE_REDIS_PREFIX) within ${where.leaseMs} ms (SERVICE_LEASE_MS): give the command line the servers' own values; nothing was changed`)
+    }
+  } catch (err) {
+    barrier.stop()
+    await link.close()
+    throw err
+  }
+  return { repos, close }
 }
