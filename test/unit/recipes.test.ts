@@ -203,7 +203,7 @@ t.test('systemd unit: what it promises', async (t) => {
   t.equal(one('KillSignal'), 'SIGTERM')
   t.equal(one('KillMode'), 'mixed', 'SIGTERM to the server alone: it stops its deployments itself')
   const stopSeconds = Number(/^(\d+)s?$/.exec(one('TimeoutStopSec') ?? '')?.[1])
-  t.ok(stopSeconds * 1000 >= defaultOf('pipelineGraceMs') + 10_000, `TimeoutStopSec ${stopSeconds}s leaves the pipeline grace period and the drain time`)
+  t.ok(stopSeconds * 1000 >= defaultOf('stopSettleMs') + defaultOf('pipelineGraceMs') + 10_000, `TimeoutStopSec ${stopSeconds}s leaves the settle period, the pipeline grace period and the drain time`)
   t.equal(one('Restart'), 'on-failure')
   t.ok(one('RestartPreventExitStatus')?.split(/\s+/).includes('2'), 'exit code 2 (bad settings) is not retried')
   for (const [key, value] of [['NoNewPrivileges', 'yes'], ['ProtectSystem', 'strict'], ['ProtectHome', 'yes'], ['PrivateTmp', 'yes']]) {
