@@ -8,8 +8,9 @@ import { Server as NetServer, type Socket } from 'node:net'
  *
  * 0. stop taking work (`beginStop`): the listener closes, so a proxy in front gets "connection refused" for this
  *    process, which every proxy retries on another one whatever the method (nothing was sent) and counts against this
- *    one; requests arriving on connections already open are refused with 503 by the http plugin (nothing runs); the
- *    `onStop` steps run (a session's GET stream ends, so its client reconnects through the proxy to another process);
+ *    one; requests arriving on connections used before are refused with 503 by the http plugin (nothing runs), but the
+ *    first request of a connection accepted just before the stop is served (`admits`); the `onStop` steps run (a
+ *    session's GET stream ends, so its client reconnects through the proxy to another process);
  * 1. settle (`settle`): requests in flight end normally, the answers to them included (a short tools/call, a call whose
  *    confirmation is being answered, possibly on another process), and a proxy's idle keep-alive connections are
  *    used (answered 503, then closed) or closed by the proxy, for at most SERVICE_STOP_SETTLE_MS. Work that would not
@@ -37,6 +38,12 @@ export class Shutdown {
   #holds = 0
   /** Set while the settle phase waits: re-checks whether everything it waits for has ended. */
   #recheck: (() => void) | null = null
+  /**
+   * Connections accepted before the stop that had not sent a request yet: the proxy chose this process before it could
+   * know of the stop, so their first request is served during the settle phase (see `admits`).
+   */
+  readonly #unused = new WeakSet<Socket>()
+  #settling = false
 
   /** A step of phase 0: stop taking work here, at once (synchronous: nothing may be in between). */
   onStop(step: () => void): void {
@@ -92,9 +99,11 @@ export class Shutdown {
    */
   beginStop(server: Server, log: (err: unknown, phase: string) => void): void {
     if (server.listening) NetServer.prototype.close.call(server)
+    this.#settling = true
     for (const socket of this.#sockets) {
       const response = currentResponse(socket)
       if (response && !response.headersSent) response.setHeader('connection', 'close')
+      if (response === null && socket.bytesRead === 0) this.#unused.add(socket)
     }
     for (const step of this.#stop) {
       try {
@@ -103,6 +112,19 @@ export class Shutdown {
         log(err, 'stop')
       }
     }
+  }
+
+  /**
+   * Whether a request that arrives while the server stops is served rather than refused with 503: only the first
+   * request of a connection accepted before the stop, and only during the settle phase. A proxy had chosen this process
+   * for it a moment before the stop began (the request was on its way), and Caddy, unlike nginx, cannot send a 503 to
+   * another process. A request on a connection used before (a proxy's kept connection) is refused: the proxy learns of
+   * the stop, and sends it elsewhere.
+   */
+  admits(socket: Socket): boolean {
+    if (!this.#settling || !this.#unused.has(socket)) return false
+    this.#unused.delete(socket)
+    return true
   }
 
   /** True when nothing the settle phase waits for is left: no held call, no idle connection, no request in progress. */
@@ -120,11 +142,15 @@ export class Shutdown {
    * response ending, a call released, a response parked); the time is only the bound.
    */
   settle(ms: number): Promise<void> {
-    if (ms <= 0 || this.settled()) return Promise.resolve()
+    if (ms <= 0 || this.settled()) {
+      this.#settling = false
+      return Promise.resolve()
+    }
     return new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer)
         this.#recheck = null
+        this.#settling = false
         resolve()
       }
       const timer = setTimeout(done, ms)

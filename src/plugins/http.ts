@@ -88,7 +88,11 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
     reply.header('x-request-id', request.id)
     // HTTP/1.1 requires Host (RFC 9112 §3.2). Node would answer 400 itself, without the contract's body and headers.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') throw fail('BAD_REQUEST', { message: 'The Host header is required' })
-    if (stopping) refuseWhileStopping(request, reply, opts.config)
+    if (stopping) {
+      // The first request of a connection accepted just before the stop is served like one a moment earlier.
+      if (shutdown.admits(request.raw.socket)) reply.header('connection', 'close')
+      else refuseWhileStopping(request, reply, opts.config)
+    }
     done()
   })
   fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, fail('NOT_FOUND')))
@@ -96,9 +100,10 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
 }
 
 /**
- * While the server stops, new requests (on connections that were open when the stop began: new connections are
- * refused) are refused with the catalog's 503 and the contract's headers, and their connection is closed after the
- * answer; health checks still answer (/readyz saying why it is not ready). Fastify's own `return503OnClosing` answers
+ * While the server stops, new requests (on connections used before the stop began: new connections are refused, and
+ * the first request of one accepted just before is served) are refused with the catalog's 503 and the contract's
+ * headers, and their connection is closed after the answer; health checks still answer (/readyz saying why it is not
+ * ready). Fastify's own `return503OnClosing` answers
  * without our headers and body shape, and for every route alike, so it is off (app.ts).
  *
  * The refusal comes before any handler: nothing of the request ran, so a proxy may send it to another process, a POST

@@ -239,6 +239,7 @@ t.test('nginx recipe: what it promises', async (t) => {
   t.ok(lines.includes('proxy_next_upstream error timeout http_503;'), 'refused connections, timeouts and 503s go to the next process')
   t.notOk(lines.some((l) => l.includes('non_idempotent')), 'never a POST that was sent and then failed')
   t.ok(lines.includes('error_page 503 = @service_mcp_retry;') && lines.includes('location @service_mcp_retry {'), 'a POST answered 503 is sent again')
+  t.ok(lines.includes('recursive_error_pages on;'), 'and again, when the retry lands on a stopping process too')
   t.ok(lines.includes('limit_conn_status 429;'), 'nginx\'s own refusals are no 503, which would be sent on anyway')
   const failTimeout = Number(/ fail_timeout=(\d+)s;$/m.exec(lines.join('\n'))?.[1])
   t.ok(failTimeout > 0 && failTimeout <= 5, `a restarted process is tried again within ${failTimeout} s`)
