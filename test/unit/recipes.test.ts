@@ -278,7 +278,8 @@ t.test('Caddy recipe: what it promises', async (t) => {
   t.ok(lines.includes('health_uri /readyz'), 'a stopping or unready process is taken out by its readiness')
   t.ok(lines.includes('keepalive off'), 'no kept connection reaches a stopping process, whose 503 Caddy could not retry')
   t.ok(lines.some((l) => l.startsWith('lb_try_duration ')), 'a refused connection is tried on another process')
-  t.ok(lines.includes('buffer_requests'), 'with its body, a POST too')
+  // Caddy 2.6 gives a buffered body back to a pool at the first try: a retry may carry another request's body.
+  t.notOk(lines.some((l) => l.startsWith('buffer_requests') || l.startsWith('request_buffers')), 'no request buffering, which Caddy 2.6 mixes up between requests on a retry')
   t.strictSame(config.trustProxy, [config.host])
   t.equal(config.maxConnectionsPerAddress, 0)
 })
