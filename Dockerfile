@@ -63,7 +63,7 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
 
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/src/cli.js", "serve"]
-# docker stop sends SIGTERM: running deployments are interrupted (SIGKILL after SERVICE_PIPELINE_GRACE_MS, 5 s) and
-# the calls waiting on them answered. Docker's own wait before SIGKILL is 10 s; give it more if you raise the grace:
-# docker stop -t 30, or stop_grace_period in Compose.
+# docker stop sends SIGTERM: requests in flight end (within SERVICE_STOP_SETTLE_MS, 3 s), then running deployments are
+# interrupted (SIGKILL after SERVICE_PIPELINE_GRACE_MS, 5 s) and the calls waiting on them answered. Docker's own wait
+# before SIGKILL is 10 s; give it more if you raise either: docker stop -t 30, or stop_grace_period in Compose.
 STOPSIGNAL SIGTERM

@@ -250,11 +250,23 @@ async function envKeyCommand(config: Config, words: string[], own: Record<string
   }
 }
 
+/**
+ * The commands that change what a credential resolves to: servers that share a PostgreSQL database through Redis cache
+ * credentials, so these go through the revocation barrier (SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX as the servers
+ * have them) and are refused beside such servers without it. Every other command needs no Redis (db/open-repos.ts).
+ */
+const CREDENTIAL_CHANGES = new Set(['keys revoke', 'users disable', 'users enable', 'members set', 'members remove'])
+
+/** Warnings of the storage and of the barrier (a server that did not acknowledge a change), on stderr. */
+function warn(message: string): void {
+  process.stderr.write(`service-mcp: ${message}\n`)
+}
+
 async function admin(config: Config, words: string[], own: Record<string, string>): Promise<void> {
-  const { repos, close } = await openRepos(config)
+  const [area, verb, ...rest] = words
+  const key = `${area ?? ''} ${verb ?? ''}`.trim()
+  const { repos, close } = await openRepos(config, warn, { changesCredentials: CREDENTIAL_CHANGES.has(key) })
   try {
-    const [area, verb, ...rest] = words
-    const key = `${area ?? ''} ${verb ?? ''}`.trim()
     switch (key) {
       case 'orgs list':
         return table((await repos.organizations.list()).map((o) => ({ id: o.id, slug: o.slug, name: o.name, created: when(o.createdAt) })))
@@ -395,7 +407,8 @@ async function main(argv: string[]): Promise<void> {
     throw new AreaUsageError(`${words[0]} ${problem}: ${commands.verbs.join(', ')}`, commands.lines)
   }
   if (words[0] === 'serve') return serve(configFlags)
-  const config = loadConfig({ argv: configFlags })
+  // Only `env-key` opens env var values; every other command works on a PostgreSQL database without SERVICE_ENV_KEY.
+  const config = loadConfig({ argv: configFlags, requireEnvKey: words[0] === 'env-key' })
   if (words[0] === 'migrate') {
     await (await openRepos(config)).close()
     return out(`migrations applied to ${maskedUrl(config.database)}`)
@@ -416,7 +429,7 @@ async function main(argv: string[]): Promise<void> {
 function storageFailure(argv: string[], err: unknown): DatabaseError | undefined {
   let database: string
   try {
-    database = loadConfig({ argv: parseArgs(argv).configFlags }).database
+    database = loadConfig({ argv: parseArgs(argv).configFlags, requireEnvKey: false }).database
   } catch {
     return undefined
   }

@@ -66,6 +66,7 @@ interface RawConfig {
   pipelines: Record<string, PipelineConfig>
   pipelineTimeoutMs: number
   pipelineGraceMs: number
+  stopSettleMs: number
   elicitationTimeoutMs: number
   listTtlMs: number
   readTtlMs: number
@@ -206,6 +207,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); each `cwd` must be a folder at start; default: `default` runs `scripts/pipelines/example.mjs`' },
   { key: 'pipelineTimeoutMs', env: 'SERVICE_PIPELINE_TIMEOUT_MS', flag: '--pipeline-timeout-ms', kind: 'int', default: 1_800_000, min: 1, doc: 'A pipeline run still going after this long is stopped and fails (30 min)' },
   { key: 'pipelineGraceMs', env: 'SERVICE_PIPELINE_GRACE_MS', flag: '--pipeline-grace-ms', kind: 'int', default: 5_000, min: 1, doc: 'Time between SIGTERM and SIGKILL when a run is cancelled or the server stops' },
+  { key: 'stopSettleMs', env: 'SERVICE_STOP_SETTLE_MS', flag: '--stop-settle-ms', kind: 'int', default: 3_000, min: 0, doc: 'On SIGTERM, how long requests in flight (and the idle connections of a proxy in front) get to end before the server stops what still runs; meanwhile new connections are refused and new requests on open ones answered 503 (3 s; 0: no wait)' },
   { key: 'elicitationTimeoutMs', env: 'SERVICE_ELICITATION_TIMEOUT_MS', flag: '--elicitation-timeout-ms', kind: 'int', default: 120_000, min: 1, doc: 'How long a confirmation prompt waits for the user (120 s)' },
   { key: 'listTtlMs', env: 'SERVICE_LIST_TTL_MS', flag: '--list-ttl-ms', kind: 'int', default: 60_000, min: 0, doc: '`ttlMs` of `tools/list`, `prompts/list`, `resources/list` and `resources/templates/list` results on 2026-07-28 requests: how long a client may reuse them (1 min)' },
   { key: 'readTtlMs', env: 'SERVICE_READ_TTL_MS', flag: '--read-ttl-ms', kind: 'int', default: 0, min: 0, doc: '`ttlMs` of `resources/read` results on 2026-07-28 requests (0: read again each time; deployment logs grow)' },
@@ -346,6 +348,11 @@ export function loadConfig(options: {
   env?: NodeJS.ProcessEnv
   argv?: readonly string[]
   overrides?: Partial<RawConfig>
+  /**
+   * False for what never reads or writes an env var value (the command line's lists, keys, users, members): a
+   * PostgreSQL database then needs no SERVICE_ENV_KEY. The server and `env-key` need it (default true).
+   */
+  requireEnvKey?: boolean
 } = {}): Config {
   const env = options.env ?? process.env
   const flags = parseFlags(options.argv ?? [])
@@ -426,7 +433,7 @@ export function loadConfig(options: {
   }
   // The default key file lives beside the database file; a database URL has no folder, and every process serving one
   // database must seal with the same key anyway.
-  if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile) {
+  if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile && options.requireEnvKey !== false) {
     throw new ConfigError('SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)')
   }
   if (cfg.redisUrl && !/^rediss?:\/\//i.test(cfg.redisUrl)) {

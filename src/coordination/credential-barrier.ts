@@ -22,6 +22,13 @@ export interface CredentialBarrierOptions {
 export interface CredentialBarrier extends CredentialChanges {
   /** Subscribes (and, for a server, starts its heartbeat); before any request is served. */
   start(options: { serving: boolean }): Promise<void>
+  /**
+   * Asks every live server process to drop its credential cache (harmless: it reads the database again) and waits, as a
+   * change does, for their answers: the live processes and those that did not answer within a lease. The command line
+   * asks before it changes a credential: servers that hear nothing of it are on another Redis or prefix, and would keep
+   * serving what it revokes from their caches.
+   */
+  probe(): Promise<{ live: string[]; missing: string[] }>
   stop(): void
 }
 
@@ -60,7 +67,8 @@ export function credentialBarrier(options: CredentialBarrierOptions): Credential
   /** True while this process may trust its cache: its subscription carried something within the last lease. */
   const trusted = () => bus.listening && now() - lastHeard < leaseMs
 
-  async function publishChange(): Promise<void> {
+  /** Publishes a change and waits for the live processes to acknowledge it, a lease at most: those that did not. */
+  async function publishChange(): Promise<{ live: string[]; missing: string[] }> {
     const id = randomUUID()
     const acked = new Set<string>([processId])
     let wake = () => {}
@@ -69,14 +77,11 @@ export function credentialBarrier(options: CredentialBarrierOptions): Credential
     try {
       await bus.publish(CHANGED, { id, from: processId })
       for (;;) {
-        const missing = (await options.liveIds()).filter((p) => !acked.has(p))
-        if (missing.length === 0) return
-        const left = deadline - now()
-        if (left <= 0) {
-          options.warn('credential change: some processes did not acknowledge it within a lease; they serve no cached credential until they hear Redis again', { processes: missing })
-          return
-        }
+        const live = (await options.liveIds()).filter((p) => p !== processId)
+        const missing = live.filter((p) => !acked.has(p))
+        if (missing.length === 0 || deadline - now() <= 0) return { live, missing }
         // Woken by the next acknowledgement, or after a while to read the live processes again (one may have died).
+        const left = deadline - now()
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, Math.min(left, Math.max(1, Math.floor(leaseMs / 6))))
           wake = () => {
@@ -91,10 +96,14 @@ export function credentialBarrier(options: CredentialBarrierOptions): Credential
   }
 
   return {
-    bump() {
+    async bump() {
       changed = true
-      return publishChange()
+      const { missing } = await publishChange()
+      if (missing.length > 0) {
+        options.warn('credential change: some processes did not acknowledge it within a lease; they serve no cached credential until they hear Redis again', { processes: missing })
+      }
     },
+    probe: publishChange,
     takeChanged() {
       // Cut off (or not yet sure it hears Redis): every request is verified against the database.
       if (!trusted()) return true

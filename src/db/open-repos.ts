@@ -5,6 +5,7 @@ import { newId } from '../lib/crypto.js'
 import { openDatabase } from './client.js'
 import type { Bus } from '../coordination/bus.js'
 import type { PostgresHandle } from './postgres.js'
+import type { CredentialChanges } from './repos/credential-changes.js'
 import { createRepos, reposOn, type Repos } from './repos/index.js'
 
 type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
@@ -14,11 +15,14 @@ type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
  * migrated as the server would. `close` lets go of the connection (or pool).
  *
  * Servers on PostgreSQL serve credentials from their caches, and learn of a change only through the credential barrier
- * (coordination/credential-barrier.ts): the command line joins it, over Redis beside servers that coordinate through
- * it (with the same SERVICE_REDIS_URL; without it, it is refused beside them), over the database itself beside a
- * server that serves it alone, and its changes return once every server dropped its cache.
+ * (coordination/credential-barrier.ts). A command that changes what a credential resolves to (`changesCredentials`: a
+ * key revoked, a user disabled, a role changed) joins it, checks first that the servers hear it, and returns once every
+ * server dropped its cache: over Redis beside servers coordinated through it (with their SERVICE_REDIS_URL and
+ * SERVICE_REDIS_PREFIX; without them it is refused), over the database itself (db/postgres-bus.ts) beside a server that
+ * serves it alone. Any other command (a list, a new key, a new user) needs neither: what it reads or adds reaches the
+ * servers through the database alone.
  */
-export async function openRepos(where: Where, warn: (message: string) => void = () => {}): Promise<{ repos: Repos; close(): Promise<void> }> {
+export async function openRepos(where: Where, warn: (message: string) => void = () => {}, options: { changesCredentials?: boolean } = {}): Promise<{ repos: Repos; close(): Promise<void> }> {
   const { database } = where
   if (!isPostgresUrl(database)) {
     const handle = openDatabase(database)
@@ -26,16 +30,16 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
   }
   // PostgreSQL's and Redis's clients are loaded only for a postgres:// database: a command on a SQLite file starts in
   // about half the time without them.
-  const { coordinatedServers, openPostgres } = await import('./postgres.js')
+  const { coordinatedServers, openPostgres, postgresStore } = await import('./postgres.js')
   const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
   try {
+    if (options.changesCredentials !== true) return { repos: reposOn(postgresStore(handle.db), noCredentialChanges(database)), close: () => handle.close() }
+    const servers = await coordinatedServers(handle.pool)
+    if (servers === 0) return await withBarrier(where, handle, warn, 'database')
     if (!where.redisUrl) {
-      const servers = await coordinatedServers(handle.pool)
-      if (servers > 0) {
-        throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis: set SERVICE_REDIS_URL (and SERVICE_REDIS_PREFIX) as they have them, so that a change made here reaches them`)
-      }
+      throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis, which cache credentials: a command that changes one needs SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX as they have them, so that the change reaches them`)
     }
-    return await withBarrier(where, handle, warn)
+    return await withBarrier(where, handle, warn, 'redis')
   } catch (err) {
     await handle.close()
     throw err
@@ -43,13 +47,27 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
 }
 
 /**
+ * A command that was not declared to change credentials must not change one: it joined no barrier, so the servers
+ * would never hear of it. A repository write that does anyway is a mistake in the command line, reported loudly rather
+ * than left to serve a revoked key from a cache.
+ */
+function noCredentialChanges(database: string): CredentialChanges {
+  return {
+    bump() {
+      throw new Error(`a command of the command line not declared as changing credentials changed one on ${maskedUrl(database)} without telling the servers (a bug: declare it with changesCredentials)`)
+    },
+    takeChanged: () => true,
+  }
+}
+
+/**
  * The repositories behind the credential barrier: a change returns once every live server dropped its credential
- * cache. The barrier's bus is Redis's beside servers coordinated through it, and the database's own (LISTEN/NOTIFY,
+ * cache. Its bus is Redis's beside servers coordinated through it, and the database's own (LISTEN/NOTIFY,
  * db/postgres-bus.ts) beside a server that serves it alone.
  */
-async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void) {
+async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void, over: 'redis' | 'database') {
   const [{ credentialBarrier }, { postgresStore }] = await Promise.all([import('../coordination/credential-barrier.js'), import('./postgres.js')])
-  const link = where.redisUrl ? await redisLink(where, warn) : await databaseLink(where, handle, warn)
+  const link = over === 'redis' ? await redisLink(where, warn) : await databaseLink(where, handle, warn)
   const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
   const barrier = credentialBarrier({
     bus: link.bus,
@@ -59,20 +77,29 @@ async function withBarrier(where: Where, handle: PostgresHandle, warn: (message:
     warn: (message, details) => warn(`${message}: ${JSON.stringify(details)}`),
   })
   const repos = reposOn(postgresStore(handle.db), barrier)
+  const close = async () => {
+    barrier.stop()
+    await link.close()
+    await handle.close()
+  }
   try {
     await barrier.start({ serving: false })
+    // Servers on another Redis or prefix would never hear of the change, and keep serving what it revokes from their
+    // caches: asked first, before anything changes. None answering at all is that mistake (servers merely cut off from
+    // Redis stop trusting their caches on their own, and some of them would still answer).
+    const { live: servers, missing } = await barrier.probe()
+    if (servers.length > 0 && missing.length === servers.length) {
+      const through = over === 'redis'
+        ? `through Redis ${maskedUrl(where.redisUrl)} (SERVICE_REDIS_URL) with prefix ${JSON.stringify(where.redisPrefix)} (SERVICE_REDIS_PREFIX)`
+        : 'through the database (LISTEN/NOTIFY; a server of an older version does not listen)'
+      throw new ConfigError(`None of the ${servers.length} server process${servers.length === 1 ? '' : 'es'} serving ${maskedUrl(where.database)} answered ${through} within ${where.leaseMs} ms (SERVICE_LEASE_MS): give the command line the servers' own values; nothing was changed`)
+    }
   } catch (err) {
+    barrier.stop()
     await link.close()
     throw err
   }
-  return {
-    repos,
-    close: async () => {
-      barrier.stop()
-      await link.close()
-      await handle.close()
-    },
-  }
+  return { repos, close }
 }
 
 async function redisLink(where: Where, warn: (message: string) => void): Promise<{ bus: Bus; close(): Promise<void> }> {

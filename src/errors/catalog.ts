@@ -118,6 +118,11 @@ export const catalog = {
     message: 'The request headers are too large',
     action: 'Send fewer or shorter headers',
   },
+  /**
+   * An HTTP 503 promises that nothing of the request ran, so proxies send it to another process, a POST included
+   * (docs/deploy/nginx.conf): it ends an HTTP exchange only before anything ran (a stopping server's refusal, a session
+   * that could not be stored). A call that had started gets it as a JSON-RPC error inside an HTTP 200, never resent.
+   */
   SERVICE_UNAVAILABLE: {
     status: 503,
     message: 'The server cannot take this request right now',

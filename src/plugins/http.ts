@@ -67,14 +67,19 @@ export function sendServiceError(request: FastifyRequest, reply: FastifyReply, e
 const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts) => {
   fastify.decorate('config', opts.config)
   const shutdown = new Shutdown()
+  shutdown.watch(fastify.server)
   fastify.decorate('shutdown', shutdown)
   let stopping = false
   fastify.decorate('stopping', { getter: () => stopping })
-  // The first preClose hook (this plugin is registered first): requests that arrive from here on, on connections still
-  // open or new ones (the server listens until the drain is over), get the refusal below rather than Fastify's own 503.
+  // The first preClose hook (this plugin is registered first): from here on new connections are refused and requests
+  // that arrive on connections still open get the refusal below rather than Fastify's own 503; the requests in flight
+  // end within SERVICE_STOP_SETTLE_MS before anything is stopped (lib/shutdown.ts has the phases and why).
   fastify.addHook('preClose', async () => {
     stopping = true
-    await shutdown.run((err, phase) => fastify.log.error({ err, phase }, 'shutdown step failed'))
+    const log = (err: unknown, phase: string) => fastify.log.error({ err, phase }, 'shutdown step failed')
+    shutdown.beginStop(fastify.server, log)
+    await shutdown.settle(opts.config.stopSettleMs)
+    await shutdown.run(log)
   })
   // Hooks of every request take `done` rather than returning a promise: Fastify then goes on without a microtask hop
   // (what they throw is caught and answered all the same).
@@ -83,7 +88,11 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
     reply.header('x-request-id', request.id)
     // HTTP/1.1 requires Host (RFC 9112 §3.2). Node would answer 400 itself, without the contract's body and headers.
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') throw fail('BAD_REQUEST', { message: 'The Host header is required' })
-    if (stopping) refuseWhileStopping(request, reply, opts.config)
+    if (stopping) {
+      // The first request of a connection accepted just before the stop is served like one a moment earlier.
+      if (shutdown.admits(request.raw.socket)) reply.header('connection', 'close')
+      else refuseWhileStopping(request, reply, opts.config)
+    }
     done()
   })
   fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, fail('NOT_FOUND')))
@@ -91,18 +100,23 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
 }
 
 /**
- * While the server stops, new requests (on keep-alive connections, or new ones during the drain) are refused with the
- * catalog's 503 and the contract's headers, and their connection is closed after the answer; health checks still
- * answer (/readyz saying why it is not ready). Fastify's own `return503OnClosing` answers without our headers and
- * body shape, and for every route alike, so it is off (app.ts).
+ * While the server stops, new requests (on connections used before the stop began: new connections are refused, and
+ * the first request of one accepted just before is served) are refused with the catalog's 503 and the contract's
+ * headers, and their connection is closed after the answer; health checks still answer (/readyz saying why it is not
+ * ready). Fastify's own `return503OnClosing` answers
+ * without our headers and body shape, and for every route alike, so it is off (app.ts).
+ *
+ * The refusal comes before any handler: nothing of the request ran, so a proxy may send it to another process, a POST
+ * too (docs/deploy/nginx.conf does). Every HTTP 503 the server sends keeps that promise (the README's "Error codes").
  */
 function refuseWhileStopping(request: FastifyRequest, reply: FastifyReply, config: Config): void {
   reply.header('connection', 'close')
   if (request.routeOptions.config.servedWhileStopping === true) return
   throw fail('SERVICE_UNAVAILABLE', {
     message: 'The server is shutting down',
-    // The drain lasts at most about the pipelines' grace period; by then another instance (or this one, restarted) answers.
-    retryAfter: Math.max(1, Math.ceil(config.pipelineGraceMs / 1000)),
+    // The stop lasts at most about the settle period and the pipelines' grace period; by then another instance (or this
+    // one, restarted) answers.
+    retryAfter: Math.max(1, Math.ceil((config.stopSettleMs + config.pipelineGraceMs) / 1000)),
   })
 }
 

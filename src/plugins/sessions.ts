@@ -111,6 +111,12 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   })
 
   fastify.addHook('onReady', async () => store.start())
+  // At the start of a stop the sessions' GET streams end (cleanly: the SDKs reconnect after a clean end too), so their
+  // clients open them again through the proxy on another process, which serves any request of any session. What the
+  // server would send on a session's GET stream while none is open is dropped, as the 2025 revisions allow.
+  fastify.shutdown.onStop(() => {
+    for (const session of store.liveSessions()) session.runtime?.standalone?.end()
+  })
   // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end
   // end and answer (deployments); what still runs now is stopped, and answered by the transport, before its stream ends.
   fastify.shutdown.onFinish(async () => {

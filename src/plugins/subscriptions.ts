@@ -164,6 +164,8 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
     method: 'subscriptions/listen',
     eras: ['modern'],
     params: validateFilter,
+    // Open until the client or the server ends it: a stop ends it (its listen result) rather than wait for it.
+    longLived: () => true,
     precheck(params, ctx) {
       if (params.notifications.taskIds !== undefined && !declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)) {
         throw fail('MISSING_CLIENT_CAPABILITY', {

@@ -134,6 +134,11 @@ export interface RequestMethod<P = Record<string, unknown>> {
   limits?(params: P, principal: Principal): DeclaredLimit | null
   /** True when the answer should be an SSE stream even though the client also accepts JSON. */
   prefersStream?(params: P, ctx: PrecheckContext): boolean
+  /**
+   * True for a call that runs until it is stopped or for longer than a stop waits (a deployment, a listen stream): a
+   * stopping server does not wait for it to end before it stops it (lib/shutdown.ts, the settle phase).
+   */
+  longLived?(params: P, ctx: PrecheckContext): boolean
   handle(params: P, ctx: CallContext): Promise<Record<string, unknown>> | Record<string, unknown>
 }
 

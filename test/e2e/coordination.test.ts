@@ -119,18 +119,35 @@ t.test('a revocation made on one process counts on the very next request on anot
   await a!.app.repos.apiKeys.revoke(first.keyId)
   t.equal(await whoami(b, onB), 401, 'revoked through A: refused by B on the very next request')
 
-  // The command line joins the servers through Redis; without it, it is refused beside them.
+  // The command line joins the servers through Redis to change a credential; without it, it is refused beside them.
   const second = await createMember(a!, { role: 'developer' })
   const secondOnB = (await openSession(b!.mcpUrl, second.key)).headers
   t.equal(await whoami(b, secondOnB), 200)
-  const env = { SERVICE_DATABASE: url, SERVICE_ENV_KEY: ENV_KEY }
+  const env = { SERVICE_DATABASE: url }
   const refused = await cli(['keys', 'revoke', second.keyId], env)
   t.equal(refused.code, 2, 'the CLI without SERVICE_REDIS_URL is refused')
-  t.match(refused.stderr, /coordinated through Redis: set SERVICE_REDIS_URL/)
+  t.match(refused.stderr, /coordinated through Redis, which cache credentials: a command that changes one needs SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX/)
+  t.equal(await whoami(b, secondOnB), 200, 'and changed nothing')
+  // On another prefix (or another Redis) the servers would never hear of it: asked first, refused, nothing changed.
+  const elsewhere = await cli(['keys', 'revoke', second.keyId], { ...env, SERVICE_REDIS_URL: redisUrl(), SERVICE_REDIS_PREFIX: `${prefix}other:`, SERVICE_LEASE_MS: '600' })
+  t.equal(elsewhere.code, 2, 'the CLI on another SERVICE_REDIS_PREFIX is refused')
+  t.match(elsewhere.stderr, /None of the 2 server processes .* answered through Redis .* \(SERVICE_REDIS_PREFIX\) .*nothing was changed/)
   t.equal(await whoami(b, secondOnB), 200, 'and changed nothing')
   const revoked = await cli(['keys', 'revoke', second.keyId], { ...env, SERVICE_REDIS_URL: redisUrl(), SERVICE_REDIS_PREFIX: prefix })
   t.equal(revoked.code, 0, revoked.stderr)
   t.equal(await whoami(b, secondOnB), 401, 'revoked by the CLI: refused by B on the very next request')
+
+  // What changes no credential needs neither Redis nor the env key: lists, and a new key (read from the database by
+  // whichever process sees it first).
+  const listed = await cli(['keys', 'list'], env)
+  t.equal(listed.code, 0, listed.stderr)
+  t.match(listed.stdout, second.keyId, 'keys list without Redis or the env key')
+  t.equal((await cli(['members', 'list'], env)).code, 0, 'members list too')
+  const created = await cli(['keys', 'create', 'owner@example.com'], env)
+  t.equal(created.code, 0, created.stderr)
+  const fresh = created.stdout.trim()
+  t.match(fresh, /^service_mcp_/)
+  t.equal(await whoami(b, (await openSession(b!.mcpUrl, fresh)).headers), 200, 'a key created without Redis works on the servers')
 })
 
 t.test('processes started together on a fresh database migrate it once', async (t) => {

@@ -5,6 +5,7 @@ import { postgresClient } from '../helpers/backends.js'
 import { ELICITING, LOG_LEVEL_KEY, modernLive } from '../helpers/modern.js'
 import { answered, ask, ENV_KEY, PIPELINES, seedApp } from '../helpers/modern-runs.js'
 import { startServer } from '../helpers/server.js'
+import { until } from '../helpers/stream.js'
 
 /**
  * GET /healthz and GET /readyz over real sockets: while running, while the database does not answer, and while the
@@ -68,7 +69,7 @@ t.test('the database does not answer: /readyz 503 naming the check, /healthz sti
   t.strictSame(live.json, { status: 'ok' })
 })
 
-t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other routes 503, then connections refused', async (t) => {
+t.test('while the server stops: new connections refused; on open ones /readyz 503 (shutdown), /healthz 200, other routes 503', async (t) => {
   // The drain must outlast every check below on a loaded machine: with 1.5 s it ended mid-checks in CI (the listener
   // closed, ECONNREFUSED). Once they are done, the test kills the pipeline itself to end the drain.
   const GRACE_MS = 15_000
@@ -84,35 +85,30 @@ t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other rout
   const pid = Number(/started pid=(\d+)/.exec(await deploying.waitFor((text) => /started pid=\d+/.test(text), 10_000, "the pipeline's first line"))![1])
   t.equal(server.app.pipelines.running, 1, 'the deployment runs')
 
-  // A keep-alive connection opened before the stop.
-  const client = new Client(server.url, { pipelining: 1 })
-  t.teardown(() => client.destroy())
-  let connections = 0
-  client.on('connect', () => connections++)
-  t.equal((await getJson(client, '/readyz')).status, 200, 'ready before the stop')
-  t.equal(connections, 1)
+  // Keep-alive connections opened before the stop, one for each request after it: each answer then closes its own.
+  const clients = Array.from({ length: 4 }, () => new Client(server.url, { pipelining: 1 }))
+  t.teardown(() => Promise.all(clients.map((c) => c.destroy())))
+  for (const client of clients) t.equal((await getJson(client, '/readyz')).status, 200, 'ready before the stop')
+  const [forReady, forLive, forMcp, forOther] = clients as [Client, Client, Client, Client]
 
   const stopped = server.close()
-  let refused: Awaited<ReturnType<typeof getJson>> | undefined
-  const deadline = Date.now() + 1000
-  while (!refused && Date.now() < deadline) {
-    const r = await getJson(client, '/readyz')
-    if (r.status === 503) refused = r
-  }
-  t.ok(refused, '/readyz answers 503 once the stop began')
-  t.equal(connections, 1, 'on the connection opened before the stop')
-  t.strictSame(refused?.json, { status: 'unavailable', checks: { database: 'ok', shutdown: 'fail' } })
-  t.match(refused?.headers['x-request-id'], UUID)
-  t.match(refused?.headers['x-service-mcp-version'], DATE)
-  t.equal(refused?.headers.connection, 'close', 'and the client is told to close the connection')
-  t.equal(server.app.pipelines.running, 1, 'during the drain: the deployment is still being stopped')
+  // From the first moment of the stop the listener is closed, so a proxy in front hears of it by the next connection it
+  // opens: a refusal, which it sends to another process whatever the method (nothing was sent).
+  await until(() => server.app.stopping, 5000, 'the stop to begin')
+  const fresh = new Client(server.url)
+  t.teardown(() => fresh.destroy())
+  await t.rejects(getJson(fresh, '/healthz'), { code: 'ECONNREFUSED' }, 'a new connection is refused from the first moment')
+  const refused = await getJson(forReady, '/readyz')
+  t.equal(refused.status, 503, '/readyz answers 503 on a connection opened before the stop')
+  t.strictSame(refused.json, { status: 'unavailable', checks: { database: 'ok', shutdown: 'fail' } })
+  t.match(refused.headers['x-request-id'], UUID)
+  t.match(refused.headers['x-service-mcp-version'], DATE)
+  t.equal(refused.headers.connection, 'close', 'and the client is told to close the connection')
 
-  // A new connection is still accepted while the drain lasts: liveness 200, readiness 503, anything else 503.
-  const live = await getJson(client, '/healthz')
-  t.equal(live.status, 200)
+  const live = await getJson(forLive, '/healthz')
+  t.equal(live.status, 200, 'liveness: the process still serves')
   t.strictSame(live.json, { status: 'ok' })
-  t.equal(connections, 2, 'on a new connection')
-  const mcp = await client.request({ method: 'POST', path: '/mcp', headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' })
+  const mcp = await forMcp.request({ method: 'POST', path: '/mcp', headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' })
   const body = JSON.parse(await mcp.body.text())
   t.equal(mcp.statusCode, 503, '/mcp is refused')
   t.equal(body.error.code, 'SERVICE_UNAVAILABLE')
@@ -120,7 +116,7 @@ t.test('while the server stops: /readyz 503 (shutdown), /healthz 200, other rout
   t.equal(mcp.headers['retry-after'], String(Math.ceil(GRACE_MS / 1000)))
   t.match(mcp.headers['x-request-id'], UUID)
   t.match(mcp.headers['x-service-mcp-version'], DATE)
-  const other = await getJson(client, '/.well-known/oauth-protected-resource/mcp')
+  const other = await getJson(forOther, '/.well-known/oauth-protected-resource/mcp')
   t.equal(other.status, 503, 'and so is every other route')
   t.equal(server.app.pipelines.running, 1, 'all of this during the drain')
 

@@ -13,7 +13,9 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 export function spawnCli(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, [...cliEntry(), ...args], { cwd: root, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+  // A settle period on SIGTERM would wait for the idle keep-alive connections that a test's own client keeps: tests of
+  // the stop's settle phase set their own (rolling-restart).
+  return spawn(process.execPath, [...cliEntry(), ...args], { cwd: root, env: cleanEnv({ SERVICE_STOP_SETTLE_MS: '0', ...env }), stdio: ['ignore', 'pipe', 'pipe'] })
 }
 
 let entry: string[] | undefined

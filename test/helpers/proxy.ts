@@ -62,8 +62,10 @@ export const PUBLIC_HOST = 'mcp.example.com'
  */
 export function nginxSite(text: string, ports: { listen: number; redirect: number; upstream: number | number[] }): string {
   // Several processes behind one port: one `server` line each (docs/deploy/README.md, "Several processes").
-  const upstreams = (Array.isArray(ports.upstream) ? ports.upstream : [ports.upstream]).map((p) => `server 127.0.0.1:${p};`).join('\n    ')
-  let site = swap(text, 'server 127.0.0.1:3000;', upstreams)
+  // The recipe's parameters of the line (max_fails, fail_timeout) stay as they are on each.
+  const parameters = /^ {4}server 127\.0\.0\.1:3000( [^;\n]*)?;$/m.exec(text)?.[1] ?? ''
+  const upstreams = (Array.isArray(ports.upstream) ? ports.upstream : [ports.upstream]).map((p) => `server 127.0.0.1:${p}${parameters};`).join('\n    ')
+  let site = swap(text, /^ {4}server 127\.0\.0\.1:3000( [^;\n]*)?;$/gm, `    ${upstreams}`)
   site = swap(site, /^ {4}listen 80;$/gm, `    listen 127.0.0.1:${ports.redirect};`)
   site = swap(site, /^ {4}listen \[::\]:80;\n/gm, '')
   site = swap(site, /^ {4}listen 443 ssl;$/gm, `    listen 127.0.0.1:${ports.listen};`)
@@ -73,9 +75,11 @@ export function nginxSite(text: string, ports: { listen: number; redirect: numbe
 }
 
 /** docs/deploy/Caddyfile for loopback: the site is served in plain HTTP on `listen`, to the test server. */
-export function caddySite(text: string, ports: { listen: number; upstream: number }): string {
+export function caddySite(text: string, ports: { listen: number; upstream: number | number[] }): string {
   let site = swap(text, /^mcp\.example\.com \{$/gm, `http://127.0.0.1:${ports.listen} {`)
-  site = swap(site, 'reverse_proxy 127.0.0.1:3000', `reverse_proxy 127.0.0.1:${ports.upstream}`)
+  // Several processes: all of them on the one line (the recipe's comment says so).
+  const upstreams = (Array.isArray(ports.upstream) ? ports.upstream : [ports.upstream]).map((p) => `127.0.0.1:${p}`).join(' ')
+  site = swap(site, 'reverse_proxy 127.0.0.1:3000', `reverse_proxy ${upstreams}`)
   // Global options come first: no admin API (it would take port 2019), and a stop that cuts open SSE streams at once
   // instead of waiting for them to end.
   return `{\n\tadmin off\n\tgrace_period 100ms\n}\n\n${site}`
@@ -177,7 +181,7 @@ export async function startNginx(t: Teardown, nginx: string, upstream: number | 
 }
 
 /** Caddy from docs/deploy/Caddyfile in front of 127.0.0.1:upstream, with a temporary HOME and XDG folders. */
-export async function startCaddy(t: Teardown, caddy: string, upstream: number): Promise<RunningProxy> {
+export async function startCaddy(t: Teardown, caddy: string, upstream: number | number[]): Promise<RunningProxy> {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-caddy-'))
   const listen = await freePort()
   const file = join(dir, 'Caddyfile')

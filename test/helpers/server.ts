@@ -86,6 +86,9 @@ export async function startServer(
       bootstrapApiKey: OWNER_KEY,
       // Tests send far more than a person would: ceilings out of reach unless a test sets its own (rate-limit tests).
       ...UNLIMITED,
+      // A test's own client keeps idle keep-alive connections for a minute: a settle period would wait for them at
+      // every teardown. Tests of the stop itself set their own (rolling-restart, health).
+      stopSettleMs: 0,
       ...postgresKey,
       ...config,
     },

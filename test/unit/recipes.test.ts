@@ -203,7 +203,7 @@ t.test('systemd unit: what it promises', async (t) => {
   t.equal(one('KillSignal'), 'SIGTERM')
   t.equal(one('KillMode'), 'mixed', 'SIGTERM to the server alone: it stops its deployments itself')
   const stopSeconds = Number(/^(\d+)s?$/.exec(one('TimeoutStopSec') ?? '')?.[1])
-  t.ok(stopSeconds * 1000 >= defaultOf('pipelineGraceMs') + 10_000, `TimeoutStopSec ${stopSeconds}s leaves the pipeline grace period and the drain time`)
+  t.ok(stopSeconds * 1000 >= defaultOf('stopSettleMs') + defaultOf('pipelineGraceMs') + 10_000, `TimeoutStopSec ${stopSeconds}s leaves the settle period, the pipeline grace period and the drain time`)
   t.equal(one('Restart'), 'on-failure')
   t.ok(one('RestartPreventExitStatus')?.split(/\s+/).includes('2'), 'exit code 2 (bad settings) is not retried')
   for (const [key, value] of [['NoNewPrivileges', 'yes'], ['ProtectSystem', 'strict'], ['ProtectHome', 'yes'], ['PrivateTmp', 'yes']]) {
@@ -233,7 +233,16 @@ t.test('nginx recipe: what it promises', async (t) => {
   const settings = documentedSettings(text)
   const config = loadConfig({ env: settings })
   t.equal(config.baseUrl, 'https://mcp.example.com', 'SERVICE_BASE_URL is the server_name, over https')
-  t.ok(lines.includes(`server ${config.host}:${config.port};`), 'the upstream is where the settings make the server listen')
+  t.ok(lines.some((l) => l.startsWith(`server ${config.host}:${config.port} `) || l === `server ${config.host}:${config.port};`), 'the upstream is where the settings make the server listen')
+  // A rolling restart (test/e2e/rolling-restart.test.ts runs it): what the server refused with 503 (nothing ran) or
+  // never received (a refused connection) goes to another process, a POST included; nothing that may have run does.
+  t.ok(lines.includes('proxy_next_upstream error timeout http_503;'), 'refused connections, timeouts and 503s go to the next process')
+  t.notOk(lines.some((l) => l.includes('non_idempotent')), 'never a POST that was sent and then failed')
+  t.ok(lines.includes('error_page 503 = @service_mcp_retry;') && lines.includes('location @service_mcp_retry {'), 'a POST answered 503 is sent again')
+  t.ok(lines.includes('recursive_error_pages on;'), 'and again, when the retry lands on a stopping process too')
+  t.ok(lines.includes('limit_conn_status 429;'), 'nginx\'s own refusals are no 503, which would be sent on anyway')
+  const failTimeout = Number(/ fail_timeout=(\d+)s;$/m.exec(lines.join('\n'))?.[1])
+  t.ok(failTimeout > 0 && failTimeout <= 5, `a restarted process is tried again within ${failTimeout} s`)
   t.strictSame(config.trustProxy, [config.host], 'nginx connects from the loopback address it proxies to, the one trusted')
   t.equal(config.maxConnectionsPerAddress, 0)
 })
@@ -266,6 +275,11 @@ t.test('Caddy recipe: what it promises', async (t) => {
   const config = loadConfig({ env: documentedSettings(text) })
   t.equal(config.baseUrl, 'https://mcp.example.com')
   t.ok(lines.includes(`reverse_proxy ${config.host}:${config.port} {`), 'the upstream is where the settings make the server listen')
+  t.ok(lines.includes('health_uri /readyz'), 'a stopping or unready process is taken out by its readiness')
+  t.ok(lines.includes('keepalive off'), 'no kept connection reaches a stopping process, whose 503 Caddy could not retry')
+  t.ok(lines.some((l) => l.startsWith('lb_try_duration ')), 'a refused connection is tried on another process')
+  // Caddy 2.6 gives a buffered body back to a pool at the first try: a retry may carry another request's body.
+  t.notOk(lines.some((l) => l.startsWith('buffer_requests') || l.startsWith('request_buffers')), 'no request buffering, which Caddy 2.6 mixes up between requests on a retry')
   t.strictSame(config.trustProxy, [config.host])
   t.equal(config.maxConnectionsPerAddress, 0)
 })

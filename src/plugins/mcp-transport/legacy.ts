@@ -232,12 +232,21 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       if (!('def' in a)) answer.add(position, a)
     })
     if (upfront) answer.open()
+    // A stopping server waits for the calls in flight (their answers then reach the client, lib/shutdown.ts), even one
+    // whose client went away, but not for a call that would outlast any stop (a deployment): its answer is parked.
+    const longLived = calls.map((call) => call.def.longLived?.(call.params, precheck(call)) === true)
+    if (longLived.length > 0 && longLived.every(Boolean)) fastify.shutdown.park(reply.raw)
     const runAt = async (a: PreparedRequest, position: number) => {
       // A call the shutdown stops is answered at once, before the session's streams end (stopping.ts).
       const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(a.message.method, a.params.name))))
-      const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
-      seen?.get(a.message)!.answered(response)
-      answer.add(position, response)
+      const release = longLived[calls.indexOf(a)] === true ? undefined : fastify.shutdown.hold()
+      try {
+        const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
+        seen?.get(a.message)!.answered(response)
+        answer.add(position, response)
+      } finally {
+        release?.()
+      }
     }
     // The usual POST holds one request: run it without the batch's bookkeeping.
     if (answers.length === 1 && calls.length === 1) await runAt(calls[0]!, 0)
@@ -312,6 +321,8 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     get(request, reply) {
       const principal = request.principal!
       if (!parseAccept(request.headers.accept).sse) throw fail('NOT_ACCEPTABLE', { message: 'GET /mcp opens an SSE stream: Accept must include text/event-stream' })
+      // A stream ends when the server ends it (a resumed one with its call, which the stop waits for on its own).
+      fastify.shutdown.park(reply.raw)
       const resolved = resolveSession(request, principal)
       return resolved instanceof Promise ? resolved.then((session) => openGet(request, reply, session)) : openGet(request, reply, resolved)
     },

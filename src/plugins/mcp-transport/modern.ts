@@ -312,6 +312,8 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     } catch (err) {
       return failBeforeAnswer(reply, message.id, err, seen)
     }
+    // A stopping server does not wait for a call that would outlast any stop (a deployment, a listen): it is parked.
+    if (def.longLived?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id }) === true) fastify.shutdown.park(reply.raw)
     const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
     // Stopped by the shutdown: answered at once, whether or not the handler heeds its signal (stopping.ts).
     const stopped = () => respond(reply, def, message.id, errorResponse(message.id, stoppedByShutdown(message.method, prepared.params.name)), sink, accept, seen)

@@ -135,6 +135,11 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       const tool = registry.get(params.name)
       return params._meta?.progressToken !== undefined || tool?.def.longRunning === true || tool?.def.confirm === true
     },
+    // A deployment runs for minutes: a stop interrupts it (and answers its call) rather than wait for it. With the tasks
+    // extension the call only starts the task and answers at once.
+    longLived(params, ctx) {
+      return registry.get(params.name)?.def.longRunning === true && !declaresExtension(ctx.exchange.clientCapabilities, TASKS_EXTENSION)
+    },
     handle: async (params, ctx) => {
       const result = await guarded(params, ctx)
       // A replayed confirmation of a task answers the same task, as it is now.
