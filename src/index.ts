@@ -111,9 +111,13 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
     async listen() {
       // The password is hashed before binding; the owner is written right after, in one transaction (bootstrap.ts).
       const bootstrap = await prepareBootstrap(app.repos, config)
+      // Until the owner and its key are written, requests wait (a client may call as soon as the port answers).
+      let opened = () => {}
+      if (bootstrap) app.holdRequestsUntil(new Promise<void>((resolve) => (opened = resolve)))
       try {
         await app.listen({ host: config.host, port: config.port })
       } catch (err) {
+        opened()
         throw listenFailure(config, err)
       }
       const address = app.server.address()
@@ -123,9 +127,11 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
         result = await bootstrap?.commit()
       } catch (err) {
         // A listen() that fails leaves nothing listening; a full disk here is the DatabaseError naming the file.
+        opened()
         await app.close().catch(() => {})
         throw (options.database ? undefined : databaseFailure(config.database, err)) ?? err
       }
+      opened()
       if (result) onBootstrap(result)
       return config.baseUrl
     },

@@ -16,6 +16,12 @@ declare module 'fastify' {
     shutdown: Shutdown
     /** True from the moment the server starts to stop (before its drain phase) until it has closed. */
     readonly stopping: boolean
+    /**
+     * Requests that arrive before `ready` settles wait for it. A first start writes its owner and API key once it
+     * listens (bootstrap.ts): a client that calls with SERVICE_BOOTSTRAP_API_KEY as soon as the port answers must not be
+     * told the key is unknown.
+     */
+    holdRequestsUntil(ready: Promise<unknown>): void
   }
   interface FastifyContextConfig {
     /** The route still answers while the server stops (health checks); every other one answers 503. */
@@ -71,6 +77,14 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
   fastify.decorate('shutdown', shutdown)
   let stopping = false
   fastify.decorate('stopping', { getter: () => stopping })
+  /** What requests wait for before anything else of them runs, while the first start's bootstrap is written; else null. */
+  let opening: Promise<void> | null = null
+  fastify.decorate('holdRequestsUntil', (ready: Promise<unknown>) => {
+    const held: Promise<void> = ready.then(() => {}, () => {}).finally(() => {
+      if (opening === held) opening = null
+    })
+    opening = held
+  })
   // The first preClose hook (this plugin is registered first): from here on new connections are refused and requests
   // that arrive on connections still open get the refusal below rather than Fastify's own 503; the requests in flight
   // end within SERVICE_STOP_SETTLE_MS before anything is stopped (lib/shutdown.ts has the phases and why).
@@ -92,6 +106,10 @@ const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts)
       // The first request of a connection accepted just before the stop is served like one a moment earlier.
       if (shutdown.admits(request.raw.socket)) reply.header('connection', 'close')
       else refuseWhileStopping(request, reply, opts.config)
+    }
+    if (opening !== null) {
+      void opening.then(() => done())
+      return
     }
     done()
   })
