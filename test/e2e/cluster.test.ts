@@ -13,15 +13,14 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import t from 'tap'
-import { postgresClient, postgresDatabase, redisPrefix, redisUrl } from '../helpers/backends.js'
+import { postgresClient } from '../helpers/backends.js'
 import { startServe, type Served } from '../helpers/cli.js'
 import { EXAMPLE } from '../helpers/modern-runs.js'
-import { freePort } from '../helpers/ports.js'
+import { deploymentEnv, distinctPorts } from '../helpers/processes.js'
 import { findBinary, startNginx } from '../helpers/proxy.js'
-import { OWNER_KEY, OWNER_PASSWORD } from '../helpers/server.js'
+import { OWNER_KEY } from '../helpers/server.js'
 import { sleep, until } from '../helpers/stream.js'
 
-const ENV_KEY = Buffer.alloc(32, 0x2d).toString('base64')
 const LEASE_MS = 1500
 /** Long enough to be killed in the middle of: a line every 200 ms for 30 s. */
 const SLOW = "let i = 0; const t = setInterval(() => { console.log('step ' + ++i); if (i === 150) { clearInterval(t) } }, 200)"
@@ -52,32 +51,13 @@ function toolData(result: { content?: unknown; isError?: boolean }): any {
 t.test('three processes behind nginx round-robin, real clients, one process killed mid-run', async (t) => {
   const nginx = findBinary('nginx')
   if (!nginx) throw new Error('nginx is missing: .ci/run installs it (Debian package nginx)')
-  const database = await postgresDatabase(t)
-  const prefix = redisPrefix(t)
-  const ports: number[] = []
-  while (ports.length < 3) {
-    const p = await freePort()
-    if (!ports.includes(p)) ports.push(p)
-  }
-  const env = (port: number) => ({
-    SERVICE_DATABASE: database,
-    SERVICE_ENV_KEY: ENV_KEY,
-    SERVICE_REDIS_URL: redisUrl(),
-    SERVICE_REDIS_PREFIX: prefix,
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: String(port),
-    SERVICE_TRUST_PROXY: '127.0.0.1',
-    SERVICE_MAX_CONNECTIONS_PER_ADDRESS: '0',
-    SERVICE_BOOTSTRAP_API_KEY: OWNER_KEY,
-    SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
+  const ports = await distinctPorts(3)
+  const { database, env } = await deploymentEnv(t, {
     SERVICE_LEASE_MS: String(LEASE_MS),
     SERVICE_LOG_LEVEL: 'debug',
     SERVICE_HEARTBEAT_MS: '1000',
     SERVICE_PIPELINE_GRACE_MS: '300',
     SERVICE_PIPELINES: JSON.stringify({ default: { argv: [process.execPath, EXAMPLE] }, slow: { argv: [process.execPath, '-e', SLOW] } }),
-    SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000',
-    SERVICE_RATE_LIMIT_ORGANIZATION: '1000000',
-    SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000',
   })
   // Started together: they migrate and bootstrap the fresh database once between them.
   const processes: Process[] = await Promise.all(ports.map(async (port) => ({ port, served: await startServe(env(port)) })))

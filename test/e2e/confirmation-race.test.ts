@@ -16,16 +16,15 @@
  */
 import t, { type Test } from 'tap'
 import { Agent, request } from 'undici'
-import { postgresClient, postgresDatabase, redisPrefix, redisUrl } from '../helpers/backends.js'
+import { postgresClient } from '../helpers/backends.js'
 import { startServe, type Served } from '../helpers/cli.js'
 import { ACCEPT_BOTH, callTool, openSession, post, readReply, type RpcReply } from '../helpers/mcp.js'
 import { answerOf, confirmAnswer, ELICITING, modernCall, modernRequest } from '../helpers/modern.js'
-import { freePort } from '../helpers/ports.js'
-import { OWNER_KEY, OWNER_PASSWORD } from '../helpers/server.js'
+import { deploymentEnv, distinctPorts } from '../helpers/processes.js'
+import { OWNER_KEY } from '../helpers/server.js'
 import { openLive } from '../helpers/stream.js'
 import { isElicitation } from '../helpers/confirm.js'
 
-const ENV_KEY = Buffer.alloc(32, 0x3d).toString('base64')
 /** Trials per era and tool: 4 × TRIALS runs of three copies. */
 const TRIALS = 50
 /** The most a copy's start is delayed, by trial: all at once, then spread over a claim's pending and running windows. */
@@ -48,28 +47,11 @@ interface Cluster {
 }
 
 async function startCluster(t: Test): Promise<Cluster> {
-  const database = await postgresDatabase(t)
-  const prefix = redisPrefix(t)
-  const ports: number[] = []
-  while (ports.length < 3) {
-    const port = await freePort()
-    if (!ports.includes(port)) ports.push(port)
-  }
-  const env = (port: number) => ({
-    SERVICE_DATABASE: database,
-    SERVICE_ENV_KEY: ENV_KEY,
-    SERVICE_REDIS_URL: redisUrl(),
-    SERVICE_REDIS_PREFIX: prefix,
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: String(port),
-    SERVICE_BOOTSTRAP_API_KEY: OWNER_KEY,
-    SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
+  const ports = await distinctPorts(3)
+  const { database, env } = await deploymentEnv(t, {
     SERVICE_LOG_LEVEL: 'info',
     SERVICE_HEARTBEAT_MS: '60000',
     SERVICE_PIPELINES: JSON.stringify({ default: { argv: PIPELINE } }),
-    SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000',
-    SERVICE_RATE_LIMIT_ORGANIZATION: '1000000',
-    SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000',
   })
   const served: Served[] = await Promise.all(ports.map((port) => startServe(env(port))))
   t.teardown(() => {

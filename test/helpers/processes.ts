@@ -4,9 +4,9 @@ import { freePort } from './ports.js'
 import { OWNER_KEY, OWNER_PASSWORD } from './server.js'
 
 /**
- * Server processes for the rolling-restart tests (rolling-restart*.test.ts): several `service-mcp serve` on one fresh
- * PostgreSQL database, coordinated through a fresh Redis prefix, each with its access log on so that a test can tell
- * which process answered what.
+ * Several `service-mcp serve` processes of one deployment (the cluster, confirmation-race and rolling-restart tests):
+ * one fresh PostgreSQL database, coordinated through a fresh Redis prefix, the owner bootstrapped with OWNER_KEY, and
+ * limits out of reach.
  */
 
 interface Teardown {
@@ -38,7 +38,6 @@ export async function deploymentEnv(t: Teardown, extra: Record<string, string>):
     SERVICE_MAX_CONNECTIONS_PER_ADDRESS: '0',
     SERVICE_BOOTSTRAP_API_KEY: OWNER_KEY,
     SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
-    SERVICE_ACCESS_LOG: 'true',
     SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000',
     SERVICE_RATE_LIMIT_ORGANIZATION: '1000000',
     SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000',
@@ -47,7 +46,7 @@ export async function deploymentEnv(t: Teardown, extra: Record<string, string>):
   return { database, env }
 }
 
-/** The requests a process answered on `path`, from its access log: all of them, and those it refused with 503. */
+/** The requests a process answered on `path`, from its access log (SERVICE_ACCESS_LOG): all of them, and those it refused with 503. */
 export function answered(served: Served, path: string): { total: number; refused: number } {
   let total = 0
   let refused = 0
