@@ -291,3 +291,6 @@ export type ProcessRow = {
  * of processes whose lease lapsed (`dead`). Here, free of Drizzle's types, since repository signatures use it.
  */
 export type Abandoned = { live: readonly string[] } | { dead: readonly string[] }
+
+/** Activity times written behind from memory (a session's last request, a key's last use): (row id, time in ms). */
+export type Activity = ReadonlyArray<readonly [string, number]>

@@ -52,8 +52,9 @@ export async function databaseRows(t: Teardown, server: { dbPath: string }): Pro
  */
 export async function otherRepos(t: Teardown, server: { dbPath: string }): Promise<Repos> {
   if (isPostgresUrl(server.dbPath)) {
-    // As the command line opens them: behind the credential barrier, over the database beside a server alone on it.
-    const opened = await openRepos({ database: server.dbPath, redisUrl: '', redisPrefix: '', leaseMs: 15_000 })
+    // As the command line opens them for a command that changes credentials: behind the credential barrier, over the
+    // database beside a server alone on it.
+    const opened = await openRepos({ database: server.dbPath, redisUrl: '', redisPrefix: '', leaseMs: 15_000 }, undefined, { changesCredentials: true })
     t.teardown(() => opened.close())
     return opened.repos
   }

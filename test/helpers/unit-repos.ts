@@ -18,7 +18,8 @@ export async function unitRepos(t: Teardown): Promise<Repos> {
     t.teardown(() => handle.close())
     return createRepos(handle.db)
   }
-  const opened = await openRepos({ database: await postgresDatabase(t, { migrated: true }), redisUrl: '', redisPrefix: '', leaseMs: 15_000 })
+  // Every repository method may run, those that change credentials included.
+  const opened = await openRepos({ database: await postgresDatabase(t, { migrated: true }), redisUrl: '', redisPrefix: '', leaseMs: 15_000 }, undefined, { changesCredentials: true })
   t.teardown(() => opened.close())
   return opened.repos
 }

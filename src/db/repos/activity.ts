@@ -1,9 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { Store } from '../store.js'
-
-/** Activity times written behind from memory: (row id, time in ms). */
-export type Activity = ReadonlyArray<readonly [string, number]>
+import type { Activity } from '../types.js'
 
 /**
  * Writes activity times ("last seen", "last used") that every process records behind, on PostgreSQL, deadlock-free

@@ -2,10 +2,10 @@ import { and, desc, eq, gte, isNull, sql, type Placeholder } from 'drizzle-orm'
 import { newId, randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { isoTime } from '../../lib/iso-time.js'
 import type { Store } from '../store.js'
-import { writeActivityPostgres, type Activity } from './activity.js'
+import { writeActivityPostgres } from './activity.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
-import type { ApiKey, Role } from '../types.js'
+import type { ApiKey, Role, Activity } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { ApiKey }

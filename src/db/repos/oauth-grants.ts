@@ -1,9 +1,9 @@
 import { and, desc, eq, gt, inArray, isNull, lte, or, sql, type Placeholder } from 'drizzle-orm'
 import type { Store } from '../store.js'
-import { writeActivityPostgres, type Activity } from './activity.js'
+import { writeActivityPostgres } from './activity.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
-import type { OAuthGrant, RefreshToken, Role } from '../types.js'
+import type { OAuthGrant, RefreshToken, Role, Activity } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { OAuthGrant, RefreshToken }

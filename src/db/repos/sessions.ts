@@ -1,7 +1,7 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Store } from '../store.js'
-import { writeActivityPostgres, type Activity } from './activity.js'
-import type { SessionRow } from '../types.js'
+import { writeActivityPostgres } from './activity.js'
+import type { SessionRow, Activity } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
 export type { SessionRow }
