@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { isAbsolute, join, resolve } from 'node:path'
-import { isPostgresUrl, maskedUrl } from './lib/database-url.js'
+import { isPostgresUrl, maskedUrl, unusableDatabaseUrl } from './lib/database-url.js'
 import { packageRoot } from './lib/package-root.js'
 
 /**
@@ -428,9 +428,8 @@ export function loadConfig(options: {
     }
   }
   // A URL other than PostgreSQL's is not a file name either: taken as one, it would create folders named after its scheme.
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(cfg.database) && !cfg.database.startsWith('file:') && !isPostgresUrl(cfg.database)) {
-    throw new ConfigError(`SERVICE_DATABASE ${JSON.stringify(maskedUrl(cfg.database))} is a URL of a database this server cannot use: give a postgres:// URL, or a SQLite file path (or :memory:)`)
-  }
+  const unusable = unusableDatabaseUrl(cfg.database)
+  if (unusable !== undefined) throw new ConfigError(unusable)
   // The default key file lives beside the database file; a database URL has no folder, and every process serving one
   // database must seal with the same key anyway.
   if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile && options.requireEnvKey !== false) {

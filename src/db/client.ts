@@ -4,6 +4,7 @@ import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { ConfigError } from '../config.js'
+import { unusableDatabaseUrl } from '../lib/database-url.js'
 import { makeFolders } from '../lib/folders.js'
 import { packageRoot } from '../lib/package-root.js'
 import * as schema from './schema.js'
@@ -139,9 +140,13 @@ function tighten(file: string, mode: number, warn: (message: string) => void): v
 
 /**
  * The folder of a database on disk, created owner-only (700) when missing; throws when the database's path is itself a
- * folder (before anything, such as its lock file, is created beside it).
+ * folder (before anything, such as its lock file, is created beside it), or a URL (a ConfigError: nothing is created
+ * for a setting such as `postgres:/host/db` or `mysql://…`; lib/database-url.ts). Every file this module and lock.ts
+ * create is created after this check.
  */
 export function prepareFolder(path: string): void {
+  const unusable = unusableDatabaseUrl(path)
+  if (unusable !== undefined) throw new ConfigError(unusable)
   makeFolders(dirname(path), OWNER_ONLY_FOLDER)
   let folder = false
   try {
