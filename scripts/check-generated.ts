@@ -1,7 +1,7 @@
 /**
  * Fails when committed generated files drift from their sources:
  * - src/generated/* from schemas/ (Ajv standalone validators, embedded schema documents);
- * - drizzle/ migrations from src/db/schema.ts and drizzle/postgres/ from src/db/schema-postgres.ts (drizzle-kit
+ * - drizzle/ migrations from src/db/sqlite/schema.ts and drizzle/postgres/ from src/db/postgres/schema.ts (drizzle-kit
  *   generate into a scratch copy must find nothing to do);
  * - the two schemas against each other: the same tables with the same primary keys, indexes and unique constraints
  *   (schema-shape.ts; their columns' rows are compared at compile time, src/db/schema-rows.ts).
@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { check } from './build-validators.js'
-import * as postgresSchema from '../src/db/schema-postgres.js'
-import * as sqliteSchema from '../src/db/schema.js'
+import * as postgresSchema from '../src/db/postgres/schema.js'
+import * as sqliteSchema from '../src/db/sqlite/schema.js'
 import { compareShapes, postgresShape, sqliteShape } from './schema-shape.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -51,18 +51,18 @@ function checkMigrations(dialect: 'sqlite' | 'postgresql', schema: string, folde
   }
 }
 
-checkMigrations('sqlite', './src/db/schema.ts', 'drizzle')
-checkMigrations('postgresql', './src/db/schema-postgres.ts', 'drizzle/postgres')
+checkMigrations('sqlite', './src/db/sqlite/schema.ts', 'drizzle')
+checkMigrations('postgresql', './src/db/postgres/schema.ts', 'drizzle/postgres')
 
 const dialectDrift = compareShapes(
-  { name: 'src/db/schema.ts', shape: sqliteShape(sqliteSchema) },
-  { name: 'src/db/schema-postgres.ts', shape: postgresShape(postgresSchema) },
+  { name: 'src/db/sqlite/schema.ts', shape: sqliteShape(sqliteSchema) },
+  { name: 'src/db/postgres/schema.ts', shape: postgresShape(postgresSchema) },
 )
 if (dialectDrift.length) {
   for (const problem of dialectDrift) console.error(`check:generated: ${problem}`)
   console.error('check:generated: the two dialects\' schemas must declare the same indexes and constraints; make them agree, then npm run db:generate')
   failed = true
 } else {
-  console.log('check:generated: src/db/schema.ts and src/db/schema-postgres.ts declare the same keys, indexes and unique constraints')
+  console.log('check:generated: src/db/sqlite/schema.ts and src/db/postgres/schema.ts declare the same keys, indexes and unique constraints')
 }
 process.exit(failed ? 1 : 0)

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildOptions } from './app.js'
 import { prepareBootstrap, printFirstStart, type BootstrapResult } from './bootstrap.js'
 import { adoptListeningPort, checkPipelineFolders, ConfigError, loadConfig, type Config } from './config.js'
-import { databaseFailure } from './db/client.js'
+import { databaseFailure } from './db/sqlite/client.js'
 import { releaseFailedStart } from './lib/failed-start.js'
 
 export { defineTool, toolResult, ToolResult } from './plugins/tools/define.js'

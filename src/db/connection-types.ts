@@ -5,7 +5,7 @@
  */
 import type Database from 'better-sqlite3'
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
-import type * as schema from './schema.js'
+import type * as schema from './sqlite/schema.js'
 
 type SchemaTables = typeof schema
 

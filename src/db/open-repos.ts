@@ -2,9 +2,9 @@ import type { Config } from '../config.js'
 import { ConfigError } from '../config.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { newId } from '../lib/crypto.js'
-import { openDatabase } from './client.js'
+import { openDatabase } from './sqlite/client.js'
 import type { Bus } from '../coordination/bus.js'
-import type { PostgresHandle } from './postgres.js'
+import type { PostgresHandle } from './postgres/client.js'
 import type { CredentialChanges } from './repos/credential-changes.js'
 import { createRepos, reposOn, type Repos } from './repos/index.js'
 
@@ -18,7 +18,7 @@ type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
  * (coordination/credential-barrier.ts). A command that changes what a credential resolves to (`changesCredentials`: a
  * key revoked, a user disabled, a role changed) joins it, checks first that the servers hear it, and returns once every
  * server dropped its cache: over Redis beside servers coordinated through it (with their SERVICE_REDIS_URL and
- * SERVICE_REDIS_PREFIX; without them it is refused), over the database itself (db/postgres-bus.ts) beside a server that
+ * SERVICE_REDIS_PREFIX; without them it is refused), over the database itself (db/postgres/bus.ts) beside a server that
  * serves it alone. Any other command (a list, a new key, a new user) needs neither: what it reads or adds reaches the
  * servers through the database alone.
  */
@@ -30,7 +30,7 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
   }
   // PostgreSQL's and Redis's clients are loaded only for a postgres:// database: a command on a SQLite file starts in
   // about half the time without them.
-  const { coordinatedServers, openPostgres, postgresStore } = await import('./postgres.js')
+  const { coordinatedServers, openPostgres, postgresStore } = await import('./postgres/client.js')
   const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
   try {
     if (options.changesCredentials !== true) return { repos: reposOn(postgresStore(handle.db), noCredentialChanges(database)), close: () => handle.close() }
@@ -63,10 +63,10 @@ function noCredentialChanges(database: string): CredentialChanges {
 /**
  * The repositories behind the credential barrier: a change returns once every live server dropped its credential
  * cache. Its bus is Redis's beside servers coordinated through it, and the database's own (LISTEN/NOTIFY,
- * db/postgres-bus.ts) beside a server that serves it alone.
+ * db/postgres/bus.ts) beside a server that serves it alone.
  */
 async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void, over: 'redis' | 'database') {
-  const [{ credentialBarrier }, { postgresStore }] = await Promise.all([import('../coordination/credential-barrier.js'), import('./postgres.js')])
+  const [{ credentialBarrier }, { postgresStore }] = await Promise.all([import('../coordination/credential-barrier.js'), import('./postgres/client.js')])
   const link = over === 'redis' ? await redisLink(where, warn) : await databaseLink(where, handle, warn)
   const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
   const barrier = credentialBarrier({
@@ -108,7 +108,7 @@ async function redisLink(where: Where, warn: (message: string) => void): Promise
 }
 
 async function databaseLink(where: Where, handle: PostgresHandle, warn: (message: string) => void): Promise<{ bus: Bus; close(): Promise<void> }> {
-  const [{ postgresBus }, { applicationName }] = await Promise.all([import('./postgres-bus.js'), import('./postgres.js')])
+  const [{ postgresBus }, { applicationName }] = await Promise.all([import('./postgres/bus.js'), import('./postgres/client.js')])
   const bus = await postgresBus({ url: where.database, pool: handle.pool, applicationName: applicationName('cli bus'), onError: (err) => warn(`${maskedUrl(where.database)}: ${err.message}`) })
   return { bus, close: () => bus.close() }
 }

@@ -4,8 +4,8 @@
  * added, removed or retyped in schema.ts without the same change in types.ts fails `npm run typecheck` here. Types
  * only: nothing imports this module.
  */
-import type * as schema from './schema.js'
-import type * as postgres from './schema-postgres.js'
+import type * as schema from './sqlite/schema.js'
+import type * as postgres from './postgres/schema.js'
 import type * as rows from './types.js'
 
 /** true when A and B have the same keys and each is assignable to the other. */

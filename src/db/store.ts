@@ -1,4 +1,4 @@
-import * as schema from './schema.js'
+import * as schema from './sqlite/schema.js'
 import type { Db, Tables } from './types.js'
 
 // The tables the repositories query, by name: each dialect's schema module exports the same names and rows. Declared

@@ -276,7 +276,7 @@ export type TaskRow = {
   owner: string | null
 }
 
-/** A server process serving the database, alive while its lease lasts (schema.ts `processes`). */
+/** A server process serving the database, alive while its lease lasts (sqlite/schema.ts `processes`). */
 export type ProcessRow = {
   id: string
   host: string

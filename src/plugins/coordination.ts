@@ -11,8 +11,8 @@ import { PLUGIN } from './names.js'
 /**
  * What the processes serving one database share beyond it. With SERVICE_REDIS_URL several processes may serve a
  * PostgreSQL database (`shared`), and talk through Redis: its commands (`redis`, keys under SERVICE_REDIS_PREFIX) and
- * its publish/subscribe (`bus`). Without it one process serves the database (the lock of db/lock.ts or the advisory
- * lock of db/postgres.ts says so), `redis` is null, and the bus delivers to this process alone: the features that
+ * its publish/subscribe (`bus`). Without it one process serves the database (the lock of db/sqlite/lock.ts or the advisory
+ * lock of db/postgres/client.ts says so), `redis` is null, and the bus delivers to this process alone: the features that
  * coordinate through it are written once.
  */
 export interface Coordination {

@@ -2,9 +2,9 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Bus } from '../coordination/bus.js'
 import { credentialBarrier } from '../coordination/credential-barrier.js'
-import type { PostgresHandle } from '../db/postgres.js'
-import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/client.js'
-import { lockDatabase, type DatabaseLock } from '../db/lock.js'
+import type { PostgresHandle } from '../db/postgres/client.js'
+import { isDatabaseFile, openDatabase, type DatabaseHandle } from '../db/sqlite/client.js'
+import { lockDatabase, type DatabaseLock } from '../db/sqlite/lock.js'
 import { createRepos, reposOn, type Repos } from '../db/repos/index.js'
 import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
 import { releaseOnFailedStart } from '../lib/failed-start.js'
@@ -19,7 +19,7 @@ declare module 'fastify' {
 }
 
 /**
- * Takes the database's lock (one server per file, db/lock.ts), opens SQLite (migrations applied, owner-only files),
+ * Takes the database's lock (one server per file, db/sqlite/lock.ts), opens SQLite (migrations applied, owner-only files),
  * exposes the repositories, and closes the connection and releases the lock on shutdown. A handle passed in (tests,
  * embedding) is the caller's: neither locked nor closed here.
  */
@@ -58,7 +58,7 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
 async function usePostgres(fastify: FastifyInstance, url: string): Promise<void> {
   // Loaded here, not at the top: a server on SQLite never loads PostgreSQL's client and dialect (about 0.2 s of CPU at
   // every start, and in every test file that builds a server).
-  const { lockPostgres, openPostgres, postgresStore } = await import('../db/postgres.js')
+  const { lockPostgres, openPostgres, postgresStore } = await import('../db/postgres/client.js')
   const handle = await openPostgres(url, { onError: (err) => fastify.log.warn({ err, database: maskedUrl(url) }, 'a pooled PostgreSQL connection failed') })
   let lock: Awaited<ReturnType<typeof lockPostgres>>
   try {
@@ -91,9 +91,9 @@ async function usePostgres(fastify: FastifyInstance, url: string): Promise<void>
   fastify.decorate('repos', repos)
 }
 
-/** The bus over the database itself (db/postgres-bus.ts), closed with the server (before the pool, registered earlier). */
+/** The bus over the database itself (db/postgres/bus.ts), closed with the server (before the pool, registered earlier). */
 async function listeningBus(fastify: FastifyInstance, handle: PostgresHandle, url: string): Promise<Bus> {
-  const [{ postgresBus }, { applicationName }] = await Promise.all([import('../db/postgres-bus.js'), import('../db/postgres.js')])
+  const [{ postgresBus }, { applicationName }] = await Promise.all([import('../db/postgres/bus.js'), import('../db/postgres/client.js')])
   const database = maskedUrl(url)
   const bus = await postgresBus({
     url,

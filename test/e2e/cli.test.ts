@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { openDatabase } from '../../src/db/client.js'
+import { openDatabase } from '../../src/db/sqlite/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 import { cli, startServe, type Served } from '../helpers/cli.js'
 

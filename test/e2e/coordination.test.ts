@@ -152,7 +152,7 @@ t.test('a revocation made on one process counts on the very next request on anot
 
 t.test('processes started together on a fresh database migrate it once', async (t) => {
   const url = await postgresDatabase(t)
-  const { openPostgres } = await import('../../src/db/postgres.js')
+  const { openPostgres } = await import('../../src/db/postgres/client.js')
   const handles = await Promise.all([1, 2, 3, 4].map(() => openPostgres(url, { max: 2 })))
   t.teardown(() => Promise.all(handles.map((h) => h.close())))
   const db = await postgresClient(t, url)

@@ -1,6 +1,6 @@
 // test-backends: own (races on PostgreSQL)
 import t, { type Test } from 'tap'
-import { openPostgres, postgresStore, uncachedCredentials } from '../../src/db/postgres.js'
+import { openPostgres, postgresStore, uncachedCredentials } from '../../src/db/postgres/client.js'
 import { reposOn, type Repos } from '../../src/db/repos/index.js'
 import { postgresDatabase } from '../helpers/backends.js'
 

@@ -2,7 +2,7 @@
 import t from 'tap'
 import { request } from 'undici'
 import { openRepos } from '../../src/db/open-repos.js'
-import { coordinatedServers, lockPostgres, openPostgres } from '../../src/db/postgres.js'
+import { coordinatedServers, lockPostgres, openPostgres } from '../../src/db/postgres/client.js'
 import { appTools } from '../../src/plugins/tools/builtin/apps.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'

@@ -1,4 +1,4 @@
-import { openDatabase } from '../../src/db/client.js'
+import { openDatabase } from '../../src/db/sqlite/client.js'
 import { openRepos } from '../../src/db/open-repos.js'
 import { createRepos, type Repos } from '../../src/db/repos/index.js'
 import { postgresDatabase } from './backends.js'

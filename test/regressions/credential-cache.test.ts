@@ -36,7 +36,7 @@ t.test('a key revoked in this process is refused on the next request', async (t)
   t.equal(res.json.error.code, 'TOKEN_REVOKED')
 })
 
-// The cache skips asking SQLite while the wal-index header has not moved (db/commit-watch.ts). Another process maps
+// The cache skips asking SQLite while the wal-index header has not moved (db/sqlite/commit-watch.ts). Another process maps
 // that header through its own connection: its commits must show through before its command returns.
 t.test('a key revoked by the CLI process is refused on the very next request', async (t) => {
   const server = await startServer(t, { config: { sessionSweepMs: 3_600_000 } })

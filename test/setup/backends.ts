@@ -401,7 +401,7 @@ export async function stopBackends(runnerPid: number): Promise<Record<string, nu
  * in the suite's PostgreSQL pass). The server still runs its migrations at start, which find nothing left to apply.
  */
 export async function createMigratedTemplate(postgresUrl: string): Promise<void> {
-  const { openPostgres } = await import('../../src/db/postgres.js')
+  const { openPostgres } = await import('../../src/db/postgres/client.js')
   const admin = new Client({ connectionString: postgresUrl })
   await admin.connect()
   try {

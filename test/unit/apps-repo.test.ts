@@ -1,9 +1,9 @@
 // test-backends: both (the page's fast path of each dialect; on PostgreSQL in the suite's second pass)
 import { asc, eq } from 'drizzle-orm'
 import t from 'tap'
-import { openDatabase } from '../../src/db/client.js'
+import { openDatabase } from '../../src/db/sqlite/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
-import { apps } from '../../src/db/schema.js'
+import { apps } from '../../src/db/sqlite/schema.js'
 import { onPostgres } from '../helpers/server.js'
 import { unitRepos } from '../helpers/unit-repos.js'
 

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs'
 import t from 'tap'
-import { openDatabase } from '../../src/db/client.js'
-import { commitWatch } from '../../src/db/commit-watch.js'
+import { openDatabase } from '../../src/db/sqlite/client.js'
+import { commitWatch } from '../../src/db/sqlite/commit-watch.js'
 import { createRepos } from '../../src/db/repos/index.js'
 import { tempDatabase } from '../helpers/server.js'
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { ConfigError, loadConfig } from '../../src/config.js'
-import { openDatabase } from '../../src/db/client.js'
-import { lockDatabase } from '../../src/db/lock.js'
+import { openDatabase } from '../../src/db/sqlite/client.js'
+import { lockDatabase } from '../../src/db/sqlite/lock.js'
 import { openRepos } from '../../src/db/open-repos.js'
 
 /**

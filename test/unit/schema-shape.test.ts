@@ -1,6 +1,6 @@
 import t from 'tap'
-import * as postgresSchema from '../../src/db/schema-postgres.js'
-import * as sqliteSchema from '../../src/db/schema.js'
+import * as postgresSchema from '../../src/db/postgres/schema.js'
+import * as sqliteSchema from '../../src/db/sqlite/schema.js'
 import { compareShapes, postgresShape, sqliteShape, type SchemaShape } from '../../scripts/schema-shape.js'
 
 /**

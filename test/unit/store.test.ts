@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { openDatabase } from '../../src/db/client.js'
+import { openDatabase } from '../../src/db/sqlite/client.js'
 import { createRepos } from '../../src/db/repos/index.js'
 
 /**

@@ -1,6 +1,6 @@
 import { and, asc, count, eq, getTableColumns, gt, Placeholder, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
-import { apps as appsTable } from '../schema.js'
+import { apps as appsTable } from '../sqlite/schema.js'
 import type { Store } from '../store.js'
 import { uniqueOrConflict } from './conflict.js'
 import type { App } from '../types.js'

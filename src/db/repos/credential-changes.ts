@@ -1,5 +1,5 @@
-import type { Db } from '../client.js'
-import { commitWatch } from '../commit-watch.js'
+import type { Db } from '../sqlite/client.js'
+import { commitWatch } from '../sqlite/commit-watch.js'
 
 /**
  * Tells the credential cache when what a credential resolves to may have changed: a repository write in this process

@@ -1,4 +1,4 @@
-import type { Db } from '../client.js'
+import type { Db } from '../sqlite/client.js'
 import { sqliteStore, type RootStore, type Store } from '../store.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'

@@ -4,7 +4,7 @@ import type { ProcessRow } from '../types.js'
 
 export type { ProcessRow }
 
-/** The registry of server processes serving this database and their leases (schema.ts `processes`). */
+/** The registry of server processes serving this database and their leases (sqlite/schema.ts `processes`). */
 export function processesRepo(store: Store) {
   const { db, t: { processes } } = store
   return {

@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm'
 import type { Store } from '../store.js'
 
-/** Named facts about the database itself (schema.ts `service_meta`). */
+/** Named facts about the database itself (sqlite/schema.ts `service_meta`). */
 export function serviceMetaRepo(store: Store) {
   const { db, t: { serviceMeta } } = store
   return {

@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm'
 import { bigint, index, integer, json, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core'
-import { ROLES } from '../auth/roles.js'
-import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from './types.js'
+import { ROLES } from '../../auth/roles.js'
+import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
- * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (schema.ts), which the
+ * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (sqlite/schema.ts), which the
  * repositories are written against (store.ts); schema-rows.ts holds both to the row types of types.ts. drizzle/postgres/
  * is generated from this file by `npm run db:generate` and never edited by hand; `npm run check:generated` fails when
  * the two drift. Times are Unix milliseconds in `bigint` columns; JSON columns are `json` (kept as written, key order

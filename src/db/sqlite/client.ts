@@ -3,15 +3,15 @@ import { dirname, join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { ConfigError } from '../config.js'
-import { unusableDatabaseUrl } from '../lib/database-url.js'
-import { makeFolders } from '../lib/folders.js'
-import { packageRoot } from '../lib/package-root.js'
+import { ConfigError } from '../../config.js'
+import { unusableDatabaseUrl } from '../../lib/database-url.js'
+import { makeFolders } from '../../lib/folders.js'
+import { packageRoot } from '../../lib/package-root.js'
 import * as schema from './schema.js'
-import type { DatabaseHandle } from './types.js'
+import type { DatabaseHandle } from '../types.js'
 
 // Declared without Drizzle and better-sqlite3 (types.ts), so that the public declarations do not reach theirs.
-export type { Db, DatabaseHandle } from './types.js'
+export type { Db, DatabaseHandle } from '../types.js'
 
 /**
  * The database named by SERVICE_DATABASE cannot be used (a folder, a corrupt or read-only file, a full disk, another

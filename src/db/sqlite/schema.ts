@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
-import { ROLES } from '../auth/roles.js'
-import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from './types.js'
+import { ROLES } from '../../auth/roles.js'
+import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -11,8 +11,8 @@ import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSE
 const createdAt = () => integer('created_at').notNull()
 
 // The values of enum columns live in types.ts, which the public declarations may import (this file they may not).
-export { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from './types.js'
-export type { DeploymentStatus, IdempotencyStatus, TaskStatus } from './types.js'
+export { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+export type { DeploymentStatus, IdempotencyStatus, TaskStatus } from '../types.js'
 
 export const organizations = sqliteTable('organizations', {
   id: text('id').primaryKey(),

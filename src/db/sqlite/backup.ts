@@ -3,18 +3,18 @@ import { chmodSync, closeSync, copyFileSync, existsSync, fsyncSync, linkSync, op
 import { basename, dirname, join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
-import { ConfigError } from '../config.js'
-import { packageRoot } from '../lib/package-root.js'
+import { ConfigError } from '../../config.js'
+import { packageRoot } from '../../lib/package-root.js'
 import { DatabaseError, isDatabaseFile, openDatabase } from './client.js'
-import { checkEnvKey, EnvKeyMismatch, valuesPhrase, type KeySubject } from './env-key.js'
+import { checkEnvKey, EnvKeyMismatch, valuesPhrase, type KeySubject } from '../env-key.js'
 import { lockDatabase } from './lock.js'
-import { createRepos } from './repos/index.js'
+import { createRepos } from '../repos/index.js'
 
 /**
  * `service-mcp backup` and `service-mcp restore`.
  *
  * A backup is SQLite's online backup of the live database, taken through a connection of its own beside a running
- * server (the admin commands take no lock, db/lock.ts): one consistent snapshot that includes everything committed
+ * server (the admin commands take no lock, db/sqlite/lock.ts): one consistent snapshot that includes everything committed
  * before it began, the write-ahead log included (a plain `cp` of the database file misses what is still in the WAL). It
  * is written to a temporary file beside the target, checked, made a standalone file (no -wal needed), synced and only
  * then renamed into place: a failed backup leaves nothing half-written. It is owner-only (600): it holds the signing

@@ -4,13 +4,13 @@ import { sql } from 'drizzle-orm'
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import pg from 'pg'
-import { ConfigError } from '../config.js'
-import { maskedUrl } from '../lib/database-url.js'
-import { packageRoot } from '../lib/package-root.js'
-import type { CredentialChanges } from './repos/credential-changes.js'
-import * as schema from './schema-postgres.js'
-import type { RootStore, Store, Tables } from './store.js'
-import type { Db } from './types.js'
+import { ConfigError } from '../../config.js'
+import { maskedUrl } from '../../lib/database-url.js'
+import { packageRoot } from '../../lib/package-root.js'
+import type { CredentialChanges } from '../repos/credential-changes.js'
+import * as schema from './schema.js'
+import type { RootStore, Store, Tables } from '../store.js'
+import type { Db } from '../types.js'
 
 export interface PostgresHandle {
   readonly db: NodePgDatabase<typeof schema>
@@ -93,7 +93,7 @@ export function postgresStore(db: NodePgDatabase<typeof schema>): RootStore {
 /**
  * Credential changes that nobody hears of: for repositories that serve no request and announce nothing (a test's own
  * connection to a database). Servers and the command line go through the credential barrier instead
- * (coordination/credential-barrier.ts; over Redis, or over the database itself, db/postgres-bus.ts).
+ * (coordination/credential-barrier.ts; over Redis, or over the database itself, db/postgres/bus.ts).
  */
 export function uncachedCredentials(): CredentialChanges {
   return {

@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { Channels, type Bus } from '../coordination/bus.js'
+import { Channels, type Bus } from '../../coordination/bus.js'
 
 export interface PostgresBusOptions {
   /** The database (SERVICE_DATABASE): the listening connection is a client of its own, outside the pool. */
@@ -26,7 +26,7 @@ const NOTIFY = 'select pg_notify($1, $2)'
  * connection is down is lost, so the bus says when it is lost and back (`onLost`, `onResubscribed`), and the barrier
  * distrusts its cache from a loss until it hears its own heartbeat again.
  *
- * It lives beside the store (db/postgres.ts) because it is the driver's, not because it stores anything: no table is
+ * It lives beside the store (db/postgres/client.ts) because it is the driver's, not because it stores anything: no table is
  * read or written.
  */
 export async function postgresBus(options: PostgresBusOptions): Promise<Bus> {
