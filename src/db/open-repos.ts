@@ -1,12 +1,12 @@
 import type { Config } from '../config.js'
 import { ConfigError } from '../config.js'
-import { isPostgresUrl, maskedUrl } from '../lib/database-url.js'
+import { maskedUrl } from '../lib/database-url.js'
 import { newId } from '../lib/crypto.js'
-import { openDatabase } from './sqlite/client.js'
 import type { Bus } from '../coordination/bus.js'
-import type { PostgresHandle } from './postgres/client.js'
+import { openStorage } from './open.js'
 import type { CredentialChanges } from './repos/credential-changes.js'
-import { createRepos, reposOn, type Repos } from './repos/index.js'
+import type { Repos } from './repos/index.js'
+import type { SharedDatabase, Storage } from './storage.js'
 
 type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
 
@@ -24,24 +24,20 @@ type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
  */
 export async function openRepos(where: Where, warn: (message: string) => void = () => {}, options: { changesCredentials?: boolean } = {}): Promise<{ repos: Repos; close(): Promise<void> }> {
   const { database } = where
-  if (!isPostgresUrl(database)) {
-    const handle = openDatabase(database)
-    return { repos: createRepos(handle.db), close: async () => handle.close() }
-  }
-  // PostgreSQL's and Redis's clients are loaded only for a postgres:// database: a command on a SQLite file starts in
-  // about half the time without them.
-  const { coordinatedServers, openPostgres, postgresStore } = await import('./postgres/client.js')
-  const handle = await openPostgres(database, { max: 2, onError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
+  const storage = await openStorage(database, { poolSize: 2, onConnectionError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
+  const close = () => storage.close()
+  const { shared } = storage
+  if (!shared) return { repos: storage.repos(), close }
   try {
-    if (options.changesCredentials !== true) return { repos: reposOn(postgresStore(handle.db), noCredentialChanges(database)), close: () => handle.close() }
-    const servers = await coordinatedServers(handle.pool)
-    if (servers === 0) return await withBarrier(where, handle, warn, 'database')
+    if (options.changesCredentials !== true) return { repos: storage.repos(noCredentialChanges(database)), close }
+    const servers = await shared.coordinatedServers()
+    if (servers === 0) return await withBarrier(where, storage, await databaseLink(where, shared, warn), 'database', warn)
     if (!where.redisUrl) {
       throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis, which cache credentials: a command that changes one needs SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX as they have them, so that the change reaches them`)
     }
-    return await withBarrier(where, handle, warn, 'redis')
+    return await withBarrier(where, storage, await redisLink(where, warn), 'redis', warn)
   } catch (err) {
-    await handle.close()
+    await storage.close()
     throw err
   }
 }
@@ -65,9 +61,8 @@ function noCredentialChanges(database: string): CredentialChanges {
  * cache. Its bus is Redis's beside servers coordinated through it, and the database's own (LISTEN/NOTIFY,
  * db/postgres/bus.ts) beside a server that serves it alone.
  */
-async function withBarrier(where: Where, handle: PostgresHandle, warn: (message: string) => void, over: 'redis' | 'database') {
-  const [{ credentialBarrier }, { postgresStore }] = await Promise.all([import('../coordination/credential-barrier.js'), import('./postgres/client.js')])
-  const link = over === 'redis' ? await redisLink(where, warn) : await databaseLink(where, handle, warn)
+async function withBarrier(where: Where, storage: Storage, link: Link, over: 'redis' | 'database', warn: (message: string) => void) {
+  const { credentialBarrier } = await import('../coordination/credential-barrier.js')
   const live = async () => (await repos.processes.live(Date.now())).map((p) => p.id)
   const barrier = credentialBarrier({
     bus: link.bus,
@@ -76,11 +71,11 @@ async function withBarrier(where: Where, handle: PostgresHandle, warn: (message:
     liveIds: live,
     warn: (message, details) => warn(`${message}: ${JSON.stringify(details)}`),
   })
-  const repos = reposOn(postgresStore(handle.db), barrier)
+  const repos = storage.repos(barrier)
   const close = async () => {
     barrier.stop()
     await link.close()
-    await handle.close()
+    await storage.close()
   }
   try {
     await barrier.start({ serving: false })
@@ -102,13 +97,18 @@ async function withBarrier(where: Where, handle: PostgresHandle, warn: (message:
   return { repos, close }
 }
 
-async function redisLink(where: Where, warn: (message: string) => void): Promise<{ bus: Bus; close(): Promise<void> }> {
+/** A bus the command line joins the credential barrier on, and how to let go of it. */
+interface Link {
+  bus: Bus
+  close(): Promise<void>
+}
+
+async function redisLink(where: Where, warn: (message: string) => void): Promise<Link> {
   const { connectRedis } = await import('../coordination/redis.js')
   return connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskedUrl(where.redisUrl)}: ${err.message}`))
 }
 
-async function databaseLink(where: Where, handle: PostgresHandle, warn: (message: string) => void): Promise<{ bus: Bus; close(): Promise<void> }> {
-  const [{ postgresBus }, { applicationName }] = await Promise.all([import('./postgres/bus.js'), import('./postgres/client.js')])
-  const bus = await postgresBus({ url: where.database, pool: handle.pool, applicationName: applicationName('cli bus'), onError: (err) => warn(`${maskedUrl(where.database)}: ${err.message}`) })
+async function databaseLink(where: Where, shared: SharedDatabase, warn: (message: string) => void): Promise<Link> {
+  const bus = await shared.bus('cli bus', (err) => warn(`${maskedUrl(where.database)}: ${err.message}`))
   return { bus, close: () => bus.close() }
 }

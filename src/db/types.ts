@@ -25,8 +25,14 @@ export type TaskStatus = (typeof TASK_STATUSES)[number]
 
 export const AUDIT_OUTCOMES = ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] as const
 
-/** The Drizzle database the repositories query (its members: connection-types.ts). */
+/** SQLite's Drizzle database, on its one better-sqlite3 connection (its members: connection-types.ts). */
 export interface Db {}
+
+/**
+ * The query builder the repositories write to, whichever the database: the part of Drizzle's builder both dialects
+ * share, awaited (its members: connection-types.ts). Each dialect's store hands its own Drizzle database over as this.
+ */
+export interface QueryBuilder {}
 
 /** The tables the repositories query, by name (its members, the schema's tables: connection-types.ts). */
 export interface Tables {}
@@ -291,6 +297,34 @@ export type ProcessRow = {
  * of processes whose lease lapsed (`dead`). Here, free of Drizzle's types, since repository signatures use it.
  */
 export type Abandoned = { live: readonly string[] } | { dead: readonly string[] }
+
+/** What the verifier needs to authenticate a request: the key row joined with its live membership. */
+export type ApiKeyCandidate = {
+  id: string
+  hash: string
+  scopes: string
+  expiresAt: number | null
+  revokedAt: number | null
+  membershipId: string
+  role: Role
+  userId: string
+  userDisabledAt: number | null
+  organizationId: string
+}
+
+/** What /mcp needs to know about an access token once its signature checked out. */
+export type AccessTokenState = {
+  jti: string
+  revokedAt: number | null
+  grantRevokedAt: number | null
+  grantId: string
+  clientId: string
+  membershipId: string
+  userId: string
+  organizationId: string
+  role: Role | null
+  userDisabledAt: number | null
+}
 
 /** Activity times written behind from memory (a session's last request, a key's last use): (row id, time in ms). */
 export type Activity = ReadonlyArray<readonly [string, number]>

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
 import { openDatabase } from '../../src/db/sqlite/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
 import { cli, startServe, type Served } from '../helpers/cli.js'
 
 // About 30 CLI processes, each loading TypeScript through tsx: allow more than the default per-file limit, still bounded.

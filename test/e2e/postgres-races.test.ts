@@ -1,6 +1,7 @@
 // test-backends: own (races on PostgreSQL)
 import t, { type Test } from 'tap'
-import { openPostgres, postgresStore, uncachedCredentials } from '../../src/db/postgres/client.js'
+import { openPostgres } from '../../src/db/postgres/client.js'
+import { postgresStore, uncachedCredentials } from '../../src/db/postgres/store.js'
 import { reposOn, type Repos } from '../../src/db/repos/index.js'
 import { postgresDatabase } from '../helpers/backends.js'
 
@@ -16,7 +17,7 @@ const ROUNDS = 30
 async function processOn(t: Test, url: string): Promise<Repos> {
   const handle = await openPostgres(url, { max: 4 })
   t.teardown(() => handle.close())
-  return reposOn(postgresStore(handle.db), uncachedCredentials())
+  return reposOn(postgresStore(handle), uncachedCredentials())
 }
 
 t.test('two owners demoted or removed at once by two processes: the organization keeps one', async (t) => {

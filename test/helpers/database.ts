@@ -2,7 +2,8 @@ import Database from 'better-sqlite3'
 import pg from 'pg'
 import { openRepos } from '../../src/db/open-repos.js'
 import { openDatabase } from '../../src/db/sqlite/client.js'
-import { createRepos, type Repos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
+import { type Repos } from '../../src/db/repos/index.js'
 import { isPostgresUrl } from '../../src/lib/database-url.js'
 
 /**

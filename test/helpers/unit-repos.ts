@@ -1,6 +1,7 @@
 import { openDatabase } from '../../src/db/sqlite/client.js'
 import { openRepos } from '../../src/db/open-repos.js'
-import { createRepos, type Repos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
+import { type Repos } from '../../src/db/repos/index.js'
 import { postgresDatabase } from './backends.js'
 import { onPostgres } from './server.js'
 

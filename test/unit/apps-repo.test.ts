@@ -2,7 +2,7 @@
 import { asc, eq } from 'drizzle-orm'
 import t from 'tap'
 import { openDatabase } from '../../src/db/sqlite/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
 import { apps } from '../../src/db/sqlite/schema.js'
 import { onPostgres } from '../helpers/server.js'
 import { unitRepos } from '../helpers/unit-repos.js'

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs'
 import t from 'tap'
 import { openDatabase } from '../../src/db/sqlite/client.js'
 import { commitWatch } from '../../src/db/sqlite/commit-watch.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
 import { tempDatabase } from '../helpers/server.js'
 
 // The commit watch lets the credential cache skip asking SQLite when nothing was committed. If it ever said "nothing"

@@ -2,7 +2,7 @@ import t from 'tap'
 import { CredentialCache } from '../../src/auth/credential-cache.js'
 import type { Principal } from '../../src/auth/principal.js'
 import { openDatabase } from '../../src/db/sqlite/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
 import { tempDatabase } from '../helpers/server.js'
 
 function principal(overrides: Partial<Principal> = {}): Principal {

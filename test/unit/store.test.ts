@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { openDatabase } from '../../src/db/sqlite/client.js'
-import { createRepos } from '../../src/db/repos/index.js'
+import { createRepos } from '../../src/db/sqlite/repos.js'
 
 /**
  * SQLite's store (src/db/store.ts): one connection shared by every request, so a transaction whose body awaits must

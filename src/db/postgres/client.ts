@@ -1,16 +1,13 @@
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { sql } from 'drizzle-orm'
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import pg from 'pg'
 import { ConfigError } from '../../config.js'
 import { maskedUrl } from '../../lib/database-url.js'
 import { packageRoot } from '../../lib/package-root.js'
-import type { CredentialChanges } from '../repos/credential-changes.js'
+import type { LockEvents } from '../storage.js'
 import * as schema from './schema.js'
-import type { RootStore, Store, Tables } from '../store.js'
-import type { Db } from '../types.js'
 
 export interface PostgresHandle {
   readonly db: NodePgDatabase<typeof schema>
@@ -62,46 +59,6 @@ async function migrateAlone(pool: pg.Pool, db: NodePgDatabase<typeof schema>): P
   }
 }
 
-/**
- * The repositories' store on PostgreSQL. The repositories are written against the SQLite tables' types; the tables of
- * schema-postgres.ts read and write the very same rows (schema-rows.ts proves it at compile time), and the query
- * builder calls they use are the ones both dialects share (store.ts). A transaction runs on its own pooled client, so
- * nothing else needs guarding.
- */
-export function postgresStore(db: NodePgDatabase<typeof schema>): RootStore {
-  const tables = schema as unknown as Tables
-  const scoped = (on: unknown, inTransaction: boolean): Store => {
-    const store: Store = {
-      dialect: 'postgres',
-      db: on as Db,
-      t: tables,
-      transaction: inTransaction
-        ? (fn) => fn(store)
-        : (fn) => db.transaction((tx) => fn(scoped(tx, true))),
-      async lockKey(key) {
-        // Outside a transaction the lock would end with its own statement, and so hold nothing back.
-        if (!inTransaction) throw new Error('lockKey is for a transaction: call it on the store repos.transaction gives')
-        await (on as NodePgDatabase<typeof schema>).execute(sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`)
-      },
-    }
-    return store
-  }
-  const root = scoped(db, false)
-  return { ...root, guarded: (build) => build(root) }
-}
-
-/**
- * Credential changes that nobody hears of: for repositories that serve no request and announce nothing (a test's own
- * connection to a database). Servers and the command line go through the credential barrier instead
- * (coordination/credential-barrier.ts; over Redis, or over the database itself, db/postgres/bus.ts).
- */
-export function uncachedCredentials(): CredentialChanges {
-  return {
-    bump() {},
-    takeChanged: () => true,
-  }
-}
-
 /** The advisory lock a server holds on its PostgreSQL database (two int4 keys: "serv", 1). */
 const LOCK_KEYS = [0x73657276, 1] as const
 
@@ -110,16 +67,6 @@ const LOCK_KEYS = [0x73657276, 1] as const
  * to this one (other databases may be served by other services, or by other instances of this one).
  */
 const THIS_DATABASE = '(select oid from pg_database where datname = current_database())'
-
-/** What happens to a server's lock while it runs (lockPostgres): each is told once per loss. */
-export interface LockEvents {
-  /** The connection holding the lock ended under the server (a database restart, a terminated backend, the network). */
-  lost?(err: Error): void
-  /** Taken again on a new connection after a loss. */
-  retaken?(): void
-  /** After a loss, another server holds the lock now; the server keeps trying, and says so once. */
-  refused?(err: Error): void
-}
 
 /** How long a server that lost its lock waits between attempts to take it again. */
 const RETAKE_MS = 2000

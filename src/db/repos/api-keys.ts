@@ -1,32 +1,19 @@
-import { and, desc, eq, gte, isNull, sql, type Placeholder } from 'drizzle-orm'
+import { and, desc, eq, gte, isNull } from 'drizzle-orm'
 import { newId, randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { isoTime } from '../../lib/iso-time.js'
 import type { Store } from '../store.js'
-import { writeActivityPostgres } from './activity.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
-import type { ApiKey, Role, Activity } from '../types.js'
+import { apiKeyCandidatesQuery } from './queries.js'
+import type { ApiKey, ApiKeyCandidate, Activity } from '../types.js'
 
-// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
-export type { ApiKey }
+// The row types live in db/types.ts, free of Drizzle types (the public declarations reach them).
+export type { ApiKey, ApiKeyCandidate }
 
 export const API_KEY_PREFIX = 'service_mcp_'
 
 export type ApiKeySummary = Omit<ApiKey, 'hash' | 'lookup'>
 
-/** What the verifier needs to authenticate a request: the key row joined with its live membership. */
-export interface ApiKeyCandidate {
-  id: string
-  hash: string
-  scopes: string
-  expiresAt: number | null
-  revokedAt: number | null
-  membershipId: string
-  role: Role
-  userId: string
-  userDisabledAt: number | null
-  organizationId: string
-}
 
 export function generateApiKey(): string {
   return API_KEY_PREFIX + randomSecret(32)
@@ -75,7 +62,7 @@ export interface NewApiKey {
  * and the keys cannot disagree; the entry names the key by id and display prefix, never the key.
  */
 export function apiKeysRepo(store: Store, changes: CredentialChanges) {
-  const { db, dialect, t: { apiKeys, memberships, organizations, users } } = store
+  const { db, fastPaths, t: { apiKeys, memberships, organizations, users } } = store
   const summary = summaryOf(apiKeys)
 
   /** Inserts the key on `on` (the repository's store, or the transaction of a rotation), audited in one transaction. */
@@ -142,35 +129,14 @@ export function apiKeysRepo(store: Store, changes: CredentialChanges) {
     })
   }
 
-  const candidatesWhere = (lookup: string | Placeholder) => db
-    .select({
-      id: apiKeys.id,
-      hash: apiKeys.hash,
-      scopes: apiKeys.scopes,
-      expiresAt: apiKeys.expiresAt,
-      revokedAt: apiKeys.revokedAt,
-      membershipId: memberships.id,
-      role: memberships.role,
-      userId: users.id,
-      userDisabledAt: users.disabledAt,
-      organizationId: organizations.id,
-    })
-    .from(apiKeys)
-    .innerJoin(memberships, eq(memberships.id, apiKeys.membershipId))
-    .innerJoin(users, eq(users.id, memberships.userId))
-    .innerJoin(organizations, eq(organizations.id, memberships.organizationId))
-    .where(eq(apiKeys.lookup, lookup))
-  // Hot path (every request with an API key): on SQLite, prepared once.
-  const candidates = dialect === 'sqlite' ? candidatesWhere(sql.placeholder('lookup')).prepare() : undefined
-
   return {
     /** Stores a key for a membership. Only the hash is kept; the plain key is returned to be shown once. */
     async create(input: NewApiKey): Promise<{ key: string; record: ApiKeySummary }> {
       return insertKey(store, input)
     },
-    async candidatesByLookup(lookup: string): Promise<ApiKeyCandidate[]> {
-      if (candidates) return candidates.all({ lookup })
-      return candidatesWhere(lookup)
+    candidatesByLookup(lookup: string): Promise<ApiKeyCandidate[]> {
+      if (fastPaths.apiKeyCandidates) return fastPaths.apiKeyCandidates(lookup)
+      return apiKeyCandidatesQuery(store, lookup).then((rows) => rows)
     },
     async byId(id: string): Promise<ApiKeySummary | undefined> {
       return (await db.select(summary).from(apiKeys).where(eq(apiKeys.id, id)))[0]
@@ -195,7 +161,7 @@ export function apiKeysRepo(store: Store, changes: CredentialChanges) {
      * flush. On PostgreSQL one statement that never waits for a row lock (activity.ts): processes never deadlock here.
      */
     async touchMany(entries: Activity): Promise<string[]> {
-      if (store.dialect === 'postgres') return writeActivityPostgres(store, apiKeys, apiKeys.id, apiKeys.lastUsedAt, entries)
+      if (fastPaths.writeActivity) return fastPaths.writeActivity('apiKeys', entries)
       for (const [id, at] of entries) await db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, id))
       return []
     },

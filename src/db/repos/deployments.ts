@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, inArray, lt, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gt, inArray, lt } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
 import { abandonedBy } from './owners.js'
@@ -13,17 +13,7 @@ const LINES_PER_INSERT = 500
 
 /** Deployments and their stored output, always addressed through the organization. */
 export function deploymentsRepo(store: Store) {
-  const { db, dialect, t: { deploymentLogs, deployments } } = store
-  // SQLite: one prepared INSERT run for every line (the pipeline's output arrives in many small batches).
-  const appendLine = dialect === 'sqlite'
-    ? db.insert(deploymentLogs).values({
-      deploymentId: sql.placeholder('deploymentId'),
-      seq: sql.placeholder('seq'),
-      stream: sql.placeholder('stream'),
-      line: sql.placeholder('line'),
-      at: sql.placeholder('at'),
-    }).prepare()
-    : undefined
+  const { db, fastPaths, t: { deploymentLogs, deployments } } = store
 
   return {
     async create(input: { organizationId: string; appId: string; kind: 'deploy' | 'rollback'; rollbackOf?: string | null; pipeline: string; createdBy: string | null; owner?: string | null }): Promise<Deployment> {
@@ -82,12 +72,7 @@ export function deploymentsRepo(store: Store) {
     },
     async appendLines(lines: DeploymentLogLine[]): Promise<void> {
       if (lines.length === 0) return
-      if (appendLine) {
-        await store.transaction(async () => {
-          for (const l of lines) appendLine.run(l)
-        })
-        return
-      }
+      if (fastPaths.appendDeploymentLines) return fastPaths.appendDeploymentLines(lines)
       await store.transaction(async (tx) => {
         for (let i = 0; i < lines.length; i += LINES_PER_INSERT) {
           await tx.db.insert(tx.t.deploymentLogs).values(lines.slice(i, i + LINES_PER_INSERT))

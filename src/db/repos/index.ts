@@ -1,11 +1,10 @@
-import type { Db } from '../sqlite/client.js'
-import { sqliteStore, type RootStore, type Store } from '../store.js'
+import type { RootStore, Store } from '../store.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'
 import { auditRepo } from './audit.js'
 import { authorizationsRepo } from './authorizations.js'
 import { browserSessionsRepo } from './browser-sessions.js'
-import { credentialChanges, type CredentialChanges } from './credential-changes.js'
+import type { CredentialChanges } from './credential-changes.js'
 import { deploymentsRepo } from './deployments.js'
 import { envVarsRepo } from './env-vars.js'
 import { healthRepo } from './health.js'
@@ -54,12 +53,10 @@ function buildRepos(store: Store, changes: CredentialChanges) {
 /** The repositories inside one transaction (Repos.transaction): the same methods, on the transaction's connection. */
 export type TxRepos = ReturnType<typeof buildRepos>
 
-/** The repositories on a SQLite database (the embedded default). */
-export function createRepos(db: Db): Repos {
-  return reposOn(sqliteStore(db), credentialChanges(db))
-}
-
-/** The repositories on any store: each call is guarded as the store needs (store.ts), and transactions get their own. */
+/**
+ * The repositories on any store (each dialect's: sqlite/repos.ts, postgres/store.ts; the one opener: open.ts): each
+ * call is guarded as the store needs (store.ts), and transactions get their own.
+ */
 export function reposOn(store: RootStore, changes: CredentialChanges) {
   // A store that runs transactions on itself (SQLite's one connection) gets the same transaction repositories each time.
   const built = new WeakMap<Store, TxRepos>()
@@ -77,9 +74,9 @@ export function reposOn(store: RootStore, changes: CredentialChanges) {
      * `tx`, not these repositories (on SQLite they wait for the transaction to end), and await nothing else.
      */
     async transaction<T>(fn: (tx: TxRepos) => Promise<T>): Promise<T> {
-      // SQLite: one connection under one lock, so nobody reads between a change noticed inside the transaction and its
+      // One connection under one lock (SQLite): nobody reads between a change noticed inside the transaction and its
       // commit. Elsewhere a change is announced only once committed (other processes would re-read the old rows).
-      if (store.dialect === 'sqlite') return store.transaction((tx) => fn(txRepos(tx)))
+      if (store.oneConnection) return store.transaction((tx) => fn(txRepos(tx)))
       let bumped = false
       const deferred: CredentialChanges = { bump: () => void (bumped = true), takeChanged: () => changes.takeChanged() }
       const result = await store.transaction((tx) => fn(buildRepos(tx, deferred)))

@@ -1,26 +1,13 @@
-import { and, desc, eq, gt, inArray, isNull, lte, or, sql, type Placeholder } from 'drizzle-orm'
+import { and, desc, eq, gt, inArray, isNull, lte, or } from 'drizzle-orm'
 import type { Store } from '../store.js'
-import { writeActivityPostgres } from './activity.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
-import type { OAuthGrant, RefreshToken, Role, Activity } from '../types.js'
+import { accessTokenStateQuery } from './queries.js'
+import type { AccessTokenState, OAuthGrant, RefreshToken, Activity } from '../types.js'
 
-// The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
-export type { OAuthGrant, RefreshToken }
+// The row types live in db/types.ts, free of Drizzle types (the public declarations reach them).
+export type { AccessTokenState, OAuthGrant, RefreshToken }
 
-/** What /mcp needs to know about an access token once its signature checked out. */
-export interface AccessTokenState {
-  jti: string
-  revokedAt: number | null
-  grantRevokedAt: number | null
-  grantId: string
-  clientId: string
-  membershipId: string
-  userId: string
-  organizationId: string
-  role: Role | null
-  userDisabledAt: number | null
-}
 
 export interface AuthorizedClient {
   clientId: string
@@ -36,26 +23,7 @@ export interface AuthorizedClient {
  * `jti`s it revoked, so the caller can end the sessions bound to them, and tells the credential cache.
  */
 export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
-  const { db, dialect, t: { accessTokens, memberships, oauthClients, oauthGrants, organizations, refreshTokens, users } } = store
-  // Cache-miss path of every OAuth-authenticated request.
-  const tokenStateWhere = (jti: Placeholder | string) => db.select({
-    jti: accessTokens.jti,
-    revokedAt: accessTokens.revokedAt,
-    grantRevokedAt: oauthGrants.revokedAt,
-    grantId: oauthGrants.id,
-    clientId: oauthGrants.clientId,
-    membershipId: oauthGrants.membershipId,
-    userId: oauthGrants.userId,
-    organizationId: oauthGrants.organizationId,
-    role: memberships.role,
-    userDisabledAt: users.disabledAt,
-  }).from(accessTokens)
-    .innerJoin(oauthGrants, eq(oauthGrants.id, accessTokens.grantId))
-    .innerJoin(users, eq(users.id, oauthGrants.userId))
-    .leftJoin(memberships, and(eq(memberships.id, oauthGrants.membershipId), eq(memberships.userId, oauthGrants.userId)))
-    .where(eq(accessTokens.jti, jti))
-  // SQLite: prepared once.
-  const tokenState = dialect === 'sqlite' ? tokenStateWhere(sql.placeholder('jti')).prepare() : undefined
+  const { db, fastPaths, t: { accessTokens, oauthClients, oauthGrants, organizations, refreshTokens } } = store
 
   /** Revokes the grant's live access tokens on `on` (the transaction's connection); returns their jtis. */
   async function revokeGrantTokens(on: Store['db'], grantId: string, at: number): Promise<string[]> {
@@ -65,8 +33,11 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
     return revoked.map((r) => r.jti)
   }
 
-  /** touchByJti on PostgreSQL: each grant once, at the latest use of any of its tokens; the jtis of grants left out. */
-  async function touchGrantsPostgres(entries: Activity): Promise<string[]> {
+  /**
+   * touchByJti where the dialect writes activity its own way (FastPaths.writeActivity): each grant once, at the latest
+   * use of any of its tokens; the jtis of grants left out.
+   */
+  async function touchGrantsByActivity(writeActivity: NonNullable<typeof fastPaths.writeActivity>, entries: Activity): Promise<string[]> {
     if (entries.length === 0) return []
     const tokens = await db.select({ jti: accessTokens.jti, grantId: accessTokens.grantId }).from(accessTokens)
       .where(inArray(accessTokens.jti, entries.map(([jti]) => jti)))
@@ -76,7 +47,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
       const grant = grantOf.get(jti)
       if (grant !== undefined) latest.set(grant, Math.max(at, latest.get(grant) ?? 0))
     }
-    const skipped = new Set(await writeActivityPostgres(store, oauthGrants, oauthGrants.id, oauthGrants.lastUsedAt, [...latest]))
+    const skipped = new Set(await writeActivity('oauthGrants', [...latest]))
     return entries.filter(([jti]) => skipped.has(grantOf.get(jti)!)).map(([jti]) => jti)
   }
 
@@ -99,7 +70,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
      * waits for a row lock (activity.ts): processes never deadlock here.
      */
     async touchByJti(entries: Activity): Promise<string[]> {
-      if (store.dialect === 'postgres') return touchGrantsPostgres(entries)
+      if (fastPaths.writeActivity) return touchGrantsByActivity(fastPaths.writeActivity, entries)
       for (const [jti, at] of entries) {
         await db.update(oauthGrants).set({ lastUsedAt: at })
           .where(eq(oauthGrants.id, db.select({ id: accessTokens.grantId }).from(accessTokens).where(eq(accessTokens.jti, jti))))
@@ -122,9 +93,9 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
     async addAccessToken(row: { jti: string; grantId: string; createdAt: number; expiresAt: number }): Promise<void> {
       await db.insert(accessTokens).values({ ...row, revokedAt: null })
     },
-    async accessTokenState(jti: string): Promise<AccessTokenState | undefined> {
-      if (tokenState) return tokenState.get({ jti })
-      return (await tokenStateWhere(jti))[0]
+    accessTokenState(jti: string): Promise<AccessTokenState | undefined> {
+      if (fastPaths.accessTokenState) return fastPaths.accessTokenState(jti)
+      return accessTokenStateQuery(store, jti).then((rows) => rows[0])
     },
     /** Revokes one access token; returns whether it was live. */
     async revokeAccessToken(jti: string, at: number): Promise<boolean> {

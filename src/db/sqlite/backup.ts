@@ -8,7 +8,7 @@ import { packageRoot } from '../../lib/package-root.js'
 import { DatabaseError, isDatabaseFile, openDatabase } from './client.js'
 import { checkEnvKey, EnvKeyMismatch, valuesPhrase, type KeySubject } from '../env-key.js'
 import { lockDatabase } from './lock.js'
-import { createRepos } from '../repos/index.js'
+import { createRepos } from './repos.js'
 
 /**
  * `service-mcp backup` and `service-mcp restore`.
