@@ -60,7 +60,7 @@ export const ROWS_MATCH_SCHEMA: Checks = {
 
 /**
  * The repositories are written once, against the SQLite tables, and run on PostgreSQL with the tables of
- * schema-postgres.ts in their place (store.ts). That holds only while every table of one schema has its namesake in
+ * postgres/schema.ts in their place (postgres/store.ts). That holds only while every table of one schema has its namesake in
  * the other, reading and writing the very same rows: this fails to compile, naming the table, when they differ.
  */
 type Tables<S> = { [K in keyof S as S[K] extends { $inferSelect: object } ? K : never]: S[K] }

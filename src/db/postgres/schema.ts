@@ -4,12 +4,13 @@ import { ROLES } from '../../auth/roles.js'
 import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
- * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (sqlite/schema.ts), which the
- * repositories are written against (store.ts); schema-rows.ts holds both to the row types of types.ts. drizzle/postgres/
+ * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (../sqlite/schema.ts), which the
+ * repositories are written against (../store.ts); ../schema-rows.ts holds both to the row types of ../types.ts, and
+ * check-generated.ts holds both to the same keys, indexes and unique constraints. drizzle/postgres/
  * is generated from this file by `npm run db:generate` and never edited by hand; `npm run check:generated` fails when
  * the two drift. Times are Unix milliseconds in `bigint` columns; JSON columns are `json` (kept as written, key order
  * included: an idempotent call's result is answered again exactly as first returned). What each table and column
- * means is documented once, in schema.ts.
+ * means is documented once, in ../sqlite/schema.ts.
  */
 
 /** Unix milliseconds need 64 bits; read as JavaScript numbers, as SQLite gives them (exact up to 2^53). */
