@@ -1,9 +1,10 @@
 // test-backends: own (processes on PostgreSQL and Redis)
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { SharedSignInThrottle } from '../../src/auth/shared-sign-in-throttle.js'
+import { SharedSignInThrottle } from '../../src/limits/shared-sign-in-throttle.js'
 import { defineTool, type Config } from '../../src/index.js'
-import { RateStoreUnavailable, RedisRateLimiter } from '../../src/lib/rate-limiter.js'
+import { RedisRateLimiter } from '../../src/limits/fixed-windows.js'
+import { RateStoreUnavailable } from '../../src/limits/redis-answer.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import { postgresDatabase, redisClient, redisKeys, redisPrefix, redisUrl } from '../helpers/backends.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
