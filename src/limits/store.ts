@@ -21,7 +21,7 @@ export interface LimitsStore {
   /** A counter's name: under the deployment's Redis prefix + `rl:` when shared, as given otherwise. */
   name(key: string): string
   readonly outage: RedisOutage
-  /** Things held open (listen streams), across processes when shared. */
+  /** Things held open (listen streams), across processes when shared; keys are named by the store (`name`). */
   readonly held: HeldOpen
   /** Failed sign-ins (both sign-in forms). */
   readonly signIn: SignInGatekeeper
@@ -70,7 +70,7 @@ export function openLimitsStore(options: LimitsStoreOptions): LimitsStore {
     shared,
     name,
     outage,
-    held: new SharedHeldOpen(heldInRedis, heldHere, outage, 'open streams'),
+    held: named(new SharedHeldOpen(heldInRedis, heldHere, outage, 'open streams'), name),
     signIn: new SharedSignInThrottle(redis, signInThrottleSettings(config), {
       // Its keys keep the names they had before the store (`sin:`), so a rolling upgrade keeps the counts.
       key: (k) => options.key(k),
@@ -94,6 +94,11 @@ export function openLimitsStore(options: LimitsStoreOptions): LimitsStore {
       heldInRedis.stop()
     },
   }
+}
+
+/** `held` with each key under the store's names. */
+function named(held: HeldOpen, name: (key: string) => string): HeldOpen {
+  return { count: (key) => held.count(name(key)), hold: (key, capacity) => held.hold(name(key), capacity) }
 }
 
 /**

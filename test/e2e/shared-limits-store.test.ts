@@ -162,12 +162,13 @@ t.test('Redis not answering: every limit counts in this process with the same li
   t.same(await redisKeys(prefix), [], 'nothing reached Redis')
 })
 
-async function twoProcesses(t: Test, config: Partial<Config>): Promise<[TestServer, TestServer]> {
+async function twoProcesses(t: Test, config: Partial<Config>): Promise<[TestServer, TestServer, string]> {
   const url = await postgresDatabase(t)
-  const shared = { envKey: ENV_KEY, redisUrl: redisUrl(), redisPrefix: redisPrefix(t), heartbeatMs: 60_000, ...config }
+  const prefix = redisPrefix(t)
+  const shared = { envKey: ENV_KEY, redisUrl: redisUrl(), redisPrefix: prefix, heartbeatMs: 60_000, ...config }
   const a = await startServer(t, { dbPath: url, config: shared })
   const b = await startServer(t, { dbPath: url, config: shared })
-  return [a, b]
+  return [a, b, prefix]
 }
 
 async function listen(t: Test, server: TestServer, key: string, id: string): Promise<LiveStream> {
@@ -179,9 +180,10 @@ async function listen(t: Test, server: TestServer, key: string, id: string): Pro
 }
 
 t.test('open listen streams are bounded across two processes', async (t) => {
-  const [a, b] = await twoProcesses(t, { listenMaxPerMember: 2 })
+  const [a, b, prefix] = await twoProcesses(t, { listenMaxPerMember: 2 })
   const onA = await listen(t, a, a.apiKey, 'on-a')
   await listen(t, b, a.apiKey, 'on-b')
+  t.ok((await redisKeys(prefix)).some((k) => k.startsWith(`${prefix}rl:ls:`)), 'the streams are held in Redis, under the deployment\'s prefix')
   for (const [server, name] of [[a, 'A'], [b, 'B']] as const) {
     const third = await modernPost(server.mcpUrl, a.apiKey, 'subscriptions/listen', { notifications: {} }, { id: 'third' })
     t.equal(third.status, 429, `a third stream, on ${name}: 429`)
