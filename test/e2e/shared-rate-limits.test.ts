@@ -12,8 +12,8 @@ import { modernCall } from '../helpers/modern.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 
 /**
- * Limits counted in Redis when several processes share the database (src/lib/rate-limiter.ts RedisRateLimiter,
- * src/auth/shared-sign-in-throttle.ts, @fastify/rate-limit's Redis store): requests alternated between two processes
+ * Limits counted in Redis when several processes share the database (src/limits/fixed-windows.ts RedisRateLimiter,
+ * src/limits/shared-sign-in-throttle.ts, the OAuth endpoints' windows in the same store): requests alternated between two processes
  * are refused at the contract's limit, not at twice it.
  */
 
