@@ -5,6 +5,7 @@ import type { Config } from '../config.js'
 import type { ErrorCode } from '../errors/catalog.js'
 import { toServiceBody } from '../errors/render.js'
 import { fail } from '../errors/service-error.js'
+import { MemoryHeldOpen } from '../limits/held-open.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 
 /**
@@ -69,21 +70,19 @@ function lingeringClose(handler: (req: IncomingMessage, res: ServerResponse) => 
   }
 }
 
+/**
+ * Open connections per client address, held open in this process's store (src/limits/held-open.ts): the bound
+ * protects this process's file descriptors, so it is never shared through Redis (docs/decisions/limits.md).
+ */
 function limitConnectionsPerAddress(server: Server, max: number): void {
-  const open = new Map<string, number>()
+  const open = new MemoryHeldOpen()
   server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? 'unknown'
-    const count = (open.get(address) ?? 0) + 1
-    if (count > max) {
+    const release = open.hold(socket.remoteAddress ?? 'unknown', max)
+    if (release === null) {
       socket.destroy()
       return
     }
-    open.set(address, count)
-    socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1
-      if (left <= 0) open.delete(address)
-      else open.set(address, left)
-    })
+    socket.once('close', release)
   })
 }
 

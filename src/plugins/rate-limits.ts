@@ -1,11 +1,13 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Principal } from '../auth/principal.js'
-import { fail, type LimiterName } from '../errors/service-error.js'
-import { RateLimiter, RedisRateLimiter, type DeclaredLimit, type RateDecision, type StagedWindows } from '../lib/rate-limiter.js'
+import type { DeclaredLimit, RateDecision, StagedWindows } from '../limits/fixed-windows.js'
+import { mcpMember, mcpOrganization, requestRefusal } from '../limits/named.js'
+import { openLimitsStore, type LimitsStore } from '../limits/store.js'
+import type { LimiterName } from '../errors/service-error.js'
+import { PLUGIN } from './names.js'
 
 export type { DeclaredLimit }
-import { PLUGIN } from './names.js'
 
 /**
  * The limits of /mcp: per member (60 with OAuth, 30 with an API key) and per organization (500) for every request,
@@ -37,6 +39,8 @@ export interface RateLimits {
 declare module 'fastify' {
   interface FastifyInstance {
     rateLimits: RateLimits
+    /** The counter store every limit counts in (src/limits/store.ts). */
+    limits: LimitsStore
   }
   interface FastifyRequest {
     /** Shared limits: the principal whose member and organization windows wait for `admit` (RateLimits); else null. */
@@ -44,27 +48,12 @@ declare module 'fastify' {
   }
 }
 
-/**
- * How long a shared check waits for Redis before this process decides alone (a round trip takes well under a
- * millisecond; this bounds what a stalled Redis adds to every request).
- */
-export const SHARED_CHECK_TIMEOUT_MS = 1_000
-/** While Redis fails, its warning is logged at most this often. */
-export const SHARED_WARNING_EVERY_MS = 30_000
-
 function refuse(decision: RateDecision, what: string, limiter: LimiterName): never {
-  throw fail('RATE_LIMITED', {
-    limiter,
-    message: `Too many requests: ${what} allows ${decision.limit} per window`,
-    retryAfter: decision.retryAfter,
-    details: { limit: decision.limit, retry_after: decision.retryAfter, scope: what },
-    headers: { 'x-ratelimit-limit': String(decision.limit), 'x-ratelimit-remaining': '0' },
-  })
+  throw requestRefusal(decision, what, limiter)
 }
 
 function refuseMember(principal: Principal, decision: RateDecision): never {
-  if (principal.kind === 'oauth') refuse(decision, 'this member (OAuth)', 'mcp_member_oauth')
-  refuse(decision, 'this member (API key)', 'mcp_member_api_key')
+  throw mcpMember.refusal(principal, decision)
 }
 
 interface LimiterKeys {
@@ -81,10 +70,13 @@ interface LimiterKeys {
  */
 const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   const { config, coordination } = fastify
-  const limiter = new RateLimiter()
+  const store = openLimitsStore({ config, log: fastify.log, redis: coordination.redis, key: (k) => coordination.key(k) })
+  fastify.decorate('limits', store)
+  fastify.addHook('onClose', async () => store.close())
+  const limiter = store.local
   const window = config.rateLimitWindowMs
   // Redis keys when shared (the in-memory fallback uses the same names), short names otherwise.
-  const name = coordination.redis === null ? (key: string) => key : (key: string) => coordination.key(`rl:${key}`)
+  const name = store.name
   fastify.decorateRequest('limitsPending', null)
 
   /**
@@ -95,7 +87,7 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   function keysOf(principal: Principal): LimiterKeys {
     let keys = principalKeys.get(principal)
     if (keys === undefined) {
-      keys = { member: name(`m:${principal.kind}:${principal.membershipId}`), organization: name(`o:${principal.organizationId}`), declared: new Map() }
+      keys = { member: name(mcpMember.key(principal)), organization: name(mcpOrganization.key(principal)), declared: new Map() }
       principalKeys.set(principal, keys)
     }
     return keys
@@ -109,7 +101,7 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     return key
   }
 
-  const memberLimit = (principal: Principal) => (principal.kind === 'oauth' ? config.rateLimitOAuthMember : config.rateLimitApiKeyMember)
+  const memberLimit = (principal: Principal) => mcpMember.limit(config, principal)
 
   /** In this process: no promise, and nothing allocated when the request fits. */
   function countMember(principal: Principal, cost: number): void {
@@ -121,7 +113,7 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     if (org !== null) {
       // Refused by its organization, the request does not count against its member either.
       limiter.giveBack(keys.member, cost, now)
-      refuse(org, 'this organization', 'mcp_organization')
+      throw mcpOrganization.refusal(org)
     }
   }
 
@@ -146,12 +138,7 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     },
   }
 
-  const timer = setInterval(() => limiter.sweep(), Math.max(1000, window))
-  timer.unref()
-  fastify.addHook('onClose', async () => clearInterval(timer))
-
-  const redis = coordination.redis
-  if (redis === null) {
+  if (store.shared === null) {
     fastify.decorate('rateLimits', local)
     return
   }
@@ -159,28 +146,11 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   /*
    * Shared: one Redis round trip per request (RedisRateLimiter's script checks and counts the member and organization
    * windows, then the declared ones). When Redis cannot answer (connection down, or no answer within the timeout), the
-   * check is made in this process instead, with the same limits: the service stays up (refusing every request with 503
-   * would turn a Redis outage into an outage of /mcp), the credential check still holds, and capacity is still
-   * protected, only per process (N processes then allow up to N times the limits) until Redis answers again. That is
-   * logged as a warning, at most once per SHARED_WARNING_EVERY_MS, and its end at info.
+   * check is made in this process instead, with the same limits: the one behaviour of every limit
+   * (docs/decisions/limits.md, RedisOutage).
    */
-  const shared = new RedisRateLimiter(redis, { timeoutMs: SHARED_CHECK_TIMEOUT_MS })
-  let degraded = false
-  let warnedAt = -Infinity
-  const unavailable = (err: unknown) => {
-    degraded = true
-    const now = Date.now()
-    if (now - warnedAt < SHARED_WARNING_EVERY_MS) return
-    warnedAt = now
-    fastify.log.warn({ err: (err as Error).message }, 'rate limits: Redis did not answer; this process counts on its own until it does')
-  }
-  const answered = () => {
-    if (!degraded) return
-    degraded = false
-    warnedAt = -Infinity
-    fastify.log.info('rate limits: shared through Redis again')
-  }
-
+  const { outage } = store
+  const shared = store.shared
   /**
    * One round trip: the member and organization windows counting `cost` (none when 0), then the declared ones. In
    * this process instead when Redis does not answer.
@@ -188,17 +158,17 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   function take(principal: Principal, cost: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null): Promise<void> {
     const windows = sharedWindows(principal, cost, declared)
     return shared.takeStaged(windows, window).then((refused) => {
-      answered()
+      outage.answered()
       if (refused === null) return
       const i = refused.index - windows.firstStage
       if (i < 0) {
         if (refused.index === 0) refuseMember(principal, refused)
-        refuse(refused, 'this organization', 'mcp_organization')
+        throw mcpOrganization.refusal(refused)
       }
       const d = declared !== null && isList(declared) ? declared[i]! : (declared as DeclaredLimit)
       refuse(refused, d.scope, d.limiter)
     }, (err: unknown) => {
-      unavailable(err)
+      outage.failed('mcp', err)
       if (cost > 0) countMember(principal, cost)
       countDeclared(principal, declared)
     })

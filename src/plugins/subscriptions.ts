@@ -5,6 +5,8 @@ import { fail } from '../errors/service-error.js'
 import type { ServerEvent } from '../lib/event-bus.js'
 import type { CallContext } from '../rpc/dispatcher.js'
 import { declaresExtension } from '../rpc/exchange.js'
+import { listenStreams } from '../limits/named.js'
+import type { Release } from '../limits/held-open.js'
 import type { JsonRpcNotification, RequestId } from '../rpc/types.js'
 import { validatorFor } from '../validation/index.js'
 import { PLUGIN } from './names.js'
@@ -57,6 +59,11 @@ interface Subscription {
 const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
   const { rpc, config, events, auth } = fastify
   const open = new Set<Subscription>()
+  // A member's open streams (listenStreams), held in the limits store: counted across processes when Redis is shared.
+  const held = fastify.limits.held
+  const refuseWhenFull = (mine: number) => {
+    if (mine >= listenStreams.capacity(config)) throw listenStreams.refusal(config)
+  }
   const validateFilter = validatorFor('mcp/subscriptions-listen.params')
 
   const visibleTools = (principal: Principal) => fastify.tools.visibleTo(principal).map((t) => t.def.name).join(',')
@@ -173,17 +180,10 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
           details: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
         })
       }
-      let mine = 0
-      for (const sub of open) if (sub.principal.membershipId === ctx.principal.membershipId) mine++
-      if (mine >= config.listenMaxPerMember) {
-        throw fail('RATE_LIMITED', {
-          limiter: 'listen_streams',
-          message: `A member may keep ${config.listenMaxPerMember} subscriptions/listen streams open; close one first`,
-          retryAfter: 60,
-          details: { limit: config.listenMaxPerMember, scope: 'open subscriptions/listen streams of this member' },
-          headers: { 'x-ratelimit-limit': String(config.listenMaxPerMember), 'x-ratelimit-remaining': '0' },
-        })
-      }
+      // Checked here, so that a full member is answered 429 before a stream opens; the slot itself is taken in
+      // `handle` (a request refused between the two would otherwise hold one).
+      const mine = held.count(listenStreams.key(ctx.principal))
+      return typeof mine === 'number' ? refuseWhenFull(mine) : mine.then(refuseWhenFull)
     },
     async handle(params, ctx) {
       if (!ctx.sink.streaming) {
@@ -200,6 +200,13 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
         const found = await Promise.all(requested.taskIds.map((id) => fastify.tasks.get(ctx.principal, id)))
         honored.taskIds = requested.taskIds.filter((_id, i) => found[i] !== undefined)
       }
+      // Two requests that passed the precheck together may find the last slot taken: the later one is refused.
+      const release: Release | null = await held.hold(listenStreams.key(ctx.principal), listenStreams.capacity(config))
+      if (release === null) throw listenStreams.refusal(config)
+      if (ctx.signal.aborted) {
+        release()
+        return {}
+      }
       return new Promise<Record<string, unknown>>((resolve) => {
         const sub: Subscription = {
           id: ctx.requestId,
@@ -210,6 +217,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
           prompts: honored.promptsListChanged ? visiblePrompts(ctx.principal) : '',
           end(graceful) {
             if (!open.delete(sub)) return
+            release()
             ctx.signal.removeEventListener('abort', onClose)
             // The listen result (graceful end); after a client's close the dispatcher sends nothing anyway.
             resolve(graceful ? { _meta: { [SUBSCRIPTION_ID_META_KEY]: sub.id } } : {})
@@ -227,5 +235,5 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
 export default fp(subscriptionsPlugin, {
   name: PLUGIN.subscriptions,
   fastify: '5.x',
-  dependencies: [PLUGIN.rpc, PLUGIN.auth, PLUGIN.tasks, PLUGIN.tools, PLUGIN.prompts, PLUGIN.resources],
+  dependencies: [PLUGIN.rpc, PLUGIN.auth, PLUGIN.rateLimits, PLUGIN.tasks, PLUGIN.tools, PLUGIN.prompts, PLUGIN.resources],
 })

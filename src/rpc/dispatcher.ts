@@ -1,7 +1,7 @@
 import type { ValidateFunction } from 'ajv'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../auth/principal.js'
-import type { DeclaredLimit } from '../lib/rate-limiter.js'
+import type { DeclaredLimit } from '../limits/fixed-windows.js'
 import { toRpcError } from '../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
 import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '../sessions/session.js'

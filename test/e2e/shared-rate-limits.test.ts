@@ -1,9 +1,10 @@
 // test-backends: own (processes on PostgreSQL and Redis)
 import t, { type Test } from 'tap'
 import { request } from 'undici'
-import { SharedSignInThrottle } from '../../src/auth/shared-sign-in-throttle.js'
+import { SharedSignInThrottle } from '../../src/limits/shared-sign-in-throttle.js'
 import { defineTool, type Config } from '../../src/index.js'
-import { RateStoreUnavailable, RedisRateLimiter } from '../../src/lib/rate-limiter.js'
+import { RedisRateLimiter } from '../../src/limits/fixed-windows.js'
+import { RateStoreUnavailable } from '../../src/limits/redis-answer.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import { postgresDatabase, redisClient, redisKeys, redisPrefix, redisUrl } from '../helpers/backends.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
@@ -11,8 +12,8 @@ import { modernCall } from '../helpers/modern.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 
 /**
- * Limits counted in Redis when several processes share the database (src/lib/rate-limiter.ts RedisRateLimiter,
- * src/auth/shared-sign-in-throttle.ts, @fastify/rate-limit's Redis store): requests alternated between two processes
+ * Limits counted in Redis when several processes share the database (src/limits/fixed-windows.ts RedisRateLimiter,
+ * src/limits/shared-sign-in-throttle.ts, the OAuth endpoints' windows in the same store): requests alternated between two processes
  * are refused at the contract's limit, not at twice it.
  */
 

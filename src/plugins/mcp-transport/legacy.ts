@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
-import type { DeclaredLimit } from '../../lib/rate-limiter.js'
+import type { DeclaredLimit } from '../../limits/fixed-windows.js'
 import { SharedStreams } from '../../coordination/shared-streams.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { newStreamId, parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'

@@ -1,7 +1,8 @@
-import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { toOAuthBody, toServiceError } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
+import { oauthRegister } from '../../limits/named.js'
+import { windowHook } from '../../limits/store.js'
 import { checkRegistration } from '../../oauth/client-metadata.js'
 import type { TokenService } from '../../oauth/token-service.js'
 import { fromFastifyError, logFailure } from '../http.js'
@@ -55,38 +56,12 @@ function refuseClientSecrets(request: FastifyRequest, fields: Record<string, str
   if (fields.client_secret !== undefined) throw fail('OAUTH_INVALID_CLIENT', { message: 'Clients here are public: send no client_secret' })
 }
 
-/**
- * Where an OAuth endpoint's `@fastify/rate-limit` counts: in this process, or, with several processes coordinated
- * through Redis, in Redis's (its Redis store, keys under SERVICE_REDIS_PREFIX + `orl:<name>:`), so the limit holds for
- * the deployment and not once per process. When Redis fails (the coordination plugin logs the connection's errors),
- * requests are let through (`skipOnError`) rather than answered 500: these limits slow down abuse of rare endpoints,
- * a Redis outage must not stop sign-ins, and the pending authorizations per address (counted in the database) still
- * bound what /oauth/authorize can leave behind.
- */
-export function rateLimitStore(fastify: FastifyInstance, name: string): Pick<RateLimitPluginOptions, 'redis' | 'nameSpace' | 'skipOnError'> {
-  const { coordination } = fastify
-  if (coordination.redis === null) return {}
-  return { redis: coordination.redis, nameSpace: coordination.key(`orl:${name}:`), skipOnError: true }
-}
-
 /** POST /oauth/register, /oauth/token and /oauth/revoke: JSON in and out, the OAuth error body on every failure. */
 export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: TokenService }): Promise<void> {
   const { config, repos } = fastify
   const { tokens } = opts
   // Only registration is limited here (contract: 10 per hour per IP); the token endpoint has no limiter of its own.
-  await fastify.register(rateLimit, {
-    global: false,
-    ...rateLimitStore(fastify, 'register'),
-    keyGenerator: (request) => request.ip,
-    addHeadersOnExceeding: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false },
-    addHeaders: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false, 'retry-after': true },
-    errorResponseBuilder: (_request, context) => fail('RATE_LIMITED', {
-      limiter: 'oauth_register',
-      message: `Too many registrations from this address: ${context.max} per window`,
-      retryAfter: Math.max(1, Math.ceil(context.ttl / 1000)),
-      details: { limit: context.max, retry_after: Math.max(1, Math.ceil(context.ttl / 1000)), scope: 'registrations per IP' },
-    }),
-  })
+  const registrations = windowHook(fastify.limits, oauthRegister(config), (request) => request.ip)
 
   fastify.setErrorHandler((err, request, reply) => {
     const e = fromFastifyError(err as Error)
@@ -114,7 +89,7 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
 
   fastify.post('/oauth/register', {
     bodyLimit: REGISTRATION_BODY_LIMIT,
-    config: { rateLimit: { max: config.registerRateLimit, timeWindow: config.registerRateLimitWindowMs } },
+    onRequest: registrations,
   }, async (request, reply) => {
     openCors(reply)
     noStore(reply)

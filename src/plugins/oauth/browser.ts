@@ -1,11 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { SignInGatekeeper } from '../../auth/shared-sign-in-throttle.js'
-import { clientAddressKey, SignInThrottle, type SignInThrottleSettings } from '../../auth/sign-in-throttle.js'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
 import { normalizeEmail } from '../../db/repos/users.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { constantTimeEqual, randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
+import { clientAddressKey } from '../../limits/client-address.js'
+import { signInRefusal, signInThrottleSettings } from '../../limits/named.js'
+import type { SignInGatekeeper } from '../../limits/shared-sign-in-throttle.js'
+import { SignInThrottle } from '../../limits/sign-in-throttle.js'
 
 // A fixed, valid scrypt hash to check against when the email is unknown.
 const DUMMY_PASSWORD_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'
@@ -97,7 +99,7 @@ export class BrowserState {
     if (!gate.allowed) {
       const retryAfter = Math.max(1, Math.ceil(gate.retryAfterMs / 1000))
       request.log.warn({ ...context, address: request.ip, account, throttledBy: gate.by, retryAfter }, 'sign-in refused: too many failed sign-ins')
-      return { refused: throttleRefusal(gate.by, retryAfter), email: shownEmail }
+      return { refused: signInRefusal(gate.by, retryAfter), email: shownEmail }
     }
     const user = await this.#checkPassword(email, password)
     if (user) {
@@ -154,33 +156,6 @@ export class BrowserState {
     }
     return browserId
   }
-}
-
-/** The sign-in throttle's settings, from configuration. */
-export function signInThrottleSettings(config: Config): SignInThrottleSettings {
-  return {
-    freeAttempts: config.signInFreeAttempts,
-    addressFreeAttempts: config.signInAddressFreeAttempts,
-    delayMs: config.signInDelayMs,
-    maxDelayMs: config.signInMaxDelayMs,
-  }
-}
-
-/** The throttle's answer: a 429 whose message tells the person what to wait for, and how long. */
-function throttleRefusal(by: 'account' | 'address', retryAfter: number): ServiceError {
-  const whose = by === 'account' ? 'for this account' : 'from your network'
-  return fail('RATE_LIMITED', {
-    limiter: by === 'account' ? 'sign_in_account' : 'sign_in_address',
-    message: `Too many failed sign-ins ${whose}; try again in ${inWords(retryAfter)}.`,
-    retryAfter,
-    details: { retry_after: retryAfter, scope: by === 'account' ? 'failed sign-ins per account' : 'failed sign-ins per address' },
-  })
-}
-
-/** `1 second`, `42 seconds`, or whole minutes from two minutes on. */
-export function inWords(seconds: number): string {
-  if (seconds < 120) return seconds === 1 ? '1 second' : `${seconds} seconds`
-  return `${Math.ceil(seconds / 60)} minutes`
 }
 
 /** One cookie's value from a Cookie header (first occurrence), without decoding: our values are base64url. */

@@ -7,8 +7,7 @@ import { TokenService } from '../../oauth/token-service.js'
 import { PLUGIN } from '../names.js'
 import { accountPages } from './account.js'
 import { oauthApiRoutes } from './api.js'
-import { SharedSignInThrottle } from '../../auth/shared-sign-in-throttle.js'
-import { BrowserState, signInThrottleSettings } from './browser.js'
+import { BrowserState } from './browser.js'
 import { authorizationPages } from './pages.js'
 
 const FORM_BODY_LIMIT = 16 * 1024
@@ -37,7 +36,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   auth.addVerifier(accessTokenVerifier(repos, keyring, (credential) => auth.revoked(credential)))
   fastify.decorate('oauth', { keyring, tokens })
 
-  const browser = new BrowserState(config, repos, sharedSignInThrottle(fastify))
+  const browser = new BrowserState(config, repos, fastify.limits.signIn)
   // One encapsulated context for every OAuth route: form bodies are parsed here, nowhere else (not on /mcp).
   await fastify.register(async (routes) => {
     await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
@@ -65,29 +64,4 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.addHook('onClose', async () => clearInterval(timer))
 }
 
-/** How long a sign-in check waits for Redis before this process judges the attempt alone. */
-const SIGN_IN_REDIS_TIMEOUT_MS = 1_000
-/** While Redis fails, its warning is logged at most this often. */
-const SIGN_IN_WARNING_EVERY_MS = 30_000
-
-/**
- * With several processes coordinated through Redis, failed sign-ins are counted there (keys under SERVICE_REDIS_PREFIX
- * + `sin:`), so they add up across processes; alone, in this process (undefined: BrowserState's own).
- */
-function sharedSignInThrottle(fastify: FastifyInstance): SharedSignInThrottle | undefined {
-  const { coordination, config } = fastify
-  if (coordination.redis === null) return undefined
-  let warnedAt = -Infinity
-  return new SharedSignInThrottle(coordination.redis, signInThrottleSettings(config), {
-    key: (name) => coordination.key(name),
-    timeoutMs: SIGN_IN_REDIS_TIMEOUT_MS,
-    onUnavailable(err) {
-      const now = Date.now()
-      if (now - warnedAt < SIGN_IN_WARNING_EVERY_MS) return
-      warnedAt = now
-      fastify.log.warn({ err: (err as Error).message }, 'sign-in throttle: Redis did not answer; this process counts failed sign-ins on its own until it does')
-    },
-  })
-}
-
-export default fp(oauthPlugin, { name: PLUGIN.oauth, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.auth, PLUGIN.coordination] })
+export default fp(oauthPlugin, { name: PLUGIN.oauth, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.auth, PLUGIN.coordination, PLUGIN.rateLimits] })

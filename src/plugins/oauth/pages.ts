@@ -1,7 +1,5 @@
-import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
-import { clientAddressKey } from '../../auth/sign-in-throttle.js'
 import type { AuthorizationRequest } from '../../db/repos/authorizations.js'
 import type { TxRepos } from '../../db/repos/index.js'
 import type { MembershipView } from '../../db/repos/memberships.js'
@@ -9,14 +7,17 @@ import type { OAuthClient } from '../../db/repos/oauth-clients.js'
 import { toOAuthBody } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { randomSecret, sha256Hex } from '../../lib/crypto.js'
+import { clientAddressKey } from '../../limits/client-address.js'
+import { oauthAuthorize, pendingAuthorizationsRefusal } from '../../limits/named.js'
+import { windowHook } from '../../limits/store.js'
 import { checkChallenge } from '../../oauth/pkce.js'
 import { preferredMembership } from '../../oauth/preferred-organization.js'
 import { redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
 import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
 import { consentPage, errorPage, signInPage } from '../../web/pages.js'
-import { formFields, rateLimitStore } from './api.js'
-import { inWords, type BrowserState } from './browser.js'
+import { formFields } from './api.js'
+import type { BrowserState } from './browser.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 
 const MAX_STATE = 1024
@@ -70,23 +71,8 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   const { browser } = opts
   answerErrorsWithPages(fastify)
 
-  // GET /oauth/authorize per client address (its own store: this context is not the registration endpoint's).
-  await fastify.register(rateLimit, {
-    global: false,
-    ...rateLimitStore(fastify, 'authorize'),
-    keyGenerator: (request) => clientAddressKey(request.ip),
-    addHeadersOnExceeding: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false },
-    addHeaders: { 'x-ratelimit-limit': true, 'x-ratelimit-remaining': true, 'x-ratelimit-reset': false, 'retry-after': true },
-    errorResponseBuilder: (_request, context) => {
-      const retryAfter = Math.max(1, Math.ceil(context.ttl / 1000))
-      return fail('RATE_LIMITED', {
-        limiter: 'oauth_authorize',
-        message: `Too many sign-in requests from your network; try again in ${inWords(retryAfter)}.`,
-        retryAfter,
-        details: { limit: context.max, retry_after: retryAfter, scope: 'authorization requests per address' },
-      })
-    },
-  })
+  // GET /oauth/authorize per client address.
+  const authorizations = windowHook(fastify.limits, oauthAuthorize(config), (request) => clientAddressKey(request.ip))
 
   for (const [path, allow] of PAGE_METHODS) {
     fastify.options(path, async () => {
@@ -107,7 +93,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   }
 
   fastify.get('/oauth/authorize', {
-    config: { rateLimit: { max: config.authorizeRateLimit, timeWindow: config.authorizeRateLimitWindowMs } },
+    onRequest: authorizations,
   }, async (request, reply) => {
     const query = request.query as Record<string, unknown>
     // Client and redirect problems are shown here and never redirected: the redirect target is not trusted yet.
@@ -215,12 +201,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     if (pending.count < config.pendingAuthorizationsPerAddress) return
     const retryAfter = Math.max(1, Math.ceil(((pending.oldestExpiresAt ?? now + config.authRequestTtlMs) - now) / 1000))
     request.log.warn({ address: request.ip, pending: pending.count }, 'authorization refused: too many pending authorizations from this address')
-    throw fail('RATE_LIMITED', {
-      limiter: 'pending_authorizations',
-      message: `Too many sign-ins are in progress from your network. Finish or cancel one of them, or try again in ${inWords(retryAfter)}.`,
-      retryAfter,
-      details: { limit: config.pendingAuthorizationsPerAddress, retry_after: retryAfter, scope: 'pending authorizations per address' },
-    })
+    throw pendingAuthorizationsRefusal(config, retryAfter)
   }
 
   /**

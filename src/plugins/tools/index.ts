@@ -23,7 +23,7 @@ import { listMethod } from '../../rpc/list-method.js'
 import { ToolResult, type ToolContext, type ToolDefinition } from './define.js'
 import { CallIdempotency } from './idempotency.js'
 import { rateLimitOf, ToolRegistry, type RegisteredTool } from './registry.js'
-import type { DeclaredLimit } from '../../lib/rate-limiter.js'
+import type { DeclaredLimit } from '../../limits/fixed-windows.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

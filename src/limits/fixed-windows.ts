@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { LimiterName } from '../errors/service-error.js'
+import { RateStoreUnavailable, redisAnswer } from './redis-answer.js'
 
 /**
  * Fixed-window counters: in memory when one process serves everything (`RateLimiter`: a hit costs one Map lookup;
@@ -59,6 +60,17 @@ export class RateLimiter {
     if (w !== undefined && w.resetAt > now) w.count = Math.max(0, w.count - cost)
   }
 
+  /**
+   * Counts one request when it fits: the decision either way, with what is left of the window (for the
+   * X-RateLimit-Remaining of an endpoint's every answer).
+   */
+  count(key: string, limit: number, windowMs: number, now = Date.now()): RateDecision {
+    const refused = this.take(key, limit, windowMs, now)
+    if (refused !== null) return refused
+    const w = this.#windows.get(key)!
+    return { allowed: true, limit, remaining: limit - w.count, retryAfter: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) }
+  }
+
   sweep(now = Date.now()): void {
     for (const [key, w] of this.#windows) if (w.resetAt <= now) this.#windows.delete(key)
   }
@@ -72,11 +84,6 @@ export class RateLimiter {
 export interface SharedRefusal extends RateDecision {
   /** Which window refused: its position in the keys given. */
   index: number
-}
-
-/** Redis could not be asked (connection down) or did not answer in time: the caller decides what to do without it. */
-export class RateStoreUnavailable extends Error {
-  override readonly name = 'RateStoreUnavailable'
 }
 
 /**
@@ -133,11 +140,35 @@ add(split + 1, #KEYS)
 return 0
 `
 
+/**
+ * One window, counted when it fits, answered either way: {1 or 0 (refused), its count, ms until it resets}. A refusal
+ * counts nothing and, finding no window, opens one, as TAKE_SCRIPT does. KEYS[1] the window; ARGV[1] its length (ms),
+ * ARGV[2] its limit.
+ */
+const COUNT_SCRIPT = `
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if count + 1 > tonumber(ARGV[2]) then
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    redis.call('SET', KEYS[1], count, 'PX', ARGV[1])
+    left = tonumber(ARGV[1])
+  end
+  return {0, count, left}
+end
+count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {1, count, redis.call('PTTL', KEYS[1])}
+`
+const COUNT_COMMAND = 'serviceMcpRateCount'
+
 /** The name of the script's command on the connection (ioredis sends EVALSHA, and the script itself if Redis lost it). */
 const TAKE_COMMAND = 'serviceMcpRateTake'
 
 type TakeAnswer = 0 | [index: number, count: number, leftMs: number]
-type WithTake = Redis & { [TAKE_COMMAND](numKeys: number, ...args: Array<string | number>): Promise<TakeAnswer> }
+type WithTake = Redis & {
+  [TAKE_COMMAND](numKeys: number, ...args: Array<string | number>): Promise<TakeAnswer>
+  [COUNT_COMMAND](numKeys: number, key: string, windowMs: number, limit: number): Promise<[allowed: 0 | 1, count: number, leftMs: number]>
+}
 
 /** The windows of one staged check (RedisRateLimiter.takeStaged): limits and costs at the positions of their keys. */
 export interface StagedWindows {
@@ -171,6 +202,7 @@ export class RedisRateLimiter {
     this.#redis = redis as unknown as WithTake
     // Defined once per connection: every limiter on it shares the command.
     if (typeof this.#redis[TAKE_COMMAND] !== 'function') redis.defineCommand(TAKE_COMMAND, { lua: TAKE_SCRIPT })
+    if (typeof this.#redis[COUNT_COMMAND] !== 'function') redis.defineCommand(COUNT_COMMAND, { lua: COUNT_SCRIPT })
     this.#timeoutMs = options.timeoutMs
   }
 
@@ -181,6 +213,21 @@ export class RedisRateLimiter {
    */
   take(keys: readonly string[], limits: readonly number[], windowMs: number, cost = 1): Promise<SharedRefusal | null> {
     return this.takeStaged({ keys, limits, costs: keys.map(() => cost), firstStage: keys.length }, windowMs)
+  }
+
+  /**
+   * One window, as RateLimiter.count: counted when it fits, the decision and what is left either way (one round trip).
+   * Rejects with RateStoreUnavailable as `take` does.
+   */
+  count(key: string, limit: number, windowMs: number): Promise<RateDecision> {
+    const redis = this.#redis
+    if (redis.status !== 'ready') return Promise.reject(new RateStoreUnavailable(`Redis connection is ${redis.status}`))
+    return redisAnswer(redis[COUNT_COMMAND](1, key, windowMs, limit), this.#timeoutMs).then(([allowed, count, leftMs]) => ({
+      allowed: allowed === 1,
+      limit,
+      remaining: Math.max(0, limit - count),
+      retryAfter: Math.max(1, Math.ceil(leftMs / 1000)),
+    }))
   }
 
   /** Corks the connection until the end of this turn of the event loop, unless it already is. */
@@ -216,21 +263,4 @@ export class RedisRateLimiter {
       return { index: i - 1, allowed: false, limit, remaining: Math.max(0, limit - count), retryAfter: Math.max(1, Math.ceil(leftMs / 1000)) }
     })
   }
-}
-
-/**
- * Redis's answer to a command, or RateStoreUnavailable when it fails or takes longer than `timeoutMs` (the command
- * may still run; a counter is then counted once more than it should, which errs on the safe side).
- */
-export function redisAnswer<T>(answer: Promise<T>, timeoutMs: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new RateStoreUnavailable(`Redis did not answer within ${timeoutMs} ms`)), timeoutMs)
-    answer.then((a) => {
-      clearTimeout(timer)
-      resolve(a)
-    }, (err: unknown) => {
-      clearTimeout(timer)
-      reject(new RateStoreUnavailable(`Redis refused the command: ${(err as Error).message}`, { cause: err }))
-    })
-  })
 }

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import { sha256Hex } from '../lib/crypto.js'
-import { redisAnswer } from '../lib/rate-limiter.js'
+import { redisAnswer } from './redis-answer.js'
 import { SignInThrottle, type SignInAttempt, type SignInGate, type SignInThrottleSettings } from './sign-in-throttle.js'
 
 /** What the sign-in forms ask of a throttle: SignInThrottle in one process, SharedSignInThrottle across several. */
@@ -77,6 +77,8 @@ export interface SharedSignInThrottleOptions {
   timeoutMs: number
   /** Redis failed or did not answer in time: the attempt was judged by this process's throttle instead. */
   onUnavailable(err: unknown): void
+  /** Redis answered (the end of an outage, RedisOutage.answered). */
+  onAnswered?(): void
 }
 
 /**
@@ -86,7 +88,8 @@ export interface SharedSignInThrottleOptions {
  * keys), addresses as clientAddressKey gives them.
  *
  * When Redis fails, the attempt is judged by this process's own SignInThrottle, with the same settings: password
- * guessing stays slowed down (per process) rather than either stopping sign-ins or running free, until Redis answers.
+ * guessing stays slowed down (per process) rather than either stopping sign-ins or running free, until Redis answers
+ * (the one behaviour of every limit, docs/decisions/limits.md).
  */
 export class SharedSignInThrottle implements SignInGatekeeper {
   readonly #redis: WithScripts
@@ -127,6 +130,7 @@ export class SharedSignInThrottle implements SignInGatekeeper {
       if (gate.allowed) this.#judgedLocally.add(gate.attempt)
       return gate
     }
+    this.#options.onAnswered?.()
     if (answer[0] === 0) {
       const [, by, waitMs] = answer
       return { allowed: false, by: account !== null && by === 1 ? 'account' : 'address', retryAfterMs: waitMs }

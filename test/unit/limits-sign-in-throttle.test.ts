@@ -4,7 +4,8 @@
  * moment they start; old failures are forgotten and the memory is bounded.
  */
 import t from 'tap'
-import { clientAddressKey, SignInThrottle, type SignInGate } from '../../src/auth/sign-in-throttle.js'
+import { clientAddressKey } from '../../src/limits/client-address.js'
+import { SignInThrottle, type SignInGate } from '../../src/limits/sign-in-throttle.js'
 
 const SETTINGS = { freeAttempts: 3, addressFreeAttempts: 5, delayMs: 1000, maxDelayMs: 8000 }
 
