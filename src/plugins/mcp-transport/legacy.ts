@@ -8,7 +8,7 @@ import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedReq
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse, type RequestId } from '../../rpc/types.js'
-import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
+import type { Session } from '../../sessions/session.js'
 import { parseAccept, sendJsonRpc, sessionIdHeader, type Acceptance } from './headers.js'
 import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
@@ -25,7 +25,7 @@ export interface LegacyFrontEnd {
 }
 
 export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
-  const { config, rpc, sessions, heartbeats } = fastify
+  const { config, rpc, sessions, sessionStreams, heartbeats } = fastify
   const shared = sharedStreams(fastify)
 
   /**
@@ -66,22 +66,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
     if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
     heartbeats.add(stream)
-    const runtime = runtimeOf(session)
-    runtime.streams.add(stream)
+    sessionStreams.add(session.id, stream, kind === 'standalone')
     stream.onDetach(() => request.log.debug({ stream: stream.id }, 'SSE stream detached: the client may resume it'))
     stream.onClose(() => {
-      const rt = session.runtime
-      rt?.streams.delete(stream)
-      if (rt?.standalone === stream) rt.standalone = null
-      if (rt && stream.resumable && !stream.attached && !session.ended) {
-        const timer = setTimeout(() => {
-          rt.retained.delete(stream.id)
-          releaseRuntime(session)
-        }, config.sseRetainMs)
-        timer.unref()
-        rt.retained.set(stream.id, { stream, timer })
-      }
-      releaseRuntime(session)
+      const retain = stream.resumable && !stream.attached && !session.ended
+      sessionStreams.closed(session.id, stream, retain ? { ms: config.sseRetainMs } : null)
       request.log.debug({ stream: stream.id }, 'SSE stream ended')
     })
     return stream
@@ -95,7 +84,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean | Promise<boolean> {
     const last = parseEventId(request.headers['last-event-id'])
     if (!last) return false
-    const stream = session.runtime?.findStream(last.stream)
+    const stream = sessionStreams.find(session.id, last.stream)
     const open = () => {
       reply.hijack()
       writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
@@ -105,22 +94,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     const complete = stream.attach(reply.raw, last.seq)
     if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
     if (!stream.closed) heartbeats.add(stream)
-    else forgetRetained(session, stream.id)
+    // An ended stream replayed to its end has done its job: it is no longer kept. A client that asks for it again (SDK
+    // v1 does after an error answer, which it does not count as the call's end) gets the standalone stream instead of
+    // an empty replay that ends at once, again and again until the stream's retention ends.
+    else sessionStreams.forgetRetained(session.id, stream.id)
     return true
-  }
-
-  /**
-   * An ended stream replayed to its end has done its job: it is no longer kept. A client that asks for it again (SDK v1
-   * does after an error answer, which it does not count as the call's end) gets the standalone stream instead of an
-   * empty replay that ends at once, again and again until the stream's retention ends.
-   */
-  function forgetRetained(session: Session, streamId: string): void {
-    const rt = session.runtime
-    const retained = rt?.retained.get(streamId)
-    if (!rt || !retained) return
-    clearTimeout(retained.timer)
-    rt.retained.delete(streamId)
-    releaseRuntime(session)
   }
 
   async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, seen: Observation | null) {
@@ -135,7 +113,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       principal,
       sink: NULL_SINK,
       log: request.log,
-      onSessionStarted: (s) => { session = s },
+      onSessionStarted: (s) => { session = sessions.inMemory(s.id) },
     })
     // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
     const failure = response?.error ? failureOf(response) : undefined
@@ -343,11 +321,8 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
 
   /** The session's standalone stream, for what the server sends outside any call. */
   function openStandalone(request: FastifyRequest, reply: FastifyReply, session: Session): FastifyReply {
-    const previous = session.runtime?.standalone
-    const stream = openStream(request, reply, session, 'standalone')
-    // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
-    runtimeOf(session).standalone = stream
-    previous?.end()
+    // One standalone stream per session: a new one replaces (and ends) the previous (SessionStreams.add).
+    openStream(request, reply, session, 'standalone')
     return reply
   }
 }

@@ -3,7 +3,7 @@ import { catalog, type ErrorSpec } from '../../errors/catalog.js'
 import { toRpcError } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
-import { ClientDisconnected, ServerStopping } from '../../rpc/call-abort.js'
+import { ClientDisconnected } from '../../rpc/call-abort.js'
 import { errorResponse, failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
 import { constantJson } from '../../rpc/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
@@ -115,12 +115,6 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   const serverInfo = serverInfoFor(MODERN_PROTOCOL_VERSIONS[0], true)
   /** The `_meta` of results that bring none of their own: one constant, serialized once (rpc/message-json.ts). */
   const serverInfoMeta = constantJson({ [SERVER_INFO_META_KEY]: serverInfo })
-  /** Requests running now: those the shutdown's drain did not end are stopped in its finish phase, and answered. */
-  const running = new Set<StoppableCall>()
-  fastify.shutdown.onFinish(() => {
-    const reason = new ServerStopping('the server is shutting down')
-    for (const call of [...running]) call.abort(reason)
-  })
 
   /** Step: `params._meta` holds the revision, the capabilities of this request, and optional client info and log level. */
   function envelope(meta: Record<string, unknown>): Refusal | null {
@@ -265,12 +259,11 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     })
     const authorization = request.headers.authorization
     const authenticateAgain = () => fastify.auth.authenticate(authorization)
-    running.add(controller)
+    // In the dispatcher's call table while it runs: the shutdown's finish phase stops it there, and it is answered.
     try {
       return await rpc.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller)
     } finally {
       answered = true
-      running.delete(controller)
     }
   }
 
