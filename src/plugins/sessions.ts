@@ -122,16 +122,16 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   // clients open them again through the proxy on another process, which serves any request of any session. What the
   // server would send on a session's GET stream while none is open is dropped, as the 2025 revisions allow.
   fastify.shutdown.onStop(() => streams.endStandalone())
-  // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end
-  // end and answer (deployments); what still ran was stopped by the dispatcher's finish step (plugins/rpc.ts, which
-  // runs before this one), and answered by the transport, before its stream ends.
-  fastify.shutdown.onFinish(async () => {
+  fastify.shutdown.onFinish(() => {
     unsubscribe()
     relay.stop()
     clearInterval(revocationWatch)
     heartbeats.stop()
-    await store.stop()
   })
+  // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end
+  // end and answer (deployments); what still ran was stopped by the dispatcher's end step (plugins/rpc.ts, which runs
+  // before this one), and answered by the transport, before its stream ends.
+  fastify.shutdown.onEnd(() => store.stop())
 
   rpc.registerRequest<InitializeParams>({
     method: 'initialize',
