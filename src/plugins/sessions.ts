@@ -160,6 +160,8 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     },
   })
 
+  // Sent as a request by a 2026-07-28 client, it is told the method belongs to the session revisions.
+  rpc.declareDropped('notifications/initialized')
   rpc.registerNotification({
     method: 'notifications/initialized',
     params: validatorFor('mcp/empty.params'),

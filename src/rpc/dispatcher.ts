@@ -8,6 +8,7 @@ import { CallAbort } from './call-abort.js'
 import { CallTable, type AskOptions } from './calls.js'
 import { ServerCapabilities } from './capabilities.js'
 import type { ClientCapabilities, Exchange, SessionView } from './exchange.js'
+import type { ParamHeader } from './header-mirror.js'
 import { bothObservers, type RpcObserver } from './observer.js'
 import { validationDetails, validatorFor } from '../validation/index.js'
 import {
@@ -124,8 +125,18 @@ export interface RequestMethod<P = Record<string, unknown>> {
   /** The eras in which the method exists; in any other it is an unknown method (-32601). */
   eras: readonly Era[]
   params: ValidateFunction
-  /** Legacy: true for methods that run without a session (initialize creates it). */
+  /**
+   * Legacy: true for the method that runs without a session and creates one (initialize). Its front-end then takes the
+   * POST as the handshake: alone (no batch), without Mcp-Session-Id, and never routed to the stateless era unless it
+   * claims a 2026-07-28 revision.
+   */
   sessionless?: boolean
+  /** Modern: the string param the `Mcp-Name` header mirrors (`name`, `uri`, `taskId`); the front-end checks they agree. */
+  mirroredName?: string
+  /** Modern: the params mirrored into `Mcp-Param-{Name}` headers (a tool's `x-mcp-header`), checked against the params. */
+  paramHeaders?(params: P): readonly ParamHeader[]
+  /** What the call is, in messages about it (a call the shutdown stopped); the method name when absent. */
+  describe?(params: P): string
   /** Modern: what the client must declare in the request's capabilities for this method (else -32021, HTTP 400). */
   requires?: ClientCapabilities
   /** Modern: the caching hints of its complete results. */
@@ -211,6 +222,7 @@ export class Dispatcher {
   readonly #calls = new CallTable()
   private readonly requests = new Map<string, RequestMethod>()
   private readonly notifications = new Map<string, NotificationMethod>()
+  private readonly dropped = new Set<string>()
   /** What the server can do, per era: each plugin declares its own part (initialize and server/discover read it). */
   readonly capabilities = new ServerCapabilities()
   /**
@@ -232,6 +244,37 @@ export class Dispatcher {
   registerNotification<P>(def: NotificationMethod<P>): void {
     if (this.notifications.has(def.method)) throw new Error(`JSON-RPC notification ${def.method} is already registered`)
     this.notifications.set(def.method, def as unknown as NotificationMethod)
+  }
+
+  /**
+   * A method of the 2025 revisions that 2026-07-28 dropped and that nothing here registers (tasks/result), or a
+   * notification of the sessions sent as a request: a 2026-07-28 client that tries one is told why it is unknown.
+   */
+  declareDropped(method: string): void {
+    this.dropped.add(method)
+  }
+
+  /** The -32601 error of a method that does not exist in `era`, saying so when it belongs to the 2025 revisions. */
+  unknownMethod(method: string, era: Era): ServiceError {
+    const why = era === 'modern' && this.#legacyOnly(method) ? ` (${method} belongs to the 2025 session revisions, not to 2026-07-28)` : ''
+    return fail('METHOD_NOT_FOUND', { message: `Unknown method: ${method}${why}`, details: { method } })
+  }
+
+  #legacyOnly(method: string): boolean {
+    if (this.dropped.has(method)) return true
+    const def = this.requests.get(method)
+    return def !== undefined && def.eras.includes('legacy') && !def.eras.includes('modern')
+  }
+
+  /** True when `method` is the session handshake (a legacy method declared `sessionless`: initialize). */
+  opensSession(method: string): boolean {
+    const def = this.requests.get(method)
+    return def?.sessionless === true && def.eras.includes('legacy')
+  }
+
+  /** What a call is, in messages about it: the method's own description, or its name. */
+  describe(prepared: PreparedRequest): string {
+    return prepared.def.describe?.(prepared.params) ?? prepared.message.method
   }
 
   /** The method's definition when it exists in `era`. */

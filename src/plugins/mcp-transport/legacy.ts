@@ -146,10 +146,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     seen: Map<JsonRpcRequest, Observation> | null,
   ): Promise<FastifyReply> {
     // initialize: creates the session, never inside a batch, never with a session id.
-    const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
+    const init = classified.find((c) => c.kind === 'request' && rpc.opensSession(c.message.method))
     if (init && init.kind === 'request') {
-      if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
-      if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
+      const method = init.message.method
+      if (batch) throw fail('INVALID_REQUEST', { message: `${method} must not be part of a batch` })
+      if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: `${method} must be sent without Mcp-Session-Id` })
       const header = request.headers['mcp-protocol-version']
       if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
       const admitted = fastify.rateLimits.admit(request, principal, 0, null)
@@ -216,7 +217,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     if (longLived.length > 0 && longLived.every(Boolean)) fastify.shutdown.park(reply.raw)
     const runAt = async (a: PreparedRequest, position: number) => {
       // A call the shutdown stops is answered at once, before the session's streams end (stopping.ts).
-      const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(a.message.method, a.params.name))))
+      const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(rpc.describe(a)))))
       const release = longLived[calls.indexOf(a)] === true ? undefined : fastify.shutdown.hold()
       try {
         const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)

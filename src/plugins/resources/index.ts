@@ -100,6 +100,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
   rpc.registerRequest<ReadParams>({
     method: 'resources/read',
     eras: ['legacy', 'modern'],
+    mirroredName: 'uri',
     params: validatorFor('mcp/resources-read.params'),
     cache: { scope: 'private', ttlMs: () => config.readTtlMs },
     precheck(params, ctx) {
