@@ -19,9 +19,11 @@ import { Server as NetServer, type Socket } from 'node:net'
  *    502, which no proxy may retry. Waiting until the proxy has let go of them avoids that;
  * 2. drain: stop the work in flight so that every call still open gets its final answer (pipelines are interrupted,
  *    deployment calls answer "interrupted", tasks record how they ended); its steps run together;
- * 3. finish: end what stays open. Calls still running (one waiting for a confirmation, an embedder's tool) are stopped
- *    with ServerStopping and answered SERVICE_UNAVAILABLE by their transport (mcp-transport/stopping.ts) before their
- *    streams end; subscriptions get their listen result; sessions end their streams.
+ * 3. finish: end what stays open: subscriptions get their listen result, event subscriptions stop;
+ * 4. end: calls still running, of either era (one waiting for a confirmation, an embedder's tool), are stopped by the
+ *    dispatcher with ServerStopping and answered SERVICE_UNAVAILABLE by their transport (mcp-transport/stopping.ts)
+ *    before their streams end (rpc/calls.ts); then sessions end, with their streams. A phase of its own, after every
+ *    finish step, because stopping a call is the last resort: what a feature ends cleanly in finish is not stopped.
  *
  * Each feature registers its own step in the phase it belongs to; the http plugin's one preClose hook runs them, after
  * which Fastify closes the connections and runs the onClose hooks (the database closes last).
@@ -30,6 +32,7 @@ export class Shutdown {
   readonly #stop: Array<() => void> = []
   readonly #drain: Array<() => Promise<void> | void> = []
   readonly #finish: Array<() => Promise<void> | void> = []
+  readonly #end: Array<() => Promise<void> | void> = []
   /** Open connections of the server (watch), to know which are idle and which carry a request still in progress. */
   readonly #sockets = new Set<Socket>()
   /** Responses the settle phase does not wait for: streams and calls that end only when stopped. */
@@ -58,6 +61,11 @@ export class Shutdown {
   /** A step of phase 3: end what stays open, once every call has answered. */
   onFinish(step: () => Promise<void> | void): void {
     this.#finish.push(step)
+  }
+
+  /** A step of phase 4: stop the calls still running, then end sessions (registration order: the dispatcher first). */
+  onEnd(step: () => Promise<void> | void): void {
+    this.#end.push(step)
   }
 
   /** Follows the connections of `server`; one Set entry per connection, nothing per request. */
@@ -170,7 +178,7 @@ export class Shutdown {
     })
   }
 
-  /** Phases 2 and 3. */
+  /** Phases 2, 3 and 4. */
   async run(log: (err: unknown, phase: string) => void): Promise<void> {
     await Promise.all(this.#drain.map(async (step) => {
       try {
@@ -186,6 +194,13 @@ export class Shutdown {
         await step()
       } catch (err) {
         log(err, 'finish')
+      }
+    }
+    for (const step of this.#end) {
+      try {
+        await step()
+      } catch (err) {
+        log(err, 'end')
       }
     }
   }

@@ -95,16 +95,7 @@ export class McpMetrics implements RpcObserver {
       labelNames: ['era', 'kind'],
       registers,
       collect() {
-        let standalone = 0
-        let calls = 0
-        for (const session of fastify.sessions.liveSessions()) {
-          const runtime = session.runtime
-          if (runtime === null) continue
-          for (const stream of runtime.streams) {
-            if (stream === runtime.standalone) standalone++
-            else calls++
-          }
-        }
+        const { standalone, calls } = fastify.sessionStreams.counts()
         // Every open stream, of either era, gets heartbeats: the ones no session holds are the stateless requests'.
         this.set({ era: 'legacy', kind: 'call' }, calls)
         this.set({ era: 'legacy', kind: 'standalone' }, standalone)
@@ -119,12 +110,10 @@ export class McpMetrics implements RpcObserver {
       collect() {
         const counts = new Map<string, number>(CLIENT_REQUEST_METHODS.map((m) => [m, 0]))
         let other = 0
-        for (const session of fastify.sessions.liveSessions()) {
-          for (const pending of session.runtime?.pending.values() ?? []) {
-            const n = counts.get(pending.method)
-            if (n === undefined) other++
-            else counts.set(pending.method, n + 1)
-          }
+        for (const method of fastify.rpc.pendingRequestMethods()) {
+          const n = counts.get(method)
+          if (n === undefined) other++
+          else counts.set(method, n + 1)
         }
         for (const [method, n] of counts) this.set({ method }, n)
         this.set({ method: 'other' }, other)

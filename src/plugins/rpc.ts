@@ -19,6 +19,9 @@ const rpcPlugin: FastifyPluginAsync = async (fastify) => {
   // with logging/setLevel, modern requests with io.modelcontextprotocol/logLevel.
   rpc.capabilities.declare(['legacy', 'modern'], 'logging', {})
   fastify.decorate('rpc', rpc)
+  // The shutdown's end phase: whatever call still runs, in either era, is stopped and answered (rpc/calls.ts). This
+  // plugin is registered before the sessions plugin, so this runs before sessions end and their streams close.
+  fastify.shutdown.onEnd(() => rpc.stopAll())
   const events = new EventBus()
   if (fastify.coordination.shared) {
     const stop = await events.relayThrough(fastify.coordination.bus)
@@ -27,4 +30,4 @@ const rpcPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.decorate('events', events)
 }
 
-export default fp(rpcPlugin, { name: PLUGIN.rpc, fastify: '5.x', dependencies: [PLUGIN.coordination] })
+export default fp(rpcPlugin, { name: PLUGIN.rpc, fastify: '5.x', dependencies: [PLUGIN.coordination, PLUGIN.http] })

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { HeartbeatRegistry } from '../lib/sse.js'
-import { CancelledByClient, ServerStopping } from '../rpc/call-abort.js'
+import { CancelledByClient } from '../rpc/call-abort.js'
 import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
 import { SessionStore } from '../sessions/session-store.js'
 import { SessionRelay } from '../sessions/session-relay.js'
-import { notifySession } from '../sessions/session.js'
+import { SessionStreams } from '../sessions/session-streams.js'
 import { validatorFor } from '../validation/index.js'
 import { SERVER_INSTRUCTIONS } from '../version.js'
 import { serverInfoFor } from '../mcp/server-info.js'
@@ -16,12 +16,11 @@ declare module 'fastify' {
     sessions: SessionStore
     /** Sessions across processes: answers forwarded to the process that asked, news told to the others. */
     sessionRelay: SessionRelay
+    /** The SSE streams of sessions held by this process (the legacy front-end opens them). */
+    sessionStreams: SessionStreams
     heartbeats: HeartbeatRegistry
   }
 }
-
-/** Event-loop turns a stopped call's handler gets to return, so that a JSON answer can still be sent (see below). */
-const STOPPED_CALL_TURNS = 20
 
 /** How long an answer forwarded to the process that asked the question waits for its verdict. */
 const FORWARD_TIMEOUT_MS = 5_000
@@ -56,13 +55,20 @@ export function sessionCapabilities(declared: Record<string, unknown>): Record<s
  */
 const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   const { config, rpc, repos, auth, coordination } = fastify
+  const streams = new SessionStreams()
   const store: SessionStore = new SessionStore(repos, {
     idleMs: config.sessionIdleMs,
     sweepMs: config.sessionSweepMs,
     touchFlushMs: config.sessionTouchFlushMs,
     shared: coordination.shared,
     announce: (news) => relay.tell(news),
+    holdsLive: (id) => rpc.holdsCalls(id) || streams.holds(id),
   }, fastify.log)
+  // A session that stops here stops what this process holds of it: its calls (the dispatcher's), then its streams.
+  store.onStopped((session, reason) => {
+    rpc.endSession(session.id, reason)
+    streams.endSession(session.id)
+  })
   // Other processes may serve requests of the same sessions: what each holds of one is kept in step through the bus.
   const relay = new SessionRelay({
     shared: coordination.shared,
@@ -78,6 +84,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   const heartbeats = new HeartbeatRegistry(config.heartbeatMs)
   fastify.decorate('sessions', store)
   fastify.decorate('sessionRelay', relay)
+  fastify.decorate('sessionStreams', streams)
   fastify.decorate('heartbeats', heartbeats)
   // A listener cannot wait: the sessions end once the database has ended them (the ones in memory are dropped then).
   auth.onRevoked((credential) => void store.endByCredential(credential).catch((err: unknown) => {
@@ -105,7 +112,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     if (event.type !== 'list.changed') return
     for (const session of store.liveSessions()) {
       if (event.organizationId === null || session.organizationId === event.organizationId) {
-        notifySession(session, { jsonrpc: '2.0', method: `notifications/${event.list}/list_changed` })
+        streams.notify(session.id, { jsonrpc: '2.0', method: `notifications/${event.list}/list_changed` })
       }
     }
   })
@@ -114,34 +121,17 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   // At the start of a stop the sessions' GET streams end (cleanly: the SDKs reconnect after a clean end too), so their
   // clients open them again through the proxy on another process, which serves any request of any session. What the
   // server would send on a session's GET stream while none is open is dropped, as the 2025 revisions allow.
-  fastify.shutdown.onStop(() => {
-    for (const session of store.liveSessions()) session.runtime?.standalone?.end()
-  })
-  // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end
-  // end and answer (deployments); what still runs now is stopped, and answered by the transport, before its stream ends.
-  fastify.shutdown.onFinish(async () => {
+  fastify.shutdown.onStop(() => streams.endStandalone())
+  fastify.shutdown.onFinish(() => {
     unsubscribe()
     relay.stop()
     clearInterval(revocationWatch)
     heartbeats.stop()
-    await stopCallsInFlight()
-    await store.stop()
   })
-
-  /**
-   * Every call still in flight in a session is aborted with ServerStopping; its front-end answers it at once on its
-   * stream. A JSON answer (a client that takes no stream) goes out when the handler returns: handlers that heed their
-   * signal do within a few event-loop turns, and those are waited for; a handler that ignores it is not.
-   */
-  async function stopCallsInFlight(): Promise<void> {
-    const busy = [...store.liveSessions()].filter((s) => (s.runtime?.inflight.size ?? 0) > 0)
-    if (busy.length === 0) return
-    const reason = new ServerStopping('the server is shutting down')
-    for (const session of busy) for (const call of [...session.runtime?.inflight.values() ?? []]) call.abort(reason)
-    for (let turn = 0; turn < STOPPED_CALL_TURNS && busy.some((s) => (s.runtime?.inflight.size ?? 0) > 0); turn++) {
-      await new Promise((resolve) => setImmediate(resolve))
-    }
-  }
+  // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end
+  // end and answer (deployments); what still ran was stopped by the dispatcher's end step (plugins/rpc.ts, which runs
+  // before this one), and answered by the transport, before its stream ends.
+  fastify.shutdown.onEnd(() => store.stop())
 
   rpc.registerRequest<InitializeParams>({
     method: 'initialize',
@@ -170,6 +160,8 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     },
   })
 
+  // Sent as a request by a 2026-07-28 client, it is told the method belongs to the session revisions.
+  rpc.declareDropped('notifications/initialized')
   rpc.registerNotification({
     method: 'notifications/initialized',
     params: validatorFor('mcp/empty.params'),
@@ -199,10 +191,10 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     handle(params, ctx) {
       // Unknown or finished ids are ignored: the race between an answer and a cancel is normal.
       const reason = params.reason ?? 'cancelled by the client'
-      const controller = ctx.session.runtime?.inflight.get(params.requestId)
       // Not running here: perhaps on another process of this session (the relay tells them; nothing when alone).
-      if (controller) controller.abort(new CancelledByClient(reason))
-      else relay.tell({ kind: 'cancel', session: ctx.session.id, requestId: params.requestId, reason })
+      if (!rpc.cancel(ctx.session.id, params.requestId, new CancelledByClient(reason))) {
+        relay.tell({ kind: 'cancel', session: ctx.session.id, requestId: params.requestId, reason })
+      }
     },
   })
 }

@@ -4,10 +4,11 @@ import type { Principal } from '../auth/principal.js'
 import type { DeclaredLimit } from '../limits/fixed-windows.js'
 import { toRpcError } from '../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
-import { OutboundRequestError, releaseRuntime, runtimeOf, type Session } from '../sessions/session.js'
 import { CallAbort } from './call-abort.js'
+import { CallTable, type AskOptions } from './calls.js'
 import { ServerCapabilities } from './capabilities.js'
-import type { ClientCapabilities, Exchange } from './exchange.js'
+import type { ClientCapabilities, Exchange, SessionView } from './exchange.js'
+import type { ParamHeader } from './header-mirror.js'
 import { bothObservers, type RpcObserver } from './observer.js'
 import { validationDetails, validatorFor } from '../validation/index.js'
 import {
@@ -47,11 +48,12 @@ class RunningCall implements CallContext {
   readonly principal: Principal
   readonly sink: MessageSink
   readonly log: FastifyBaseLogger
-  readonly onSessionStarted: ((session: Session) => void) | undefined
+  readonly onSessionStarted: ((session: SessionView) => void) | undefined
   readonly authenticateAgain: (() => Principal | Promise<Principal>) | undefined
   readonly #abort: CallAbort
+  readonly #calls: CallTable
 
-  constructor(ctx: CallSetup, readonly requestId: RequestId, abort: CallAbort) {
+  constructor(ctx: CallSetup, readonly requestId: RequestId, abort: CallAbort, calls: CallTable) {
     this.exchange = ctx.exchange
     this.principal = ctx.principal
     this.sink = ctx.sink
@@ -59,9 +61,10 @@ class RunningCall implements CallContext {
     this.onSessionStarted = ctx.onSessionStarted
     this.authenticateAgain = ctx.authenticateAgain
     this.#abort = abort
+    this.#calls = calls
   }
 
-  get session(): Session | null {
+  get session(): SessionView | null {
     return this.exchange.session
   }
 
@@ -69,20 +72,29 @@ class RunningCall implements CallContext {
   get signal(): AbortSignal {
     return this.#abort.signal
   }
+
+  get stoppedByShutdown(): boolean {
+    return this.#calls.stoppedByShutdown(this.#abort)
+  }
 }
 
 export interface CallContext {
   /** The era-specific facts of the request (revision, client capabilities, log level, legacy session). */
   readonly exchange: Exchange
   /** The legacy session (`exchange.session`); null on modern requests and for initialize. */
-  readonly session: Session | null
+  readonly session: SessionView | null
   principal: Principal
   requestId: RequestId
   signal: AbortSignal
   sink: MessageSink
   log: FastifyBaseLogger
+  /**
+   * True when the server's shutdown closed the call while it still ran (after its drain and the turns a stopped call
+   * gets): its answer never reaches the client. Asked of the call table, which alone knows.
+   */
+  readonly stoppedByShutdown: boolean
   /** Called by a session-creating method (initialize) with the new session. */
-  onSessionStarted?(session: Session): void
+  onSessionStarted?(session: SessionView): void
   /**
    * Authenticates the request's credential again and returns who it is now (throws, or rejects, when it is no longer
    * valid): for a call that outlives a moment (a subscriptions/listen stream) and must notice a revocation or a role
@@ -92,11 +104,11 @@ export interface CallContext {
 }
 
 /** What a front-end supplies to run a request; the dispatcher adds the id and the AbortSignal. */
-export type CallSetup = Omit<CallContext, 'signal' | 'requestId' | 'session'>
+export type CallSetup = Omit<CallContext, 'signal' | 'requestId' | 'session' | 'stoppedByShutdown'>
 
 export interface PrecheckContext {
   exchange: Exchange
-  session: Session | null
+  session: SessionView | null
   principal: Principal
   /** The JSON-RPC id of the request being prechecked (confirmed tool calls are identified by it). */
   requestId: RequestId
@@ -113,8 +125,18 @@ export interface RequestMethod<P = Record<string, unknown>> {
   /** The eras in which the method exists; in any other it is an unknown method (-32601). */
   eras: readonly Era[]
   params: ValidateFunction
-  /** Legacy: true for methods that run without a session (initialize creates it). */
+  /**
+   * Legacy: true for the method that runs without a session and creates one (initialize). Its front-end then takes the
+   * POST as the handshake: alone (no batch), without Mcp-Session-Id, and never routed to the stateless era unless it
+   * claims a 2026-07-28 revision.
+   */
   sessionless?: boolean
+  /** Modern: the string param the `Mcp-Name` header mirrors (`name`, `uri`, `taskId`); the front-end checks they agree. */
+  mirroredName?: string
+  /** Modern: the params mirrored into `Mcp-Param-{Name}` headers (a tool's `x-mcp-header`), checked against the params. */
+  paramHeaders?(params: P): readonly ParamHeader[]
+  /** What the call is, in messages about it (a call the shutdown stopped); the method name when absent. */
+  describe?(params: P): string
   /** Modern: what the client must declare in the request's capabilities for this method (else -32021, HTTP 400). */
   requires?: ClientCapabilities
   /** Modern: the caching hints of its complete results. */
@@ -147,7 +169,13 @@ export interface NotificationMethod<P = Record<string, unknown>> {
   /** Notifications exist only in session (legacy) requests: 2026-07-28 defines none over Streamable HTTP. */
   params: ValidateFunction
   /** A promise when it writes to the database; the front-end waits for it before it goes on. */
-  handle(params: P, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void | Promise<void>
+  handle(params: P, ctx: NotificationContext): void | Promise<void>
+}
+
+export interface NotificationContext {
+  session: SessionView
+  principal: Principal
+  log: FastifyBaseLogger
 }
 
 export interface PreparedRequest {
@@ -190,13 +218,11 @@ export function failureOf(response: JsonRpcResponse): ServiceError | undefined {
 }
 
 export class Dispatcher {
-  /**
-   * Appended to the ids of the requests this process sends to clients (`<n>.<suffix>`): with several processes, the id
-   * names the process that awaits the answer (sessions/session-relay.ts). Null: plain numbers.
-   */
-  outboundIdSuffix: string | null = null
+  /** Calls in flight and questions awaiting the client's answer, both eras (calls.ts): only the dispatcher changes it. */
+  readonly #calls = new CallTable()
   private readonly requests = new Map<string, RequestMethod>()
   private readonly notifications = new Map<string, NotificationMethod>()
+  private readonly dropped = new Set<string>()
   /** What the server can do, per era: each plugin declares its own part (initialize and server/discover read it). */
   readonly capabilities = new ServerCapabilities()
   /**
@@ -218,6 +244,37 @@ export class Dispatcher {
   registerNotification<P>(def: NotificationMethod<P>): void {
     if (this.notifications.has(def.method)) throw new Error(`JSON-RPC notification ${def.method} is already registered`)
     this.notifications.set(def.method, def as unknown as NotificationMethod)
+  }
+
+  /**
+   * A method of the 2025 revisions that 2026-07-28 dropped and that nothing here registers (tasks/result), or a
+   * notification of the sessions sent as a request: a 2026-07-28 client that tries one is told why it is unknown.
+   */
+  declareDropped(method: string): void {
+    this.dropped.add(method)
+  }
+
+  /** The -32601 error of a method that does not exist in `era`, saying so when it belongs to the 2025 revisions. */
+  unknownMethod(method: string, era: Era): ServiceError {
+    const why = era === 'modern' && this.#legacyOnly(method) ? ` (${method} belongs to the 2025 session revisions, not to 2026-07-28)` : ''
+    return fail('METHOD_NOT_FOUND', { message: `Unknown method: ${method}${why}`, details: { method } })
+  }
+
+  #legacyOnly(method: string): boolean {
+    if (this.dropped.has(method)) return true
+    const def = this.requests.get(method)
+    return def !== undefined && def.eras.includes('legacy') && !def.eras.includes('modern')
+  }
+
+  /** True when `method` is the session handshake (a legacy method declared `sessionless`: initialize). */
+  opensSession(method: string): boolean {
+    const def = this.requests.get(method)
+    return def?.sessionless === true && def.eras.includes('legacy')
+  }
+
+  /** What a call is, in messages about it: the method's own description, or its name. */
+  describe(prepared: PreparedRequest): string {
+    return prepared.def.describe?.(prepared.params) ?? prepared.message.method
   }
 
   /** The method's definition when it exists in `era`. */
@@ -257,20 +314,16 @@ export class Dispatcher {
 
   /**
    * Runs a prepared request. Returns its response, or null when it was cancelled (a cancelled request gets no
-   * response). Requests of a session are tracked so `notifications/cancelled` can abort them; a front-end that cancels
-   * by other means (a modern request's closed stream) passes its own `controller`.
+   * response). Every call is in the call table while it runs: a session's by its id, so `notifications/cancelled` can
+   * abort it; a front-end that cancels by other means (a modern request's closed stream) passes its own `controller`.
    */
   async run(prepared: PreparedRequest, ctx: CallSetup, controller = new CallAbort()): Promise<JsonRpcResponse | null> {
     const { message, def, params } = prepared
-    const session = ctx.exchange.session
-    const runtime = session ? runtimeOf(session) : null
-    if (runtime) {
-      if (runtime.inflight.has(message.id)) {
-        return errorResponse(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
-      }
-      runtime.inflight.set(message.id, controller)
+    const sessionId = ctx.exchange.session?.id ?? null
+    if (!this.#calls.begin(sessionId, message.id, controller)) {
+      return errorResponse(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
     }
-    const callCtx = new RunningCall(ctx, message.id, controller)
+    const callCtx = new RunningCall(ctx, message.id, controller, this.#calls)
     try {
       const result = await def.handle(params, callCtx)
       if (controller.aborted) return null
@@ -280,16 +333,53 @@ export class Dispatcher {
       if (!isServiceError(err)) ctx.log.error({ err, method: message.method }, 'JSON-RPC method failed')
       return errorResponse(message.id, err)
     } finally {
-      if (runtime && runtime.inflight.get(message.id) === controller) runtime.inflight.delete(message.id)
-      if (session) releaseRuntime(session)
+      this.#calls.end(sessionId, message.id, controller)
     }
+  }
+
+  /** Cancels the session's call with this id (notifications/cancelled). False when no such call runs here. */
+  cancel(sessionId: string, requestId: RequestId, reason: Error): boolean {
+    return this.#calls.cancel(sessionId, requestId, reason)
+  }
+
+  /** True while the session runs a call with this id here. */
+  inFlight(sessionId: string, requestId: RequestId): boolean {
+    return this.#calls.inFlight(sessionId, requestId)
+  }
+
+  /** True while the session has a call in flight or a question awaiting its answer in this process. */
+  holdsCalls(sessionId: string): boolean {
+    return this.#calls.holds(sessionId)
+  }
+
+  /** The session ended: its calls stop (SessionEnded) and its questions are abandoned. */
+  endSession(sessionId: string, reason: string): void {
+    this.#calls.endSession(sessionId, reason)
+  }
+
+  /** The shutdown's finish phase: every call of either era still running is stopped (calls.ts). */
+  stopAll(): Promise<void> {
+    return this.#calls.stopAll()
+  }
+
+  /** The methods of the questions awaiting a client's answer, one entry per question (metrics). */
+  pendingRequestMethods(): Iterable<string> {
+    return this.#calls.pendingMethods()
+  }
+
+  /**
+   * Appended to the ids of the requests this process sends to clients (`<n>.<suffix>`): with several processes, the id
+   * names the process that awaits the answer (sessions/session-relay.ts). Null: plain numbers.
+   */
+  set outboundIdSuffix(suffix: string | null) {
+    this.#calls.outboundIdSuffix = suffix
   }
 
   /**
    * Notifications get no answer; unknown or malformed ones are ignored (logged at debug). A promise when the handler
    * returns one (it writes to the database): the front-end waits for it, so it is done before the POST is answered.
    */
-  notify(message: JsonRpcNotification, ctx: { session: Session; principal: Principal; log: FastifyBaseLogger }): void | Promise<void> {
+  notify(message: JsonRpcNotification, ctx: NotificationContext): void | Promise<void> {
     const def = this.notifications.get(message.method)
     if (!def) {
       ctx.log.debug({ method: message.method }, 'ignored unknown notification')
@@ -308,86 +398,23 @@ export class Dispatcher {
    * and membership and, for a result, passes the request's `accept` check; otherwise the answer is refused (the caller
    * turns that into HTTP 400) and the wait goes on.
    */
-  acceptResponse(message: JsonRpcResponse, session: Session, principal: Principal): ServiceError | null {
-    const pending = message.id === null ? undefined : session.runtime?.pending.get(message.id)
-    if (!pending || message.id === null) {
-      return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(message.id)} is awaiting an answer in this session` })
-    }
-    if (pending.membershipId !== principal.membershipId) {
-      return fail('INVALID_REQUEST', { message: 'This answer does not come from the member the request was sent to' })
-    }
-    if (!message.error && pending.accept) {
-      const problem = pending.accept(message.result ?? {})
-      if (problem !== null) {
-        return fail('INVALID_REQUEST', { message: `The answer to ${pending.method} ${JSON.stringify(message.id)} does not match what was asked: ${problem}` })
-      }
-    }
-    session.runtime!.pending.delete(message.id)
-    if (pending.timer) clearTimeout(pending.timer)
-    if (message.error) pending.reject(new OutboundRequestError('error', message.error.message, message.error))
-    else pending.resolve(message.result ?? {})
-    releaseRuntime(session)
-    return null
+  acceptResponse(message: JsonRpcResponse, session: { readonly id: string }, principal: Pick<Principal, 'membershipId'>): ServiceError | null {
+    return this.#calls.answer(session.id, principal.membershipId, message)
   }
 
   /**
-   * Sends a request to the client over `sink` and waits for its answer, at most `timeoutMs`. On timeout the client is
-   * told with `notifications/cancelled`. Rejects with OutboundRequestError (local only, never sent). `accept` checks a
-   * result answer before it resolves the request: a refused answer (its reason) does not end the wait.
+   * Sends a request to the client over `sink` and waits for its answer, at most `timeoutMs` (calls.ts). Rejects with
+   * OutboundRequestError (local only, never sent).
    */
   request(
-    session: Session,
-    principal: Principal,
+    session: { readonly id: string },
+    principal: Pick<Principal, 'membershipId'>,
     sink: MessageSink,
     method: string,
     params: Record<string, unknown>,
-    options: { timeoutMs: number; signal?: AbortSignal; accept?(result: Record<string, unknown>): string | null },
+    options: AskOptions,
   ): Promise<Record<string, unknown>> {
-    const runtime = runtimeOf(session)
-    const n = runtime.nextId()
-    const id: RequestId = this.outboundIdSuffix === null ? n : `${n}.${this.outboundIdSuffix}`
-    return new Promise((resolve, reject) => {
-      const cleanup = () => {
-        runtime.pending.delete(id)
-        options.signal?.removeEventListener('abort', onAbort)
-        releaseRuntime(session)
-      }
-      const abortNow = (sent: boolean) => {
-        const entry = runtime.pending.get(id)
-        if (entry?.timer) clearTimeout(entry.timer)
-        cleanup()
-        // Only a request that was actually sent may be cancelled (MCP: cancellations reference issued requests).
-        if (sent) sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'The request was cancelled' } })
-        reject(new OutboundRequestError('aborted', 'the request was aborted'))
-      }
-      const onAbort = () => abortNow(true)
-      const timer = setTimeout(() => {
-        cleanup()
-        sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `No answer within ${options.timeoutMs} ms` } })
-        reject(new OutboundRequestError('timeout', `no answer within ${options.timeoutMs} ms`))
-      }, options.timeoutMs)
-      runtime.pending.set(id, {
-        method,
-        membershipId: principal.membershipId,
-        ...(options.accept ? { accept: options.accept } : {}),
-        timer,
-        resolve: (r) => {
-          options.signal?.removeEventListener('abort', onAbort)
-          resolve(r)
-        },
-        reject: (e) => {
-          options.signal?.removeEventListener('abort', onAbort)
-          reject(e)
-        },
-      })
-      if (options.signal?.aborted) return abortNow(false)
-      options.signal?.addEventListener('abort', onAbort, { once: true })
-      if (!sink.send({ jsonrpc: '2.0', id, method, params })) {
-        clearTimeout(timer)
-        cleanup()
-        reject(new OutboundRequestError('closed', 'no stream to send the request on'))
-      }
-    })
+    return this.#calls.ask(session.id, principal.membershipId, sink, method, params, options)
   }
 }
 

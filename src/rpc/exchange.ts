@@ -1,4 +1,3 @@
-import type { Session } from '../sessions/session.js'
 import {
   LATEST_LEGACY_PROTOCOL_VERSION,
   type Era,
@@ -19,6 +18,26 @@ export interface ClientCapabilities {
 }
 
 /**
+ * What a method may read of the 2025 session its request belongs to: the session's record, which only the session
+ * store writes (sessions/session-store.ts). Declared here, where the methods look, so that `rpc` needs nothing from
+ * `sessions`; the store's Session is one of these.
+ */
+export interface SessionView {
+  readonly id: string
+  /** `key:<api key id>` or `jwt:<jti>`: the credential the session is bound to. */
+  readonly credential: string
+  readonly membershipId: string
+  readonly organizationId: string
+  readonly protocolVersion: LegacyProtocolVersion
+  readonly clientCapabilities: Readonly<ClientCapabilities>
+  readonly logLevel: LogLevel
+  /** notifications/initialized was received. */
+  readonly initialized: boolean
+  /** Closed, expired or revoked. */
+  readonly ended: boolean
+}
+
+/**
  * What a method knows of the protocol era its request came in: the revision, what the client declared for it and
  * whether it wants log messages. Each era's front-end builds one per request (legacy: from the session; modern: from
  * the request's own `_meta`); methods read it and never look at the transport.
@@ -27,7 +46,7 @@ export interface Exchange {
   readonly era: Era
   readonly protocolVersion: ProtocolVersion
   /** The legacy session the request belongs to; null on modern requests and on `initialize`. */
-  readonly session: Session | null
+  readonly session: SessionView | null
   /** Declared at `initialize` (legacy) or in this very request's `_meta` (modern). */
   readonly clientCapabilities: Readonly<ClientCapabilities>
   /** The lowest `notifications/message` level the client wants for this request; null: none at all. */
@@ -51,7 +70,7 @@ export function declaresExtension(capabilities: Readonly<ClientCapabilities>, id
 export class LegacyExchange implements Exchange {
   readonly era = 'legacy' as const
 
-  constructor(readonly session: Session) {}
+  constructor(readonly session: SessionView) {}
 
   get protocolVersion(): LegacyProtocolVersion {
     return this.session.protocolVersion

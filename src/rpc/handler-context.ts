@@ -12,9 +12,8 @@ import type {
   InputResponses,
   ListRootsResult,
 } from '../mcp/input-requests.js'
-import type { Session } from '../sessions/session.js'
 import { sendLog, type CallContext } from './dispatcher.js'
-import type { ClientCapabilities } from './exchange.js'
+import type { ClientCapabilities, SessionView } from './exchange.js'
 import type { Era, LogLevel, ProtocolVersion, RequestId } from './types.js'
 
 /**
@@ -23,8 +22,11 @@ import type { Era, LogLevel, ProtocolVersion, RequestId } from './types.js'
  */
 export interface RequestContext {
   principal: Principal
-  /** The legacy session of the request; null on stateless (2026-07-28) requests, which have none. */
-  session: Session | null
+  /**
+   * The legacy session of the request, as a read-only record (who it is bound to, what was negotiated); null on
+   * stateless (2026-07-28) requests, which have none. What the session is doing (its calls, its streams) is not here.
+   */
+  session: SessionView | null
   /** The revision the request came in: a session's negotiated one, or the request's own (`2026-07-28`). */
   protocolVersion: ProtocolVersion
   /** `legacy` (a session of the 2025 revisions) or `modern` (a stateless 2026-07-28 request). */
@@ -119,7 +121,7 @@ export interface AskTarget {
  */
 export class HandlerContext implements RequestContext {
   readonly principal: Principal
-  readonly session: Session | null
+  readonly session: SessionView | null
   readonly protocolVersion: ProtocolVersion
   readonly era: Era
   readonly requestId: RequestId

@@ -30,6 +30,8 @@ type Verdict = { refusal: string | null }
 export interface SessionHolder {
   inMemory(id: string): Session | undefined
   forget(session: Session, reason: string): void
+  /** Applies what another process changed in a session's record. */
+  applyNews(session: Session, news: { logLevel?: LogLevel; initialized?: boolean; subscriptions?: { uris: string[]; scopes: Scope[] } }): void
   /** Drops the sessions held with nothing live; returns how many. */
   forgetQuiet(): number
 }
@@ -120,17 +122,16 @@ export class SessionRelay {
     if (!session) return
     switch (news.kind) {
       case 'cancel':
-        session.runtime?.inflight.get(news.requestId)?.abort(new CancelledByClient(news.reason))
+        this.options.rpc.cancel(session.id, news.requestId, new CancelledByClient(news.reason))
         return
       case 'closed':
         this.options.sessions.forget(session, news.reason)
         return
       case 'changed':
-        if (news.logLevel !== undefined) session.logLevel = news.logLevel
-        if (news.initialized) session.initialized = true
+        this.options.sessions.applyNews(session, { ...(news.logLevel !== undefined ? { logLevel: news.logLevel } : {}), ...(news.initialized ? { initialized: true } : {}) })
         return
       case 'subscriptions':
-        session.subscriptions = news.uris.length === 0 ? null : { uris: new Set(news.uris), scopes: news.scopes }
+        this.options.sessions.applyNews(session, { subscriptions: { uris: news.uris, scopes: news.scopes } })
         return
     }
   }

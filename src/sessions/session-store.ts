@@ -4,6 +4,8 @@ import type { SessionRow } from '../db/repos/sessions.js'
 import { fail } from '../errors/service-error.js'
 import { newSessionId } from '../lib/crypto.js'
 import { isLegacyProtocolVersion, LOG_LEVELS, type LegacyProtocolVersion, type LogLevel } from '../rpc/types.js'
+import type { SessionView } from '../rpc/exchange.js'
+import type { Scope } from '../auth/principal.js'
 import type { Session } from './session.js'
 import type { SessionNews } from './session-relay.js'
 
@@ -18,7 +20,19 @@ export interface SessionStoreOptions {
   shared?: boolean
   /** Tells the other processes what changed in a session (sessions/session-relay.ts); nothing when alone. */
   announce?: (news: SessionNews) => void
+  /**
+   * True while this process holds something live of the session (a call, a question, a stream): such a session stays
+   * in memory when the quiet ones are forgotten (forgetQuiet).
+   */
+  holdsLive?: (sessionId: string) => boolean
 }
+
+/**
+ * Told when a session stops here: it ended (DELETE, expiry, revoked credential, closed by another process, or could not
+ * be stored), or the server stops (`ended` false then: the session lives on in the database). What others hold of it
+ * (calls, streams) stops with it.
+ */
+export type SessionStopListener = (session: Session, reason: string) => void
 
 export interface NewSession {
   credential: string
@@ -50,6 +64,7 @@ export class SessionStore {
   /** Who waits for an unsaved session to reach the database (initialize answers only once it has). */
   private readonly waiting = new Map<string, { resolve(): void; reject(err: Error): void }>()
   private saveScheduled = false
+  private readonly stopListeners: SessionStopListener[] = []
   private flushTimer: NodeJS.Timeout | null = null
   private sweepTimer: NodeJS.Timeout | null = null
 
@@ -58,6 +73,11 @@ export class SessionStore {
     private readonly options: SessionStoreOptions,
     private readonly log: FastifyBaseLogger,
   ) {}
+
+  /** Adds a listener told when a session stops here (SessionStopListener). */
+  onStopped(listener: SessionStopListener): void {
+    this.stopListeners.push(listener)
+  }
 
   start(): void {
     // Timers cannot wait: each run reports its own failure.
@@ -72,7 +92,7 @@ export class SessionStore {
     if (this.sweepTimer) clearInterval(this.sweepTimer)
     this.flushTimer = this.sweepTimer = null
     await this.flush() // saves unsaved sessions too
-    for (const s of this.live.values()) s.runtime?.close('server shutting down')
+    for (const s of this.live.values()) this.tellStopped(s, 'server shutting down')
     this.live.clear()
   }
 
@@ -226,26 +246,62 @@ export class SessionStore {
     this.dirty.set(session.id, now)
   }
 
-  async markInitialized(session: Session): Promise<void> {
-    if (session.initialized) return
-    session.initialized = true
+  /** notifications/initialized. The record in memory (when it still is) changes here; the row by its id. */
+  async markInitialized(view: SessionView): Promise<void> {
+    if (view.initialized) return
+    const session = this.live.get(view.id)
+    if (session) session.initialized = true
     const now = Date.now()
-    const row = this.unsaved.get(session.id)
+    const row = this.unsaved.get(view.id)
     if (row) row.initializedAt = now
-    else await this.repos.sessions.markInitialized(session.id, now)
-    this.options.announce?.({ kind: 'changed', session: session.id, initialized: true })
+    else await this.repos.sessions.markInitialized(view.id, now)
+    this.options.announce?.({ kind: 'changed', session: view.id, initialized: true })
   }
 
-  async setLogLevel(session: Session, level: LogLevel): Promise<void> {
-    session.logLevel = level
-    const row = this.unsaved.get(session.id)
+  /** logging/setLevel. The record in memory (when it still is) changes here; the row by its id. */
+  async setLogLevel(view: SessionView, level: LogLevel): Promise<void> {
+    const session = this.live.get(view.id)
+    if (session) session.logLevel = level
+    const row = this.unsaved.get(view.id)
     if (row) row.logLevel = level
-    else await this.repos.sessions.setLogLevel(session.id, level)
-    this.options.announce?.({ kind: 'changed', session: session.id, logLevel: level })
+    else await this.repos.sessions.setLogLevel(view.id, level)
+    this.options.announce?.({ kind: 'changed', session: view.id, logLevel: level })
+  }
+
+  /**
+   * resources/subscribe: the session follows `uri` (with the scopes of the credential that asked). False when it
+   * follows `max` resources already and not this one.
+   */
+  subscribe(view: SessionView, uri: string, scopes: readonly Scope[], max: number): boolean {
+    const session = this.live.get(view.id)
+    if (!session) return true // ended meanwhile: nothing to follow
+    const uris = new Set(session.subscriptions?.uris)
+    if (!uris.has(uri) && uris.size >= max) return false
+    uris.add(uri)
+    session.subscriptions = { uris, scopes: session.subscriptions?.scopes ?? scopes }
+    this.subscriptionsChanged(session)
+    return true
+  }
+
+  /** resources/unsubscribe: the session no longer follows `uri` (harmless when it never did). */
+  unsubscribe(view: SessionView, uri: string): void {
+    const session = this.live.get(view.id)
+    if (!session?.subscriptions?.uris.has(uri)) return
+    const uris = new Set(session.subscriptions.uris)
+    uris.delete(uri)
+    session.subscriptions = { uris, scopes: session.subscriptions.scopes }
+    this.subscriptionsChanged(session)
+  }
+
+  /** What another process told of a session: applied to the record held here (sessions/session-relay.ts). */
+  applyNews(session: Session, news: { logLevel?: LogLevel; initialized?: boolean; subscriptions?: { uris: string[]; scopes: Scope[] } }): void {
+    if (news.logLevel !== undefined) session.logLevel = news.logLevel
+    if (news.initialized) session.initialized = true
+    if (news.subscriptions) session.subscriptions = news.subscriptions.uris.length === 0 ? null : { uris: new Set(news.subscriptions.uris), scopes: news.subscriptions.scopes }
   }
 
   /** resources/subscribe or unsubscribe changed what the session follows: the process serving its GET stream must know. */
-  subscriptionsChanged(session: Session): void {
+  private subscriptionsChanged(session: Session): void {
     const subs = session.subscriptions
     this.options.announce?.({ kind: 'subscriptions', session: session.id, uris: subs ? [...subs.uris] : [], scopes: subs ? [...subs.scopes] : [] })
   }
@@ -268,7 +324,7 @@ export class SessionStore {
   forgetQuiet(): number {
     let dropped = 0
     for (const session of [...this.live.values()]) {
-      if (session.runtime !== null || this.unsaved.has(session.id) || this.saving.has(session.id)) continue
+      if (this.options.holdsLive?.(session.id) === true || this.unsaved.has(session.id) || this.saving.has(session.id)) continue
       this.live.delete(session.id)
       dropped++
     }
@@ -345,8 +401,11 @@ export class SessionStore {
     session.ended = true
     this.live.delete(session.id)
     this.dirty.delete(session.id)
-    session.runtime?.close(reason)
-    session.runtime = null
+    this.tellStopped(session, reason)
+  }
+
+  private tellStopped(session: Session, reason: string): void {
+    for (const listener of this.stopListeners) listener(session, reason)
   }
 
   private fromRow(row: SessionRow): Session {
@@ -363,7 +422,6 @@ export class SessionStore {
       initialized: row.initializedAt !== null,
       lastSeenAt: row.lastSeenAt,
       ended: false,
-      runtime: null,
     }
   }
 }

@@ -5,7 +5,8 @@ import { fail } from '../../src/errors/service-error.js'
 import { Dispatcher, type MessageSink, type PreparedRequest } from '../../src/rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../src/rpc/exchange.js'
 import type { JsonRpcMessage, JsonRpcRequest, JsonRpcResponse, RequestId } from '../../src/rpc/types.js'
-import { OutboundRequestError, type Session } from '../../src/sessions/session.js'
+import { OutboundRequestError } from '../../src/rpc/calls.js'
+import type { Session } from '../../src/sessions/session.js'
 import { validatorFor } from '../../src/validation/index.js'
 
 /** A logger that records error calls and swallows the rest. */
@@ -40,7 +41,6 @@ function fakeSession(overrides: Partial<Session> = {}): Session {
     initialized: true,
     lastSeenAt: Date.now(),
     ended: false,
-    runtime: null,
     ...overrides,
   }
 }
@@ -161,8 +161,7 @@ function makeDispatcher() {
     method: 'notifications/cancelled',
     params: validatorFor('mcp/cancelled.params'),
     handle(params, ctx) {
-      const controller = ctx.session.runtime?.inflight.get(params.requestId)
-      controller?.abort(new Error(params.reason ?? 'cancelled by the client'))
+      d.cancel(ctx.session.id, params.requestId, new Error(params.reason ?? 'cancelled by the client'))
     },
   })
   const gate = (id: RequestId) => {
@@ -282,7 +281,7 @@ t.test('run', async (t) => {
     const session = fakeSession()
     const res = await d.run(prepared(d, req('test/echo', 4, { requestId: 'x' })), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
     t.same(res, { jsonrpc: '2.0', id: 4, result: { echoed: 'x' } })
-    t.equal(session.runtime, null, 'runtime released after completion')
+    t.notOk(d.holdsCalls(session.id), 'nothing held after completion')
   })
 
   t.test('runs without a session', async (t) => {
@@ -302,7 +301,7 @@ t.test('run', async (t) => {
     t.match(res?.error?.data, { code: 'SESSION_NOT_FOUND', details: { why: 'gone' } })
     t.type((res?.error?.data as { action: unknown }).action, 'string')
     t.equal(log.errors.length, 0, 'deliberate failures are not logged as errors')
-    t.equal(session.runtime, null)
+    t.notOk(d.holdsCalls(session.id))
   })
 
   for (const method of ['test/crash', 'test/crash-sync']) {
@@ -318,7 +317,7 @@ t.test('run', async (t) => {
       const text = JSON.stringify(res)
       t.notMatch(text, /SELECT|secret|db\.ts|undefined|reading|stack/i, 'nothing of the original error reaches the client')
       t.equal(log.errors.length, 1, 'the failure is logged server-side')
-      t.equal(session.runtime, null)
+      t.notOk(d.holdsCalls(session.id))
     })
   }
 
@@ -329,13 +328,13 @@ t.test('run', async (t) => {
       const principal = fakePrincipal()
       const log = fakeLog()
       const running = d.run(prepared(d, req(method, 'c1')), { exchange: new LegacyExchange(session), principal, sink: recordingSink(), log })
-      t.ok(session.runtime?.inflight.has('c1'), 'the request is tracked while in flight')
+      t.ok(d.inFlight(session.id, 'c1'), 'the request is tracked while in flight')
       // A cancel for another id does nothing.
       d.notify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'other' } }, { session, principal, log })
-      t.equal(session.runtime?.inflight.get('c1')?.signal.aborted, false)
+      t.ok(d.inFlight(session.id, 'c1'), 'still running')
       d.notify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'c1', reason: 'user hit stop' } }, { session, principal, log })
       t.equal(await running, null, `${method}: no response`)
-      t.equal(session.runtime, null, 'runtime released')
+      t.notOk(d.holdsCalls(session.id), 'nothing held any more')
       t.equal(log.errors.length, 0, 'a cancellation is not an error')
     }
   })
@@ -344,9 +343,9 @@ t.test('run', async (t) => {
     const { d } = makeDispatcher()
     const session = fakeSession()
     const running = d.run(prepared(d, req('test/wait-abort', 11)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
-    session.runtime!.inflight.get(11)!.abort()
+    d.cancel(session.id, 11, new Error('stop'))
     t.equal(await running, null)
-    t.equal(session.runtime, null)
+    t.notOk(d.holdsCalls(session.id))
   })
 
   t.test('a duplicate in-flight id is -32600; the first request still completes', async (t) => {
@@ -360,14 +359,14 @@ t.test('run', async (t) => {
     t.equal(dup?.id, 21)
     t.equal(dup?.error?.code, -32600)
     t.match(dup?.error?.message, /already in use/)
-    t.ok(session.runtime?.inflight.has(21), 'the duplicate did not disturb the first request')
+    t.ok(d.inFlight(session.id, 21), 'the duplicate did not disturb the first request')
     // A different id runs fine meanwhile.
     const other = await d.run(prepared(d, req('ping', 22)), ctx)
     t.same(other, { jsonrpc: '2.0', id: 22, result: {} })
-    t.not(session.runtime, null, 'runtime kept while the first request runs')
+    t.ok(d.holdsCalls(session.id), 'held while the first request runs')
     g.release.resolve()
     t.same(await first, { jsonrpc: '2.0', id: 21, result: { released: 21 } })
-    t.equal(session.runtime, null, 'runtime released once nothing is in flight')
+    t.notOk(d.holdsCalls(session.id), 'nothing held once nothing is in flight')
     // The id can be reused after completion.
     const again = await d.run(prepared(d, req('ping', 21)), ctx)
     t.same(again, { jsonrpc: '2.0', id: 21, result: {} })
@@ -415,11 +414,11 @@ t.test('request() outbound', async (t) => {
     t.equal(sent.method, 'elicitation/create')
     t.same(sent.params, { message: 'Sure?' })
     t.ok(typeof sent.id === 'number' || typeof sent.id === 'string')
-    t.ok(session.runtime?.pending.has(sent.id))
+    t.ok(d.holdsCalls(session.id), 'the question is held while it awaits its answer')
     const refused = d.acceptResponse({ jsonrpc: '2.0', id: sent.id, result: { action: 'accept' } }, session, principal)
     t.equal(refused, null)
     t.same(await pending, { action: 'accept' })
-    t.equal(session.runtime, null, 'runtime released after the answer')
+    t.notOk(d.holdsCalls(session.id), 'nothing held after the answer')
   })
 
   t.test('outbound ids are distinct', async (t) => {
@@ -434,7 +433,7 @@ t.test('request() outbound', async (t) => {
     t.equal(d.acceptResponse({ jsonrpc: '2.0', id: ib!, result: { which: 'b' } }, session, principal), null)
     t.equal(d.acceptResponse({ jsonrpc: '2.0', id: ia!, result: { which: 'a' } }, session, principal), null)
     t.same(await Promise.all([a, b]), [{ which: 'a' }, { which: 'b' }])
-    t.equal(session.runtime, null)
+    t.notOk(d.holdsCalls(session.id))
   })
 
   t.test('an error answer rejects with reason error', async (t) => {
@@ -448,7 +447,7 @@ t.test('request() outbound', async (t) => {
     const err = await pending.then(() => null, (e: unknown) => e)
     t.ok(err instanceof OutboundRequestError)
     t.equal((err as OutboundRequestError).reason, 'error')
-    t.equal(session.runtime, null)
+    t.notOk(d.holdsCalls(session.id))
   })
 
   t.test('an answer from another membership is refused and does not resolve', async (t) => {
@@ -467,7 +466,7 @@ t.test('request() outbound', async (t) => {
     t.equal(refused?.status, 400)
     await new Promise((r) => setTimeout(r, 20))
     t.equal(settled, false, 'the wait goes on')
-    t.ok(session.runtime?.pending.has(id), 'still pending')
+    t.ok(d.holdsCalls(session.id), 'still pending')
     // The right member can still answer.
     t.equal(d.acceptResponse({ jsonrpc: '2.0', id, result: { action: 'decline' } }, session, principal), null)
     t.same(await pending, { action: 'decline' })
@@ -506,7 +505,7 @@ t.test('request() outbound', async (t) => {
     t.equal(cancel.params.requestId, id)
     t.type(cancel.params.reason, 'string')
     t.notOk('id' in cancel, 'a notification has no id')
-    t.equal(session.runtime, null, 'runtime released')
+    t.notOk(d.holdsCalls(session.id), 'nothing held any more')
     t.equal(d.acceptResponse({ jsonrpc: '2.0', id, result: {} }, session, principal)?.code, 'INVALID_REQUEST', 'a late answer is refused')
   })
 
@@ -517,7 +516,7 @@ t.test('request() outbound', async (t) => {
     const err = await d.request(session, fakePrincipal(), sink, 'elicitation/create', {}, { timeoutMs: 5000 }).then(() => null, (e: unknown) => e)
     t.ok(err instanceof OutboundRequestError)
     t.equal((err as OutboundRequestError).reason, 'closed')
-    t.equal(session.runtime, null, 'nothing left pending')
+    t.notOk(d.holdsCalls(session.id), 'nothing left pending')
   })
 
   t.test('an abort signal rejects with reason aborted and tells the client', async (t) => {
@@ -530,7 +529,7 @@ t.test('request() outbound', async (t) => {
     const err = await pending.then(() => null, (e: unknown) => e)
     t.equal((err as OutboundRequestError).reason, 'aborted')
     t.equal((sink.sent[1] as { method: string }).method, 'notifications/cancelled')
-    t.equal(session.runtime, null)
+    t.notOk(d.holdsCalls(session.id))
 
     const pre = new AbortController()
     pre.abort()
@@ -538,15 +537,15 @@ t.test('request() outbound', async (t) => {
     const err2 = await d.request(session, fakePrincipal(), sink2, 'm', {}, { timeoutMs: 5000, signal: pre.signal }).then(() => null, (e: unknown) => e)
     t.equal((err2 as OutboundRequestError).reason, 'aborted', 'an already aborted signal rejects at once')
     t.same(sink2.sent, [], 'neither the request nor a cancellation for a request never issued is sent')
-    t.equal(session.runtime, null)
+    t.notOk(d.holdsCalls(session.id))
   })
 
-  t.test('closing the session runtime rejects pending requests with reason closed', async (t) => {
+  t.test('ending the session rejects pending requests with reason closed', async (t) => {
     const d = new Dispatcher()
     const session = fakeSession()
     const sink = recordingSink()
     const pending = d.request(session, fakePrincipal(), sink, 'm', {}, { timeoutMs: 5000 })
-    session.runtime!.close('session deleted')
+    d.endSession(session.id, 'session deleted')
     const err = await pending.then(() => null, (e: unknown) => e)
     t.equal((err as OutboundRequestError).reason, 'closed')
   })

@@ -1,9 +1,11 @@
 import t from 'tap'
-import { classify, hasClaim, metaOf, namesModernRevision, type Route } from '../../src/plugins/mcp-transport/classify.js'
+import { classify as classifyWith, hasClaim, metaOf, namesModernRevision, type Route } from '../../src/plugins/mcp-transport/classify.js'
 import { ServiceError } from '../../src/errors/service-error.js'
 
 // Every row of the era routing table (classify.ts header comment), plus the edges of its helpers.
 
+/** initialize is the method that opens a session (the sessions plugin declares it `sessionless`). */
+const classify = (body: unknown, header: string | undefined) => classifyWith(body, header, (method) => method === 'initialize')
 const VERSION_KEY = 'io.modelcontextprotocol/protocolVersion'
 const CAPS_KEY = 'io.modelcontextprotocol/clientCapabilities'
 const MODERN = '2026-07-28'

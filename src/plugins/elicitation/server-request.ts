@@ -3,7 +3,7 @@ import { fail } from '../../errors/service-error.js'
 import { checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import type { AskTarget } from '../../rpc/handler-context.js'
-import { OutboundRequestError } from '../../sessions/session.js'
+import { OutboundRequestError } from '../../rpc/calls.js'
 import type { Asked } from './asked.js'
 
 /**

@@ -8,15 +8,17 @@ import { isModernProtocolVersion, type JsonRpcNotification, type JsonRpcRequest,
  * | POST body                                                        | route                                   |
  * |------------------------------------------------------------------|-----------------------------------------|
  * | request or notification whose `params._meta` claims a revision   | modern (validated there)                |
- * | `initialize` without a claim naming a modern revision            | legacy handshake                        |
- * | `initialize` without a claim, header naming a modern revision    | 400 / -32020 (headers and body disagree)|
+ * | the handshake without a claim naming a modern revision           | legacy handshake                        |
+ * | the handshake without a claim, header naming a modern revision   | 400 / -32020 (headers and body disagree)|
  * | no claim, header naming a modern revision                        | 400 / -32602 naming the missing `_meta` |
  * | no claim, header legacy or absent                                | legacy session request                  |
  * | JSON-RPC response (answer to a legacy `elicitation/create`)      | legacy                                  |
  * | batch of legacy messages / batch with any modern element         | legacy / 400 / -32600                   |
  * | anything else (not JSON-RPC)                                     | legacy, which answers 400 / -32600      |
  *
- * GET and DELETE never reach this: they are session operations of the legacy era.
+ * The handshake is the method that opens a session (`initialize`): the dispatcher says which (`opensSession`, from the
+ * method's own declaration), so the transport names no method. GET and DELETE never reach this: they are session
+ * operations of the legacy era.
  */
 
 export const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
@@ -63,7 +65,7 @@ function isRequestShape(value: Record<string, unknown>): boolean {
   return typeof value.method === 'string' && 'id' in value
 }
 
-export function classify(body: unknown, protocolVersionHeader: string | undefined): Route {
+export function classify(body: unknown, protocolVersionHeader: string | undefined, opensSession: (method: string) => boolean): Route {
   if (Array.isArray(body)) {
     if (body.some(hasClaim)) {
       return { era: 'reject', id: null, error: fail('INVALID_REQUEST', { message: 'A batch must not contain 2026-07-28 requests: send each one in its own POST' }) }
@@ -75,13 +77,13 @@ export function classify(body: unknown, protocolVersionHeader: string | undefine
   const claim = metaOf(body)?.[PROTOCOL_VERSION_META_KEY]
   const claimed = hasClaim(body)
 
-  if (body.method === 'initialize' && !(claimed && typeof claim === 'string' && namesModernRevision(claim))) {
+  if (opensSession(body.method) && !(claimed && typeof claim === 'string' && namesModernRevision(claim))) {
     if (headerIsModern) {
       return {
         era: 'reject',
         id: readableId(body),
         error: fail('HEADER_MISMATCH', {
-          message: `initialize is the session handshake of the 2025 revisions, but MCP-Protocol-Version names ${protocolVersionHeader}: a 2026-07-28 client sends no initialize`,
+          message: `${body.method} is the session handshake of the 2025 revisions, but MCP-Protocol-Version names ${protocolVersionHeader}: a 2026-07-28 client sends no ${body.method}`,
           details: { header: 'MCP-Protocol-Version', value: protocolVersionHeader },
         }),
       }

@@ -42,6 +42,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
   const resourceMetadata = () => `${config.baseUrl}/.well-known/oauth-protected-resource/mcp`
   const legacy = legacyFrontEnd(fastify)
   const modern = modernFrontEnd(fastify)
+  const opensSession = (method: string) => fastify.rpc.opensSession(method)
 
   fastify.decorateRequest('principal', null)
   fastify.removeAllContentTypeParsers()
@@ -105,7 +106,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
         throw fail('PARSE_ERROR')
       }
       const header = request.headers['mcp-protocol-version']
-      const route = classify(body, typeof header === 'string' ? header : undefined)
+      const route = classify(body, typeof header === 'string' ? header : undefined, opensSession)
       switch (route.era) {
         case 'legacy':
           return legacy.post(request, reply, body, accept)

@@ -8,7 +8,7 @@ import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedReq
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse, type RequestId } from '../../rpc/types.js'
-import { releaseRuntime, runtimeOf, type Session } from '../../sessions/session.js'
+import type { Session } from '../../sessions/session.js'
 import { parseAccept, sendJsonRpc, sessionIdHeader, type Acceptance } from './headers.js'
 import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
@@ -25,7 +25,7 @@ export interface LegacyFrontEnd {
 }
 
 export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
-  const { config, rpc, sessions, heartbeats } = fastify
+  const { config, rpc, sessions, sessionStreams, heartbeats } = fastify
   const shared = sharedStreams(fastify)
 
   /**
@@ -66,22 +66,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     stream.open({ ...reply.getHeaders(), 'mcp-session-id': session.id })
     if (kind === 'call' && session.protocolVersion === '2025-11-25') stream.prime()
     heartbeats.add(stream)
-    const runtime = runtimeOf(session)
-    runtime.streams.add(stream)
+    sessionStreams.add(session.id, stream, kind === 'standalone')
     stream.onDetach(() => request.log.debug({ stream: stream.id }, 'SSE stream detached: the client may resume it'))
     stream.onClose(() => {
-      const rt = session.runtime
-      rt?.streams.delete(stream)
-      if (rt?.standalone === stream) rt.standalone = null
-      if (rt && stream.resumable && !stream.attached && !session.ended) {
-        const timer = setTimeout(() => {
-          rt.retained.delete(stream.id)
-          releaseRuntime(session)
-        }, config.sseRetainMs)
-        timer.unref()
-        rt.retained.set(stream.id, { stream, timer })
-      }
-      releaseRuntime(session)
+      const retain = stream.resumable && !stream.attached && !session.ended
+      sessionStreams.closed(session.id, stream, retain ? { ms: config.sseRetainMs } : null)
       request.log.debug({ stream: stream.id }, 'SSE stream ended')
     })
     return stream
@@ -95,7 +84,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   function resumeStream(request: FastifyRequest, reply: FastifyReply, session: Session): boolean | Promise<boolean> {
     const last = parseEventId(request.headers['last-event-id'])
     if (!last) return false
-    const stream = session.runtime?.findStream(last.stream)
+    const stream = sessionStreams.find(session.id, last.stream)
     const open = () => {
       reply.hijack()
       writeStreamHead(reply.raw, { ...reply.getHeaders(), 'mcp-session-id': session.id })
@@ -105,22 +94,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     const complete = stream.attach(reply.raw, last.seq)
     if (!complete) request.log.warn({ stream: stream.id, after: last.seq }, 'resumed stream: some events were no longer buffered')
     if (!stream.closed) heartbeats.add(stream)
-    else forgetRetained(session, stream.id)
+    // An ended stream replayed to its end has done its job: it is no longer kept. A client that asks for it again (SDK
+    // v1 does after an error answer, which it does not count as the call's end) gets the standalone stream instead of
+    // an empty replay that ends at once, again and again until the stream's retention ends.
+    else sessionStreams.forgetRetained(session.id, stream.id)
     return true
-  }
-
-  /**
-   * An ended stream replayed to its end has done its job: it is no longer kept. A client that asks for it again (SDK v1
-   * does after an error answer, which it does not count as the call's end) gets the standalone stream instead of an
-   * empty replay that ends at once, again and again until the stream's retention ends.
-   */
-  function forgetRetained(session: Session, streamId: string): void {
-    const rt = session.runtime
-    const retained = rt?.retained.get(streamId)
-    if (!rt || !retained) return
-    clearTimeout(retained.timer)
-    rt.retained.delete(streamId)
-    releaseRuntime(session)
   }
 
   async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, seen: Observation | null) {
@@ -135,7 +113,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       principal,
       sink: NULL_SINK,
       log: request.log,
-      onSessionStarted: (s) => { session = s },
+      onSessionStarted: (s) => { session = sessions.inMemory(s.id) },
     })
     // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
     const failure = response?.error ? failureOf(response) : undefined
@@ -168,10 +146,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     seen: Map<JsonRpcRequest, Observation> | null,
   ): Promise<FastifyReply> {
     // initialize: creates the session, never inside a batch, never with a session id.
-    const init = classified.find((c) => c.kind === 'request' && c.message.method === 'initialize')
+    const init = classified.find((c) => c.kind === 'request' && rpc.opensSession(c.message.method))
     if (init && init.kind === 'request') {
-      if (batch) throw fail('INVALID_REQUEST', { message: 'initialize must not be part of a batch' })
-      if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: 'initialize must be sent without Mcp-Session-Id' })
+      const method = init.message.method
+      if (batch) throw fail('INVALID_REQUEST', { message: `${method} must not be part of a batch` })
+      if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: `${method} must be sent without Mcp-Session-Id` })
       const header = request.headers['mcp-protocol-version']
       if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
       const admitted = fastify.rateLimits.admit(request, principal, 0, null)
@@ -238,7 +217,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     if (longLived.length > 0 && longLived.every(Boolean)) fastify.shutdown.park(reply.raw)
     const runAt = async (a: PreparedRequest, position: number) => {
       // A call the shutdown stops is answered at once, before the session's streams end (stopping.ts).
-      const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(a.message.method, a.params.name))))
+      const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(rpc.describe(a)))))
       const release = longLived[calls.indexOf(a)] === true ? undefined : fastify.shutdown.hold()
       try {
         const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
@@ -343,11 +322,8 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
 
   /** The session's standalone stream, for what the server sends outside any call. */
   function openStandalone(request: FastifyRequest, reply: FastifyReply, session: Session): FastifyReply {
-    const previous = session.runtime?.standalone
-    const stream = openStream(request, reply, session, 'standalone')
-    // One standalone stream per session: a reconnecting client replaces a connection the server may not have seen die.
-    runtimeOf(session).standalone = stream
-    previous?.end()
+    // One standalone stream per session: a new one replaces (and ends) the previous (SessionStreams.add).
+    openStream(request, reply, session, 'standalone')
     return reply
   }
 }

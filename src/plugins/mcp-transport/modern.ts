@@ -3,7 +3,7 @@ import { catalog, type ErrorSpec } from '../../errors/catalog.js'
 import { toRpcError } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
-import { ClientDisconnected, ServerStopping } from '../../rpc/call-abort.js'
+import { ClientDisconnected } from '../../rpc/call-abort.js'
 import { errorResponse, failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
 import { constantJson } from '../../rpc/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
@@ -52,9 +52,6 @@ const LOG_LEVEL_META_KEY = 'io.modelcontextprotocol/logLevel'
 
 /** The revision's own errors keep HTTP 400 even when a method raises them; every other JSON-RPC error is HTTP 200. */
 const SPEC_ERROR_STATUS: Readonly<Record<number, number>> = { [-32020]: 400, [-32021]: 400, [-32022]: 400 }
-
-/** Methods of the 2025 revisions a 2026-07-28 client might still try, named in the -32601 message. */
-const REMOVED = new Set(['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'notifications/initialized', 'tasks/result', 'tasks/list'])
 
 class Refusal {
   constructor(readonly status: number, readonly error: ServiceError) {}
@@ -115,12 +112,6 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   const serverInfo = serverInfoFor(MODERN_PROTOCOL_VERSIONS[0], true)
   /** The `_meta` of results that bring none of their own: one constant, serialized once (rpc/message-json.ts). */
   const serverInfoMeta = constantJson({ [SERVER_INFO_META_KEY]: serverInfo })
-  /** Requests running now: those the shutdown's drain did not end are stopped in its finish phase, and answered. */
-  const running = new Set<StoppableCall>()
-  fastify.shutdown.onFinish(() => {
-    const reason = new ServerStopping('the server is shutting down')
-    for (const call of [...running]) call.abort(reason)
-  })
 
   /** Step: `params._meta` holds the revision, the capabilities of this request, and optional client info and log level. */
   function envelope(meta: Record<string, unknown>): Refusal | null {
@@ -154,10 +145,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   /** Step: the method exists in this era, and the client declared what it needs. */
   function method(message: JsonRpcRequest, capabilities: Readonly<ClientCapabilities>): Refusal | RequestMethod {
     const def = rpc.definition(message.method, 'modern')
-    if (!def) {
-      const why = REMOVED.has(message.method) ? ` (${message.method} belongs to the 2025 session revisions, not to 2026-07-28)` : ''
-      return new Refusal(404, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}${why}`, details: { method: message.method } }))
-    }
+    if (!def) return new Refusal(404, rpc.unknownMethod(message.method, 'modern'))
     const missing = def.requires ? missingCapabilities(def.requires, capabilities) : null
     if (missing) {
       return new Refusal(400, fail('MISSING_CLIENT_CAPABILITY', {
@@ -168,12 +156,11 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     return def
   }
 
-  /** Step: a tool that mirrors arguments into Mcp-Param-* headers gets them checked against the arguments. */
+  /** Step: params the method mirrors into Mcp-Param-* headers (a tool's arguments) are checked against the headers. */
   function paramHeaders(request: FastifyRequest, prepared: PreparedRequest): Refusal | null {
-    if (prepared.message.method !== 'tools/call') return null
-    const tool = fastify.tools.get(prepared.params.name as string)
-    if (!tool || tool.paramHeaders.length === 0) return null
-    const problem = paramHeadersProblem(request.headers, tool.paramHeaders, prepared.params.arguments)
+    const declared = prepared.def.paramHeaders?.(prepared.params)
+    if (declared === undefined || declared.length === 0) return null
+    const problem = paramHeadersProblem(request.headers, declared, prepared.params.arguments)
     return problem ? new Refusal(400, problem) : null
   }
 
@@ -234,7 +221,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     const version = meta[PROTOCOL_VERSION_META_KEY] as string
     const refusedRevision = revision(request, message, version)
     if (refusedRevision) return refusedRevision
-    const headerProblem = standardHeadersProblem(request.headers, message.method, message.params)
+    const headerProblem = standardHeadersProblem(request.headers, message.method, message.params, rpc.definition(message.method, 'modern')?.mirroredName)
     if (headerProblem) return new Refusal(400, headerProblem)
     const capabilities = meta[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities
     const def = method(message, capabilities)
@@ -265,12 +252,11 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     })
     const authorization = request.headers.authorization
     const authenticateAgain = () => fastify.auth.authenticate(authorization)
-    running.add(controller)
+    // In the dispatcher's call table while it runs: the shutdown's finish phase stops it there, and it is answered.
     try {
       return await rpc.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller)
     } finally {
       answered = true
-      running.delete(controller)
     }
   }
 
@@ -316,7 +302,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     if (def.longLived?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id }) === true) fastify.shutdown.park(reply.raw)
     const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
     // Stopped by the shutdown: answered at once, whether or not the handler heeds its signal (stopping.ts).
-    const stopped = () => respond(reply, def, message.id, errorResponse(message.id, stoppedByShutdown(message.method, prepared.params.name)), sink, accept, seen)
+    const stopped = () => respond(reply, def, message.id, errorResponse(message.id, stoppedByShutdown(rpc.describe(prepared))), sink, accept, seen)
     const response = await run(request, reply, prepared, exchange, sink, stopped)
     if (response === null) {
       // Cancelled: the client is gone, and nothing may be sent for the request any more.

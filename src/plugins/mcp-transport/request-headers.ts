@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { fail, type ServiceError } from '../../errors/service-error.js'
-import { valueAt, type ParamHeader } from '../tools/param-headers.js'
+import type { ParamHeader } from '../../rpc/header-mirror.js'
+import { valueAt } from '../tools/param-headers.js'
 
 /**
  * The request headers of 2026-07-28 (Streamable HTTP "Request Metadata"): `MCP-Protocol-Version`, `Mcp-Method` and
@@ -17,16 +18,6 @@ const CANONICAL_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9
 /** What an HTTP field value may hold as is: visible ASCII, space and tab. */
 const PLAIN_VALUE = /^[\x20-\x7e\t]*$/
 const DECIMAL = /^-?\d+(?:\.\d+)?$/
-
-/** Where the body value that `Mcp-Name` mirrors lives, per method. */
-export const MCP_NAME_SOURCE: Readonly<Record<string, string>> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-  'tasks/get': 'taskId',
-  'tasks/update': 'taskId',
-  'tasks/cancel': 'taskId',
-}
 
 /**
  * A header value as the client meant it: a `=?base64?…?=` sentinel is decoded (UTF-8), anything else is taken
@@ -57,17 +48,17 @@ function mismatch(message: string, details: Record<string, unknown>): ServiceErr
 }
 
 /**
- * `MCP-Protocol-Version` and `Mcp-Method` present on a request POST, `Mcp-Name` present, decodable and equal to the
- * body where the method mirrors one. (Mismatches of a header that is present are found earlier, by the era ladder.)
+ * `MCP-Protocol-Version` and `Mcp-Method` present on a request POST, `Mcp-Name` present, decodable and equal to
+ * `params[source]` when the method mirrors one (`source`: its declared `mirroredName`). (Mismatches of a header that is
+ * present are found earlier, by the era ladder.)
  */
-export function standardHeadersProblem(headers: IncomingHttpHeaders, method: string, params: Record<string, unknown> | undefined): ServiceError | null {
+export function standardHeadersProblem(headers: IncomingHttpHeaders, method: string, params: Record<string, unknown> | undefined, source: string | undefined): ServiceError | null {
   if (headerValue(headers, 'mcp-protocol-version') === undefined) {
     return mismatch('The MCP-Protocol-Version header is missing: every 2026-07-28 request carries it', { header: 'MCP-Protocol-Version' })
   }
   if (headerValue(headers, 'mcp-method') === undefined) {
     return mismatch(`The Mcp-Method header is missing: send Mcp-Method: ${method}`, { header: 'Mcp-Method' })
   }
-  const source = MCP_NAME_SOURCE[method]
   const bodyValue = source === undefined ? undefined : params?.[source]
   if (source === undefined || typeof bodyValue !== 'string') return null // params validation reports a missing or malformed body value
   const raw = headerValue(headers, 'mcp-name')

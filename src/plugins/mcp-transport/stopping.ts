@@ -8,9 +8,11 @@ import { CallAbort, ServerStopping } from '../../rpc/call-abort.js'
  * stream that is about to end: a client never waits on a request the server has dropped.
  */
 
-/** The answer of a call the shutdown stopped (a JSON-RPC error: the call produced no result of its own). */
-export function stoppedByShutdown(method: string, name: unknown): ServiceError {
-  const what = typeof name === 'string' && method === 'tools/call' ? `${method} ${name}` : method
+/**
+ * The answer of a call the shutdown stopped (a JSON-RPC error: the call produced no result of its own). `what` is the
+ * call as its method describes it (Dispatcher.describe: `tools/call <tool>`).
+ */
+export function stoppedByShutdown(what: string): ServiceError {
   return fail('SERVICE_UNAVAILABLE', {
     message: `The server is shutting down and stopped this ${what} before it finished; call again once it is back`,
   })

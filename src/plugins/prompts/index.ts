@@ -63,6 +63,7 @@ const promptsPlugin: FastifyPluginAsync<PromptsPluginOptions> = async (fastify, 
   rpc.registerRequest<GetParams>({
     method: 'prompts/get',
     eras: ['legacy', 'modern'],
+    mirroredName: 'name',
     params: validatorFor('mcp/prompts-get.params'),
     precheck(params, ctx) {
       const prompt = registry.get(params.name)

@@ -8,7 +8,7 @@ import { forRevision, resourceContentsProblem, type ResourceContents } from '../
 import { listMethod } from '../../rpc/list-method.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
-import { notifySession, type ResourceSubscriptions, type Session } from '../../sessions/session.js'
+import type { ResourceSubscriptions, Session } from '../../sessions/session.js'
 import { validatorFor } from '../../validation/index.js'
 import { AnswerRefused, InputRequired } from '../elicitation/index.js'
 import { PLUGIN } from '../names.js'
@@ -100,6 +100,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
   rpc.registerRequest<ReadParams>({
     method: 'resources/read',
     eras: ['legacy', 'modern'],
+    mirroredName: 'uri',
     params: validatorFor('mcp/resources-read.params'),
     cache: { scope: 'private', ttlMs: () => config.readTtlMs },
     precheck(params, ctx) {
@@ -146,18 +147,14 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     eras: ['legacy'],
     params: validatorFor('mcp/resources-subscribe.params'),
     handle(params, ctx) {
-      const session = ctx.session!
       const audience = audienceOf(params.uri)
       if (!audience || !canUse(ctx.principal, audience)) throw notFound(params.uri)
-      const subscriptions = (session.subscriptions ??= { uris: new Set(), scopes: ctx.principal.scopes })
-      if (!subscriptions.uris.has(params.uri) && subscriptions.uris.size >= config.resourceSubscriptionsMax) {
+      if (!fastify.sessions.subscribe(ctx.session!, params.uri, ctx.principal.scopes, config.resourceSubscriptionsMax)) {
         throw fail('INVALID_PARAMS', {
           message: `A session may subscribe to ${config.resourceSubscriptionsMax} resources; unsubscribe from one first`,
           details: { limit: config.resourceSubscriptionsMax },
         })
       }
-      subscriptions.uris.add(params.uri)
-      fastify.sessions.subscriptionsChanged(session)
       return {}
     },
   })
@@ -168,7 +165,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     params: validatorFor('mcp/resources-subscribe.params'),
     handle(params, ctx) {
       // Unsubscribing from something never subscribed to is harmless: the result is the same.
-      if (ctx.session!.subscriptions?.uris.delete(params.uri)) fastify.sessions.subscriptionsChanged(ctx.session!)
+      fastify.sessions.unsubscribe(ctx.session!, params.uri)
       return {}
     },
   })
@@ -195,7 +192,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     }
     // The role was read over a round trip (PostgreSQL): the client may have unsubscribed meanwhile.
     if (!session.subscriptions?.uris.has(uri)) return
-    notifySession(session, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } })
+    fastify.sessionStreams.notify(session.id, { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } })
   }
   const unsubscribe = events.subscribe((event: ServerEvent) => {
     if (event.type !== 'resource.updated') return

@@ -52,9 +52,13 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
     return task
   }
 
+  // Methods of the 2025 tasks a 2026-07-28 client might still try: told they belong to the session revisions.
+  rpc.declareDropped('tasks/result')
+  rpc.declareDropped('tasks/list')
   rpc.registerRequest<{ taskId: string }>({
     method: 'tasks/get',
     eras: ['modern'],
+    mirroredName: 'taskId',
     requires,
     params: validatorFor('mcp/tasks-get.params'),
     handle: async (params, ctx) => manager.view(await ownTask(ctx, params.taskId)),
@@ -63,6 +67,7 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   rpc.registerRequest<{ taskId: string }>({
     method: 'tasks/cancel',
     eras: ['modern'],
+    mirroredName: 'taskId',
     requires,
     params: validatorFor('mcp/tasks-cancel.params'),
     async handle(params, ctx) {
@@ -85,6 +90,7 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   rpc.registerRequest<{ taskId: string; inputResponses: Record<string, unknown> }>({
     method: 'tasks/update',
     eras: ['modern'],
+    mirroredName: 'taskId',
     requires,
     params: validatorFor('mcp/tasks-update.params'),
     async handle(params, ctx) {

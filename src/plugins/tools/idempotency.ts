@@ -492,12 +492,12 @@ function otherTool(record: IdempotencyRecord): Error {
 }
 
 /**
- * True when the call was aborted by the server stopping: the session's runtime was closed (every call aborted and
- * forgotten) while the session itself lives on. A notifications/cancelled leaves the call registered until its handler
- * returns, and a session that ends (DELETE, expiry, revocation) is marked ended.
+ * True when the call was stopped by the server's shutdown in a session that lives on (the call table says so: it
+ * closed the call while it still ran). A notifications/cancelled leaves the call registered until its handler returns,
+ * and a session that ends (DELETE, expiry, revocation) is marked ended.
  */
 function abortedByShutdown(ctx: CallContext): boolean {
   const session = ctx.session
   if (!session || session.ended || !ctx.signal.aborted) return false
-  return session.runtime?.inflight.has(ctx.requestId) !== true
+  return ctx.stoppedByShutdown
 }

@@ -112,6 +112,10 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     method: 'tools/call',
     eras: ['legacy', 'modern'],
     params: validatorFor('mcp/tools-call.params'),
+    mirroredName: 'name',
+    // A tool may mirror arguments into Mcp-Param-* headers (x-mcp-header): the modern front-end checks them.
+    paramHeaders: (params) => registry.get(params.name)?.paramHeaders ?? [],
+    describe: (params) => (typeof params.name === 'string' ? `tools/call ${params.name}` : 'tools/call'),
     // The tool's own limit, per member: counted by the front-end with the request's other windows, before the precheck.
     // A call its scope or role does not allow counts against no tool's limit (the precheck or the call refuses it).
     limits(params, principal) {

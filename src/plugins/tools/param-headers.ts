@@ -1,3 +1,4 @@
+import type { ParamHeader } from '../../rpc/header-mirror.js'
 import type { JsonSchema } from './define.js'
 
 /**
@@ -9,13 +10,7 @@ import type { JsonSchema } from './define.js'
 
 export const X_MCP_HEADER = 'x-mcp-header'
 
-export interface ParamHeader {
-  /** The chain of `properties` keys from the schema root to the property. */
-  path: readonly string[]
-  /** The `{Name}` of `Mcp-Param-{Name}`, as declared. */
-  name: string
-  type: 'string' | 'integer' | 'boolean'
-}
+export type { ParamHeader }
 
 /** RFC 9110 token: what a header field name may be made of. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
