@@ -1,6 +1,6 @@
 /**
  * The suite's second pass, on PostgreSQL: `npm run test:postgres` (part of `npm test`). Every test file that reaches
- * storage through a server (test/e2e, test/http, test/regressions) runs again with SERVICE_TEST_DATABASE=postgres, so
+ * storage through a server (test/e2e, test/inject, test/http, test/regressions) runs again with SERVICE_TEST_DATABASE=postgres, so
  * test/helpers/server.ts puts each of its servers on a fresh database of this run's PostgreSQL (tap's `before` starts it
  * and Redis, its `after` stops them).
  *
@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url'
 import { packageRoot } from '../src/lib/package-root.js'
 
 const ROOT = packageRoot()
-const FOLDERS = ['test/e2e', 'test/http', 'test/regressions']
+const FOLDERS = ['test/e2e', 'test/inject', 'test/http', 'test/regressions']
 /** Unit tests are in the pass only when they say so (those of the repositories, through test/helpers/unit-repos.ts). */
 const UNIT_FOLDER = 'test/unit'
 const MARKER = /^\/\/ test-backends: (sqlite-only|own|none|both) \((.+)\)\s*$/m

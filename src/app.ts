@@ -3,6 +3,7 @@ import { bootstrap, type BootstrapResult } from './bootstrap.js'
 import { clientErrorHandler, serverFactory } from './lib/http-edge.js'
 import type { Config, TrustProxy } from './config.js'
 import type { DatabaseHandle } from './db/sqlite/client.js'
+import type { Clock } from './lib/clock.js'
 import authPlugin from './plugins/auth.js'
 import coordinationPlugin from './plugins/coordination.js'
 import processesPlugin from './plugins/processes.js'
@@ -58,6 +59,8 @@ export interface BuildOptions {
    * start that cannot listen prints no credentials. Default true: buildApp, which never listens, bootstraps at build.
    */
   bootstrap?: boolean
+  /** What "now" is and the timers of everything that decides by time; default the system clock (lib/clock.ts). */
+  clock?: Clock
 }
 
 /** Secrets never reach the logs: authorization headers, cookies and token-bearing fields are redacted. */
@@ -111,7 +114,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     serverFactory: serverFactory(config),
     clientErrorHandler,
   })
-  await app.register(httpPlugin, { config })
+  await app.register(httpPlugin, { config, ...(options.clock ? { clock: options.clock } : {}) })
   await app.register(coordinationPlugin)
   await app.register(rateLimitsPlugin)
   await app.register(dbPlugin, { path: config.database, ...(options.database ? { handle: options.database } : {}) })

@@ -1,5 +1,6 @@
 import type { Server, ServerResponse } from 'node:http'
 import { Server as NetServer, type Socket } from 'node:net'
+import { systemClock, type Clock } from './clock.js'
 
 /**
  * The order of a clean stop. Fastify runs preClose hooks in registration order, which is dependency order: the
@@ -47,6 +48,12 @@ export class Shutdown {
    */
   readonly #unused = new WeakSet<Socket>()
   #settling = false
+  /** Bounds the settle phase (a manual one in tests of the grace period). */
+  readonly #clock: Clock
+
+  constructor(clock: Clock = systemClock) {
+    this.#clock = clock
+  }
 
   /** A step of phase 0: stop taking work here, at once (synchronous: nothing may be in between). */
   onStop(step: () => void): void {
@@ -156,12 +163,12 @@ export class Shutdown {
     }
     return new Promise<void>((resolve) => {
       const done = () => {
-        clearTimeout(timer)
+        this.#clock.clearTimer(timer)
         this.#recheck = null
         this.#settling = false
         resolve()
       }
-      const timer = setTimeout(done, ms)
+      const timer = this.#clock.setTimeout(done, ms)
       const responses = new WeakSet<ServerResponse>()
       this.#recheck = () => {
         if (this.settled()) return done()

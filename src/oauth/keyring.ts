@@ -3,6 +3,7 @@ import { createSigner, createVerifier, TokenError } from 'fast-jwt'
 import type { Repos } from '../db/repos/index.js'
 import type { SigningKey } from '../db/repos/signing-keys.js'
 import { fail } from '../errors/service-error.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 
 export const ACCESS_TOKEN_TYP = 'at+jwt'
 const ALG = 'ES256'
@@ -60,12 +61,14 @@ export class Keyring {
   readonly #issuer: () => string
   readonly #audience: () => string
   readonly #tokenTtlMs: number
+  readonly #clock: Clock
   readonly #signers = new Map<string, (payload: Record<string, unknown>) => string>()
   readonly #verifiers = new Map<string, { verify: Verify; key: SigningKey }>()
 
   /** Issuer and audience are read when first needed: with port 0 the base address is known only once listening. */
-  constructor(repos: Repos, options: { issuer: () => string; audience: () => string; accessTokenTtlMs: number }) {
+  constructor(repos: Repos, options: { issuer: () => string; audience: () => string; accessTokenTtlMs: number; clock?: Clock }) {
     this.#repos = repos
+    this.#clock = options.clock ?? systemClock
     this.#issuer = options.issuer
     this.#audience = options.audience
     this.#tokenTtlMs = options.accessTokenTtlMs
@@ -73,7 +76,7 @@ export class Keyring {
 
   /** Creates the first key on an empty database (before the server is ready). */
   async ensureKey(): Promise<void> {
-    if (!(await this.#repos.signingKeys.current())) await this.#repos.signingKeys.rotate(generateSigningKey())
+    if (!(await this.#repos.signingKeys.current())) await this.#repos.signingKeys.rotate(generateSigningKey(this.#clock.now()))
   }
 
   /**
@@ -107,7 +110,7 @@ export class Keyring {
     const kid = readKid(token)
     if (kid === undefined) throw fail('INVALID_TOKEN')
     const known = this.#verifiers.get(kid)
-    if (known && this.#published(known.key, Date.now())) return this.#verifyWith(known, token)
+    if (known && this.#published(known.key, this.#clock.now())) return this.#verifyWith(known, token)
     return this.#verifierFor(kid).then((entry) => {
       if (!entry) throw fail('INVALID_TOKEN')
       return this.#verifyWith(entry, token)
@@ -115,14 +118,19 @@ export class Keyring {
   }
 
   #verifyWith(entry: { verify: Verify }, token: string): AccessTokenClaims {
+    const now = this.#clock.now()
     let claims: AccessTokenClaims
     try {
       claims = entry.verify(token)
     } catch (err) {
-      if (err instanceof TokenError && err.code === TokenError.codes.expired) throw fail('TOKEN_EXPIRED')
+      // The library checks expiry before aud and iss: an expired token with another audience was TOKEN_EXPIRED and is.
+      if (err instanceof TokenError && err.code === TokenError.codes.invalidClaimValue && expiredAt(readPayload(token)?.exp, now)) throw fail('TOKEN_EXPIRED')
       throw fail('INVALID_TOKEN', { cause: err })
     }
-    this.#checkClaimShapes(claims, Date.now())
+    const { exp } = claims as { exp: unknown }
+    if (typeof exp !== 'number' || !Number.isFinite(exp)) throw fail('INVALID_TOKEN', { cause: new Error('exp is not a number') })
+    if (expiredAt(exp, now)) throw fail('TOKEN_EXPIRED')
+    this.#checkClaimShapes(claims, now)
     return claims
   }
 
@@ -139,7 +147,7 @@ export class Keyring {
   }
 
   /** The JWKS: every key that signs or may still have signed an unexpired token. */
-  async jwks(now = Date.now()): Promise<{ keys: Array<Record<string, string>> }> {
+  async jwks(now = this.#clock.now()): Promise<{ keys: Array<Record<string, string>> }> {
     return { keys: (await this.#repos.signingKeys.all()).filter((k) => this.#published(k, now)).map((k) => k.publicJwk) }
   }
 
@@ -162,18 +170,35 @@ export class Keyring {
         allowedAud: this.#audience(),
         requiredClaims: ['iss', 'aud', 'sub', 'org', 'mid', 'scope', 'client_id', 'jti', 'iat', 'exp'],
         clockTolerance: 0,
+        // Expiry is checked against the server's clock (verifyWith), which the library's fixed timestamp cannot follow.
+        ignoreExpiration: true,
       }) as Verify
       // Another request may have built it meanwhile: one verifier per key id.
       entry = this.#verifiers.get(kid) ?? { verify, key }
       this.#verifiers.set(kid, entry)
     }
     // A key retired long ago is no longer published, so nothing it signed is accepted either.
-    if (!this.#published(entry.key, Date.now())) {
+    if (!this.#published(entry.key, this.#clock.now())) {
       const fresh = await this.#repos.signingKeys.byKid(kid)
-      if (!fresh || !this.#published(fresh, Date.now())) return undefined
+      if (!fresh || !this.#published(fresh, this.#clock.now())) return undefined
       entry.key = fresh
     }
     return entry
+  }
+}
+
+/** As the library judged `exp` with no clock tolerance: expired once `now` is past it. */
+function expiredAt(exp: unknown, now: number): boolean {
+  return typeof exp === 'number' && now > exp * 1000
+}
+
+/** The claims of a compact JWS, unverified: only to tell which of two refusals a token already refused gets. */
+function readPayload(token: string): { exp?: unknown } | undefined {
+  try {
+    const payload = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')) as unknown
+    return typeof payload === 'object' && payload !== null ? (payload as { exp?: unknown }) : undefined
+  } catch {
+    return undefined
   }
 }
 

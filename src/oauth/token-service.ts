@@ -4,6 +4,7 @@ import type { OAuthClient } from '../db/repos/oauth-clients.js'
 import type { OAuthGrant } from '../db/repos/oauth-grants.js'
 import type { Repos, TxRepos } from '../db/repos/index.js'
 import { fail } from '../errors/service-error.js'
+import type { Clock } from '../lib/clock.js'
 import { newId, randomSecret, sha256Hex } from '../lib/crypto.js'
 import { noSigningKey, type AccessTokenClaims, type Keyring, type Sign } from './keyring.js'
 import { checkVerifier, verifyPkce } from './pkce.js'
@@ -24,6 +25,8 @@ export interface TokenServiceOptions {
   repos: Repos
   keyring: Keyring
   config: Config
+  /** What "now" is for codes, grants and tokens (lib/clock.ts). */
+  clock: Clock
   /** Ends the sessions bound to a revoked credential (`jwt:<jti>`). */
   onRevoked(credential: string): void
   /** Reuse of a code or refresh token is an attack signal: the operator hears about it. */
@@ -48,7 +51,7 @@ export class TokenService {
     return client
   }
 
-  async exchangeCode(p: { client: OAuthClient; code: string; redirectUri: string; codeVerifier: string; resource?: string }, now = Date.now()): Promise<TokenResponse> {
+  async exchangeCode(p: { client: OAuthClient; code: string; redirectUri: string; codeVerifier: string; resource?: string }, now = this.#o.clock.now()): Promise<TokenResponse> {
     const { repos } = this.#o
     const verifierProblem = checkVerifier(p.codeVerifier)
     if (verifierProblem) throw fail('OAUTH_INVALID_REQUEST', { message: verifierProblem })
@@ -99,7 +102,7 @@ export class TokenService {
     throw fail('OAUTH_INVALID_GRANT', { message: 'The authorization code was already used; the tokens issued for it are revoked' })
   }
 
-  async refresh(p: { client: OAuthClient; refreshToken: string; scope?: string; resource?: string }, now = Date.now()): Promise<TokenResponse> {
+  async refresh(p: { client: OAuthClient; refreshToken: string; scope?: string; resource?: string }, now = this.#o.clock.now()): Promise<TokenResponse> {
     const { repos } = this.#o
     if (!p.client.grantTypes.includes('refresh_token')) {
       throw fail('OAUTH_UNAUTHORIZED_CLIENT', { message: 'The client did not register the refresh_token grant type' })
@@ -150,7 +153,7 @@ export class TokenService {
    * RFC 7009. Unknown tokens, tokens of another client and API keys are ignored (the caller still answers 200). An
    * access token is revoked alone; a refresh token revokes its whole grant with every access token issued under it.
    */
-  async revoke(p: { client: OAuthClient; token: string }, now = Date.now()): Promise<void> {
+  async revoke(p: { client: OAuthClient; token: string }, now = this.#o.clock.now()): Promise<void> {
     const { repos } = this.#o
     if (p.token.startsWith(REFRESH_TOKEN_PREFIX)) {
       const token = await repos.oauthGrants.refreshToken(sha256Hex(p.token))

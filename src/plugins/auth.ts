@@ -54,6 +54,7 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
   const changes = fastify.repos.credentialChanges
   const cache = new CredentialCache({ changed: () => changes.takeChanged() })
   const usage = new UsageRecorder(fastify.repos)
+  const { clock } = fastify
   /** Authorization of requests that send none (the conformance profile); null: they are refused (401). */
   let absent: string | null = null
   const flushUsage = async () => {
@@ -64,10 +65,10 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
     }
   }
   // A timer cannot await: flushUsage reports its own failure.
-  const timer = setInterval(() => void flushUsage(), fastify.config.sessionTouchFlushMs)
+  const timer = clock.setInterval(() => void flushUsage(), fastify.config.sessionTouchFlushMs)
   timer.unref()
   fastify.addHook('onClose', async () => {
-    clearInterval(timer)
+    clock.clearTimer(timer)
     await flushUsage()
   })
   const auth: Auth = {
@@ -93,9 +94,10 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       if (!m) throw fail('INVALID_TOKEN', { message: 'The Authorization header must be "Bearer <token>"' })
       const token = m[1] as string
       const key = tokenKey(authorization, token, connection)
-      const cached = cache.get(key)
+      const now = clock.now()
+      const cached = cache.get(key, now)
       if (cached) {
-        usage.record(cached)
+        usage.record(cached, now)
         return cached
       }
       const verifier = verifiers.find((v) => v.accepts(token))
@@ -103,12 +105,12 @@ const authPlugin: FastifyPluginAsync = async (fastify) => {
       const generation = cache.generation
       return verifier.verify(token).then((principal) => {
         cache.set(key, principal, generation)
-        usage.record(principal)
+        usage.record(principal, clock.now())
         return principal
       })
     },
   }
-  auth.addVerifier(apiKeyVerifier(fastify.repos, (credential) => auth.revoked(credential)))
+  auth.addVerifier(apiKeyVerifier(fastify.repos, (credential) => auth.revoked(credential), clock))
   fastify.decorate('auth', auth)
 }
 

@@ -5,6 +5,7 @@ import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { toServiceBody, toServiceError } from '../errors/render.js'
 import { fail, isServiceError, ServiceError } from '../errors/service-error.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import { Shutdown } from '../lib/shutdown.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 import { PLUGIN } from './names.js'
@@ -12,6 +13,8 @@ import { PLUGIN } from './names.js'
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
+    /** The server's time: now and timers (lib/clock.ts). Tests pass a manual one through BuildOptions.clock. */
+    clock: Clock
     /** The two phases of a clean stop (drain, then finish); features register their steps. */
     shutdown: Shutdown
     /** True from the moment the server starts to stop (before its drain phase) until it has closed. */
@@ -70,9 +73,10 @@ export function sendServiceError(request: FastifyRequest, reply: FastifyReply, e
  * Concerns of every response: the X-Service-MCP-Version and X-Request-Id headers, the 404 body and the default error
  * body. Route plugins with another error shape (OAuth) set their own handler in their own context.
  */
-const httpPlugin: FastifyPluginAsync<{ config: Config }> = async (fastify, opts) => {
+const httpPlugin: FastifyPluginAsync<{ config: Config; clock?: Clock }> = async (fastify, opts) => {
   fastify.decorate('config', opts.config)
-  const shutdown = new Shutdown()
+  fastify.decorate('clock', opts.clock ?? systemClock)
+  const shutdown = new Shutdown(fastify.clock)
   shutdown.watch(fastify.server)
   fastify.decorate('shutdown', shutdown)
   let stopping = false

@@ -26,7 +26,7 @@ interface SignedIn {
  * with this page as the actor.
  */
 export async function accountPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
-  const { repos, auth, config } = fastify
+  const { repos, auth, config, clock } = fastify
   const { browser } = opts
   const shownOnce = new ShownOnceStore(config.accountNoticeTtlMs)
   answerErrorsWithPages(fastify, { link: { href: '/account', label: 'Back to your account' } })
@@ -61,20 +61,22 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   async function render(request: FastifyRequest, reply: FastifyReply, user: { id: string; email: string }, extra: ShownOnce = {}, status = 200) {
     const browserId = browser.browserId(request, reply)
     const { memberships, keys } = await ownKeys(user.id)
-    const clients = await repos.oauthGrants.authorizedClients(user.id, Date.now())
+    const now = clock.now()
+    const clients = await repos.oauthGrants.authorizedClients(user.id, now)
     return sendPage(reply, status, accountPage({
       csrf: browser.csrfToken(browserId, ACCOUNT_CSRF),
       userEmail: user.email,
       memberships: memberships.map((m) => ({ membershipId: m.id, organizationName: m.organizationName, organizationSlug: m.organizationSlug, role: m.role })),
       keys: keys.map((k) => ({ id: k.id, name: k.name, displayPrefix: k.displayPrefix, scopes: k.scopes, organizationName: k.organizationName, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt })),
       clients,
+      now,
       ...extra,
     }))
   }
 
   /** The answer to every change: what to show once is stored for the next GET, which the 303 leads to. */
   function done(reply: FastifyReply, who: SignedIn, shown: ShownOnce): FastifyReply {
-    shownOnce.put(who.signInId, shown)
+    shownOnce.put(who.signInId, shown, clock.now())
     return seeOther(reply, '/account')
   }
 
@@ -91,7 +93,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   fastify.get('/account', async (request, reply) => {
     const who = await current(request)
     if (!who) return seeOther(reply, '/account/signin')
-    return render(request, reply, who.user, shownOnce.take(who.signInId))
+    return render(request, reply, who.user, shownOnce.take(who.signInId, clock.now()))
   })
 
   fastify.get('/account/signin', async (request, reply) => {
@@ -146,7 +148,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
    */
   async function ownKey(userId: string, id: string) {
     const key = (await ownKeys(userId)).keys.find((k) => k.id === id)
-    if (!key || (key.revokedAt === null && key.expiresAt !== null && key.expiresAt <= Date.now())) {
+    if (!key || (key.revokedAt === null && key.expiresAt !== null && key.expiresAt <= clock.now())) {
       throw fail('NOT_FOUND', { message: 'No such active API key in your account' })
     }
     return key
@@ -224,7 +226,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
 
   /** The user's live authorizations of a client (one per organization), or a 404 page. */
   async function authorizedClient(userId: string, clientId: string) {
-    const rows = (await repos.oauthGrants.authorizedClients(userId, Date.now())).filter((c) => c.clientId === clientId)
+    const rows = (await repos.oauthGrants.authorizedClients(userId, clock.now())).filter((c) => c.clientId === clientId)
     const first = rows[0]
     if (!first) throw fail('NOT_FOUND', { message: 'No such authorized application in your account' })
     return { clientId, clientName: first.clientName, organizations: rows.map((r) => r.organizationName) }
@@ -253,7 +255,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     const clientId = clientIdOf(request)
     if (!confirmed(request)) return clientQuestion(request, reply, await authorizedClient(who.user.id, clientId))
     const name = (await repos.oauthClients.byId(clientId))?.name ?? clientId
-    const { grants, jtis } = await repos.oauthGrants.revokeClientForUser(who.user.id, clientId, Date.now(), actor(request, who))
+    const { grants, jtis } = await repos.oauthGrants.revokeClientForUser(who.user.id, clientId, clock.now(), actor(request, who))
     for (const jti of jtis) auth.revoked(`jwt:${jti}`)
     // Nothing left to revoke: a second post of the form; the first one's notice still waits for the GET.
     if (grants === 0) return seeOther(reply, '/account')

@@ -3,6 +3,7 @@ import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
 import { normalizeEmail } from '../../db/repos/users.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
+import { systemClock, type Clock } from '../../lib/clock.js'
 import { constantTimeEqual, randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
 import { clientAddressKey } from '../../limits/client-address.js'
 import { signInRefusal, signInThrottleSettings } from '../../limits/named.js'
@@ -33,9 +34,12 @@ export class BrowserState {
    * In this process unless one shared by the processes of the deployment is given (SharedSignInThrottle).
    */
   readonly throttle: SignInGatekeeper
+  /** Expiry of sign-ins (browser_sessions rows). */
+  readonly #clock: Clock
 
-  constructor(config: Config, repos: Repos, throttle?: SignInGatekeeper) {
+  constructor(config: Config, repos: Repos, throttle?: SignInGatekeeper, clock: Clock = systemClock) {
     this.#config = config
+    this.#clock = clock
     this.#repos = repos
     this.throttle = throttle ?? new SignInThrottle(signInThrottleSettings(config))
   }
@@ -78,7 +82,7 @@ export class BrowserState {
   /** The signed-in user, or undefined. */
   async user(request: FastifyRequest): Promise<{ id: string; email: string; name: string } | undefined> {
     const id = this.signInId(request)
-    return id ? this.#repos.browserSessions.user(id, Date.now()) : undefined
+    return id ? this.#repos.browserSessions.user(id, this.#clock.now()) : undefined
   }
 
   /** The id of this browser's sign-in (the SHA-256 of its cookie, the browser_sessions row), whether live or not. */
@@ -122,7 +126,7 @@ export class BrowserState {
 
   async signIn(reply: FastifyReply, userId: string): Promise<void> {
     const value = randomSecret(32)
-    await this.#repos.browserSessions.create({ id: sha256Hex(value), userId, expiresAt: Date.now() + this.#config.browserSessionTtlMs })
+    await this.#repos.browserSessions.create({ id: sha256Hex(value), userId, expiresAt: this.#clock.now() + this.#config.browserSessionTtlMs })
     this.#set(reply, 'mcp_signin', value, this.#config.browserSessionTtlMs)
   }
 

@@ -23,20 +23,21 @@ declare module 'fastify' {
  * the account page; and, on /mcp, the verifier for the access tokens it issues.
  */
 const oauthPlugin: FastifyPluginAsync = async (fastify) => {
-  const { config, repos, auth } = fastify
-  const keyring = new Keyring(repos, { issuer: () => config.baseUrl, audience: () => config.baseUrl, accessTokenTtlMs: config.accessTokenTtlMs })
+  const { config, repos, auth, clock } = fastify
+  const keyring = new Keyring(repos, { issuer: () => config.baseUrl, audience: () => config.baseUrl, accessTokenTtlMs: config.accessTokenTtlMs, clock })
   await keyring.ensureKey()
   const tokens = new TokenService({
     repos,
     keyring,
     config,
+    clock,
     onRevoked: (credential) => auth.revoked(credential),
     onReuse: (event) => fastify.log.warn(event, 'OAuth credential reuse detected: the grant is revoked'),
   })
   auth.addVerifier(accessTokenVerifier(repos, keyring, (credential) => auth.revoked(credential)))
   fastify.decorate('oauth', { keyring, tokens })
 
-  const browser = new BrowserState(config, repos, fastify.limits.signIn)
+  const browser = new BrowserState(config, repos, fastify.limits.signIn, clock)
   // One encapsulated context for every OAuth route: form bodies are parsed here, nowhere else (not on /mcp).
   await fastify.register(async (routes) => {
     await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
@@ -48,7 +49,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   // Expired codes, pending requests, browser sign-ins, token rows and forgotten sign-in failures go on the session
   // sweep's rhythm.
   const purge = async () => {
-    const now = Date.now()
+    const now = clock.now()
     browser.throttle.sweep(now)
     try {
       await repos.authorizations.purge(now)
@@ -59,9 +60,9 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
     }
   }
   // A timer cannot wait: purge reports its own failure.
-  const timer = setInterval(() => void purge(), config.sessionSweepMs)
+  const timer = clock.setInterval(() => void purge(), config.sessionSweepMs)
   timer.unref()
-  fastify.addHook('onClose', async () => clearInterval(timer))
+  fastify.addHook('onClose', async () => clock.clearTimer(timer))
 }
 
 export default fp(oauthPlugin, { name: PLUGIN.oauth, fastify: '5.x', dependencies: [PLUGIN.db, PLUGIN.auth, PLUGIN.coordination, PLUGIN.rateLimits] })

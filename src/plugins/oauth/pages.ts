@@ -67,7 +67,7 @@ const PAGE_METHODS: ReadonlyArray<[path: string, allow: string]> = [
  * interaction pages sign the user in and ask for consent; the decision redirects (303) to the client.
  */
 export async function authorizationPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
-  const { config, repos } = fastify
+  const { config, repos, clock } = fastify
   const { browser } = opts
   answerErrorsWithPages(fastify)
 
@@ -127,7 +127,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       await refuseOverPendingBound(tx, request, clientAddress)
       const browserId = browser.browserId(request, reply)
       const requestId = randomSecret(32)
-      const now = Date.now()
+      const now = clock.now()
       await tx.authorizations.createRequest({
         id: sha256Hex(requestId),
         browserBinding: sha256Hex(browserId),
@@ -196,7 +196,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
    * hold only so many unanswered ones. The count and the insert that follows run in one transaction (`tx`).
    */
   async function refuseOverPendingBound(tx: TxRepos, request: FastifyRequest, clientAddress: string): Promise<void> {
-    const now = Date.now()
+    const now = clock.now()
     const pending = await tx.authorizations.pendingFrom(clientAddress, now)
     if (pending.count < config.pendingAuthorizationsPerAddress) return
     const retryAfter = Math.max(1, Math.ceil(((pending.oldestExpiresAt ?? now + config.authRequestTtlMs) - now) / 1000))
@@ -218,7 +218,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const client = await repos.oauthClients.byId(row.clientId)
     if (!client) return { unusable: 'expired' }
     if (row.consumedAt !== null) return { unusable: 'used', clientName: client.name }
-    if (row.expiresAt <= Date.now()) return { unusable: 'expired', clientName: client.name }
+    if (row.expiresAt <= clock.now()) return { unusable: 'expired', clientName: client.name }
     return { id, row, client, browserId }
   }
 
@@ -304,13 +304,13 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       }
     }
     // Single use: a second submission (double click, back button) cannot mint a second code.
-    if (!(await repos.authorizations.consumeRequest(p.row.id, Date.now()))) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
+    if (!(await repos.authorizations.consumeRequest(p.row.id, clock.now()))) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
     if (decision === 'deny' || !membership) {
       request.log.info({ client: p.client.id }, 'authorization denied')
       return redirectError(reply, p.row.redirectUri, p.row.state, fail('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
     }
     const code = randomSecret(32)
-    const now = Date.now()
+    const now = clock.now()
     await repos.authorizations.createCode({
       hash: sha256Hex(code),
       clientId: p.client.id,

@@ -1,6 +1,11 @@
 /**
  * POST /oauth/token over HTTP: one test per row of the contract's "OAuth credentials" table and per client mistake of
  * Authentication item 8, each checking the status, the OAuth error code and the no-store headers.
+ *
+ * The inject tier (test/helpers/inject.ts): the server never listens and its clock moves only when a test advances it,
+ * so every lifetime here (codes, access tokens, refresh tokens' idle time and cap) is decided by the clock, not by how
+ * long the machine took. The two tests that watch a session's GET stream end need a connection: they start a real
+ * server (`{ socket: true }`).
  */
 import { createHash, randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
@@ -10,8 +15,10 @@ import { hashPassword } from '../../src/lib/crypto.js'
 import { initializeMessage, openSession, post } from '../helpers/mcp.js'
 import { authorizeUrl, browserAuthorize, FormBrowser, pkce, registerClient, tokenRequest, type Pkce, type RegisteredClient } from '../helpers/oauth.js'
 import { createMember } from '../helpers/seed.js'
+import { injectServer } from '../helpers/inject.js'
 import { OWNER_KEY, startServer, type TestServer } from '../helpers/server.js'
-import { openLive, sleep } from '../helpers/stream.js'
+import { openLive } from '../helpers/stream.js'
+import type { ManualClock } from '../helpers/clock.js'
 
 type Headers = Record<string, string | string[] | undefined>
 type TokenReply = Awaited<ReturnType<typeof tokenRequest>>
@@ -24,9 +31,21 @@ interface Tokens {
   scope: string
 }
 
-/** One server with a signed-in browser, so each flow costs no extra password hashing. */
-async function setup(t: Test, config: Partial<Config> = {}) {
-  const server = await startServer(t, { config })
+/**
+ * One server with a signed-in browser, so each flow costs no extra password hashing. An inject server with a manual
+ * clock, or with `socket` a listening one (whose clock is the system's: no test of a lifetime uses it).
+ */
+async function setup(t: Test, config: Partial<Config> = {}, options: { socket?: boolean } = {}) {
+  let server: TestServer
+  let clock: ManualClock | undefined
+  if (options.socket) server = await startServer(t, { config })
+  else ({ clock, ...server } = await injectServer(t, { config }))
+  /** Moves the server's time forward (an inject server's only). */
+  const advance = async (ms: number) => {
+    if (!clock) throw new Error('a listening test server has the system clock: use the inject one to move time')
+    await clock.advance(ms)
+  }
+  const now = () => clock?.now() ?? Date.now()
   const browser = new FormBrowser(server.url)
 
   async function code(client: RegisteredClient, p: Pkce, overrides: Record<string, string | null> = {}): Promise<string> {
@@ -60,7 +79,7 @@ async function setup(t: Test, config: Partial<Config> = {}) {
     return { status: res.status, code: res.json?.error?.code as string | undefined, headers: res.headers, json: res.json }
   }
 
-  return { server, browser, code, exchange, refresh, tokens, mcp }
+  return { server, browser, code, exchange, refresh, tokens, mcp, advance, now }
 }
 
 function noStore(t: Test, headers: Headers, label: string): void {
@@ -100,11 +119,11 @@ function revoked(t: Test, r: { status: number; code?: string | undefined }, labe
 }
 
 t.test('authorization code: exchanged once for the token response', async (t) => {
-  const { server, code, exchange, mcp } = await setup(t)
+  const { server, code, exchange, mcp, now } = await setup(t)
   const client = await registerClient(server)
   const p = pkce()
   const c = await code(client, p)
-  const before = Math.floor(Date.now() / 1000)
+  const before = Math.floor(now() / 1000)
   const res = await exchange(client, p, c, { resource: server.url })
   const tok = ok(t, res, 'exchange')
   t.equal(res.headers['access-control-allow-origin'], '*', 'CORS for any origin')
@@ -126,7 +145,7 @@ t.test('authorization code: exchanged once for the token response', async (t) =>
   t.equal(claims.scope, 'mcp:read mcp:write')
   t.type(claims.sub, 'string')
   t.type(claims.jti, 'string')
-  t.ok(claims.iat >= before - 1 && claims.iat <= before + 2, 'iat is now')
+  t.equal(claims.iat, before, 'iat is now (the server\'s clock, which did not move)')
   t.equal(claims.exp - claims.iat, 3600, 'exp is one hour after iat')
   works(t, await mcp(tok.access_token), 'issued token')
 
@@ -139,16 +158,19 @@ t.test('authorization code: exchanged once for the token response', async (t) =>
 })
 
 t.test('authorization code older than its TTL: invalid_grant', async (t) => {
-  const { server, code, exchange } = await setup(t, { authCodeTtlMs: 50 })
+  const { server, code, exchange, advance } = await setup(t, { authCodeTtlMs: 50 })
   const client = await registerClient(server)
   const p = pkce()
   const c = await code(client, p)
-  await sleep(120)
-  oauthError(t, await exchange(client, p, c), 400, 'invalid_grant', 'expired code')
+  const c2 = await code(client, p)
+  await advance(49)
+  ok(t, await exchange(client, p, c2), 'a code 49 ms old still exchanges')
+  await advance(1)
+  oauthError(t, await exchange(client, p, c), 400, 'invalid_grant', 'expired code (50 ms old, its TTL)')
 })
 
 t.test('authorization code reused: invalid_grant, and what it issued is revoked', async (t) => {
-  const { server, code, exchange, refresh, mcp } = await setup(t, { sessionSweepMs: 50 })
+  const { server, code, exchange, refresh, mcp } = await setup(t, { sessionSweepMs: 50 }, { socket: true })
   const client = await registerClient(server)
   const p = pkce()
   const c = await code(client, p)
@@ -280,7 +302,7 @@ t.test('resource sent twice at the token endpoint: invalid_target, nothing consu
 })
 
 t.test('refresh: rotation, and reuse of a rotated token revokes the whole family', async (t) => {
-  const { server, tokens, refresh, mcp } = await setup(t, { sessionSweepMs: 50 })
+  const { server, tokens, refresh, mcp } = await setup(t, { sessionSweepMs: 50 }, { socket: true })
   const { client, tokens: first } = await tokens()
   const second = ok(t, await refresh(client, first.refresh_token!), 'refresh')
   t.match(second.refresh_token, /^mcp_rt_/, 'a new refresh token')
@@ -308,49 +330,43 @@ t.test('refresh: rotation, and reuse of a rotated token revokes the whole family
 })
 
 t.test('refresh token unused for longer than the idle lifetime: invalid_grant', async (t) => {
-  const { tokens, refresh } = await setup(t, { refreshTokenIdleMs: 100 })
+  const { tokens, refresh, advance } = await setup(t, { refreshTokenIdleMs: 100 })
   const { client, tokens: tok } = await tokens()
-  await sleep(200)
-  oauthError(t, await refresh(client, tok.refresh_token!), 400, 'invalid_grant', 'idle refresh token')
+  const { tokens: other } = await tokens({ client })
+  await advance(99)
+  ok(t, await refresh(client, other.refresh_token!), 'unused for 99 ms of a 100 ms idle lifetime: still refreshes')
+  await advance(1)
+  oauthError(t, await refresh(client, tok.refresh_token!), 400, 'invalid_grant', 'idle refresh token (unused for its whole idle lifetime)')
 })
 
 t.test('each refresh extends the idle lifetime', async (t) => {
   const idleMs = 400
   const stepMs = 250
-  const { tokens, refresh } = await setup(t, { refreshTokenIdleMs: idleMs })
+  const { tokens, refresh, advance } = await setup(t, { refreshTokenIdleMs: idleMs })
   const { client, tokens: tok } = await tokens()
   let current = tok.refresh_token!
-  let issuedAt = Date.now()
-  const started = issuedAt
-  const gaps: number[] = []
   const statuses: number[] = []
   for (let i = 0; i < 3; i++) {
-    await sleep(stepMs)
+    await advance(stepMs)
     const res = await refresh(client, current)
-    gaps.push(Date.now() - issuedAt)
     statuses.push(res.status)
     if (res.status !== 200) break
     current = res.json.refresh_token
-    issuedAt = Date.now()
   }
-  // The server stamps each token between the request and the response; only when every gap stayed under the idle
-  // time does this run prove extension. On a machine too loaded for that the check is skipped rather than flaky.
-  if (Math.max(...gaps) < idleMs - 20) {
-    t.strictSame(statuses, [200, 200, 200], `three refreshes ${stepMs} ms apart with a ${idleMs} ms idle lifetime all succeed`)
-    t.ok(Date.now() - started > idleMs, 'the family outlived one idle period')
-  } else {
-    t.pass('idle extension', { skip: `machine too loaded: gaps ${gaps.join(', ')} ms` })
-  }
-  await sleep(idleMs + 100)
+  t.strictSame(statuses, [200, 200, 200], `three refreshes ${stepMs} ms apart with a ${idleMs} ms idle lifetime all succeed (${3 * stepMs} ms in all)`)
+  await advance(idleMs)
   oauthError(t, await refresh(client, current), 400, 'invalid_grant', 'unused for longer than the idle lifetime after the last use')
 })
 
 t.test('a refresh-token family ends at its absolute cap', async (t) => {
-  const { tokens, refresh } = await setup(t, { refreshTokenMaxMs: 300 })
+  const { tokens, refresh, advance } = await setup(t, { refreshTokenMaxMs: 300 })
   const { client, tokens: tok } = await tokens()
+  await advance(200)
   const next = ok(t, await refresh(client, tok.refresh_token!), 'refresh within the cap')
-  await sleep(400)
-  oauthError(t, await refresh(client, next.refresh_token!), 400, 'invalid_grant', 'refresh past the cap')
+  await advance(99)
+  const last = ok(t, await refresh(client, next.refresh_token!), 'refresh 1 ms before the cap')
+  await advance(1)
+  oauthError(t, await refresh(client, last.refresh_token!), 400, 'invalid_grant', 'refresh at the cap')
 })
 
 t.test('a rotated refresh token presented by another client revokes nothing', async (t) => {
@@ -496,17 +512,19 @@ t.test('scope on refresh: narrowing works, widening is invalid_scope', async (t)
 })
 
 t.test('access token expiry: TOKEN_EXPIRED, and a refreshed token never adopts the old session', async (t) => {
-  const { server, code, exchange, refresh, mcp } = await setup(t, { accessTokenTtlMs: 1000 })
+  const { server, code, exchange, refresh, mcp, advance, now } = await setup(t, { accessTokenTtlMs: 1000 })
   const client = await registerClient(server)
   const p = pkce()
   const c = await code(client, p)
-  // exp has one-second granularity: issue early in a second so the token lives long enough to open a session.
-  while (Date.now() % 1000 > 200) await sleep(10)
   const tok = ok(t, await exchange(client, p, c), 'exchange')
   t.equal(tok.expires_in, 1, 'expires_in follows the configured lifetime')
   const { sessionId, headers } = await openSession(server.mcpUrl, tok.access_token)
   const exp = claimsOf(tok.access_token).exp as number
-  await sleep(Math.max(0, exp * 1000 - Date.now()) + 100)
+  // exp has one-second granularity: the token works up to and including the instant exp names, not after it.
+  await advance(exp * 1000 - now())
+  const last = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'ping' }, headers)
+  t.equal(last.status, 200, 'at exp itself the token still works')
+  await advance(1)
 
   const expired = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'ping' }, headers)
   t.equal(expired.status, 401, 'expired token: 401')
