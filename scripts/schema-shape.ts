@@ -3,7 +3,7 @@
  * src/db/schema-rows.ts compares at compile time): each table's primary key, indexes and unique constraints. A query
  * that is fast, or a write that is refused as a duplicate, on one database must be so on the other; an index added to
  * one schema only would pass every test of the other pass. check-generated.ts compares the two schemas with
- * compareShapes.
+ * compareShapes (docs/decisions/storage.md).
  */
 import { getTableConfig as postgresTableConfig, PgTable } from 'drizzle-orm/pg-core'
 import { getTableConfig as sqliteTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'

@@ -5,7 +5,7 @@ import type { AccessTokenState, Activity, ApiKeyCandidate, App, DeploymentLogLin
  * unsafe (a deadlock between processes): each is named, typed and optional. A repository asks its store's
  * `fastPaths` for one by name and runs its portable query where the dialect has none, so each must answer exactly
  * what that query does (the repository tests run on both dialects). Implemented in sqlite/fast-paths.ts and
- * postgres/fast-paths.ts; nothing here names a dialect or a driver.
+ * postgres/fast-paths.ts; nothing here names a dialect or a driver (docs/decisions/storage.md).
  */
 export interface FastPaths {
   /** The readiness check's ping (GET /readyz): throws when the database does not answer. */

@@ -9,6 +9,7 @@ export type { OpenOptions, Storage }
  * alike: a postgres:// URL is PostgreSQL (src/db/postgres/), anything else a SQLite file, `:memory:` or `file:` URI
  * (src/db/sqlite/; a setting that looks like another URL is refused before any file is created, sqlite/client.ts).
  * Migrations are applied either way. A database that cannot be used is a ConfigError naming SERVICE_DATABASE.
+ * Decided in docs/decisions/storage.md.
  */
 export async function openStorage(database: string, options: OpenOptions = {}): Promise<Storage> {
   if (!isPostgresUrl(database)) return openSqliteStorage(database, options)

@@ -8,7 +8,7 @@ export function isPostgresUrl(database: string): boolean {
  * like a URL (a scheme of two letters or more, then `:/`) of another database, or PostgreSQL's with one slash. Taken
  * as a file name, such a setting would create files and folders named after it where the process runs (an empty
  * `postgres:/…` database was once committed that way). A `file:` URI is SQLite's, and a colon further in a path
- * (`data/a:b.db`) or after one letter (a Windows drive) is a file name.
+ * (`data/a:b.db`) or after one letter (a Windows drive) is a file name. Decided in docs/decisions/storage.md.
  */
 export function unusableDatabaseUrl(database: string): string | undefined {
   if (isPostgresUrl(database) || /^file:/i.test(database) || !/^[a-z][a-z0-9+.-]+:\//i.test(database)) return undefined

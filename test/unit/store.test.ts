@@ -3,7 +3,7 @@ import { openDatabase } from '../../src/db/sqlite/client.js'
 import { createRepos } from '../../src/db/sqlite/repos.js'
 
 /**
- * SQLite's store (src/db/store.ts): one connection shared by every request, so a transaction whose body awaits must
+ * SQLite's store (src/db/sqlite/store.ts): one connection shared by every request, so a transaction whose body awaits must
  * not let another request's statement land inside it (it would be rolled back with it, or see its uncommitted rows).
  */
 

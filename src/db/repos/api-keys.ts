@@ -158,7 +158,8 @@ export function apiKeysRepo(store: Store, changes: CredentialChanges) {
     },
     /**
      * Records when keys were last used (write-behind from memory); returns the ids it could not write now, for the next
-     * flush. On PostgreSQL one statement that never waits for a row lock (activity.ts): processes never deadlock here.
+     * flush. On PostgreSQL one statement that never waits for a row lock (FastPaths.writeActivity): processes never
+     * deadlock here.
      */
     async touchMany(entries: Activity): Promise<string[]> {
       if (fastPaths.writeActivity) return fastPaths.writeActivity('apiKeys', entries)

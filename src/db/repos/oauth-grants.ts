@@ -8,7 +8,6 @@ import type { AccessTokenState, OAuthGrant, RefreshToken, Activity } from '../ty
 // The row types live in db/types.ts, free of Drizzle types (the public declarations reach them).
 export type { AccessTokenState, OAuthGrant, RefreshToken }
 
-
 export interface AuthorizedClient {
   clientId: string
   clientName: string
@@ -67,7 +66,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
     /**
      * Records when grants were last used, by the jti of the access token used (write-behind from memory); returns the
      * jtis it could not write now, for the next flush. On PostgreSQL the grants are written by one statement that never
-     * waits for a row lock (activity.ts): processes never deadlock here.
+     * waits for a row lock (FastPaths.writeActivity): processes never deadlock here.
      */
     async touchByJti(entries: Activity): Promise<string[]> {
       if (fastPaths.writeActivity) return touchGrantsByActivity(fastPaths.writeActivity, entries)
