@@ -201,21 +201,36 @@ function readableId(value: unknown): RequestId | null {
   return typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : null
 }
 
-const failures = new WeakMap<JsonRpcResponse, ServiceError>()
-
 export function errorResponse(id: RequestId | null, err: unknown): JsonRpcResponse {
-  const response: JsonRpcResponse = { jsonrpc: '2.0', id, error: toRpcError(err) }
-  if (isServiceError(err)) failures.set(response, err)
-  return response
+  return { jsonrpc: '2.0', id, error: toRpcError(err) }
 }
 
 /**
- * The ServiceError an error response was rendered from, when it was one: a front-end that answers some failures at
- * the HTTP level (a 409 on a stateless request) needs the error itself, with its status and headers.
+ * What a request came to: its JSON-RPC answer (null when it was cancelled: nothing is sent) and, when the answer is an
+ * error rendered from a ServiceError, that error itself, with its status and headers: a front-end that answers some
+ * failures at the HTTP level (a 409 on a stateless request, a 503 for a session that could not be stored) needs it.
  */
-export function failureOf(response: JsonRpcResponse): ServiceError | undefined {
-  return failures.get(response)
+export interface Answer {
+  readonly response: JsonRpcResponse | null
+  readonly failure: ServiceError | null
 }
+
+/** A request refused before it ran (unknown method, invalid params): its error answer and the failure together. */
+export interface Refused extends Answer {
+  readonly response: JsonRpcResponse
+  readonly failure: ServiceError
+}
+
+/** The answer and the failure of a request that failed with `err`. */
+export function failed(id: RequestId | null, err: unknown): Answer {
+  return { response: errorResponse(id, err), failure: isServiceError(err) ? err : null }
+}
+
+function refused(id: RequestId, err: ServiceError): Refused {
+  return { response: errorResponse(id, err), failure: err }
+}
+
+const CANCELLED: Answer = Object.freeze({ response: null, failure: null })
 
 export class Dispatcher {
   /** Calls in flight and questions awaiting the client's answer, both eras (calls.ts): only the dispatcher changes it. */
@@ -301,37 +316,37 @@ export class Dispatcher {
     return { kind: 'invalid', id: readableId(value.id), details: { reason: 'neither a request, a notification nor a response' } }
   }
 
-  /** Method (in the request's era) then params. Returns the prepared call, or the JSON-RPC error response to send instead. */
-  prepare(message: JsonRpcRequest, era: Era): PreparedRequest | JsonRpcResponse {
+  /** Method (in the request's era) then params. Returns the prepared call, or the refusal to answer instead. */
+  prepare(message: JsonRpcRequest, era: Era): PreparedRequest | Refused {
     const def = this.definition(message.method, era)
-    if (!def) return errorResponse(message.id, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}` }))
+    if (!def) return refused(message.id, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}` }))
     const params = message.params ?? {}
     if (!passes(def.params, params)) {
-      return errorResponse(message.id, fail('INVALID_PARAMS', { message: `Invalid params for ${message.method}`, details: validationDetails(def.params.errors) }))
+      return refused(message.id, fail('INVALID_PARAMS', { message: `Invalid params for ${message.method}`, details: validationDetails(def.params.errors) }))
     }
     return { message, def, params }
   }
 
   /**
-   * Runs a prepared request. Returns its response, or null when it was cancelled (a cancelled request gets no
-   * response). Every call is in the call table while it runs: a session's by its id, so `notifications/cancelled` can
+   * Runs a prepared request. Returns its answer: the response (null when it was cancelled: a cancelled request gets no
+   * response) and the failure it was rendered from. Every call is in the call table while it runs: a session's by its id, so `notifications/cancelled` can
    * abort it; a front-end that cancels by other means (a modern request's closed stream) passes its own `controller`.
    */
-  async run(prepared: PreparedRequest, ctx: CallSetup, controller = new CallAbort()): Promise<JsonRpcResponse | null> {
+  async run(prepared: PreparedRequest, ctx: CallSetup, controller = new CallAbort()): Promise<Answer> {
     const { message, def, params } = prepared
     const sessionId = ctx.exchange.session?.id ?? null
     if (!this.#calls.begin(sessionId, message.id, controller)) {
-      return errorResponse(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
+      return refused(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
     }
     const callCtx = new RunningCall(ctx, message.id, controller, this.#calls)
     try {
       const result = await def.handle(params, callCtx)
-      if (controller.aborted) return null
-      return { jsonrpc: '2.0', id: message.id, result }
+      if (controller.aborted) return CANCELLED
+      return { response: { jsonrpc: '2.0', id: message.id, result }, failure: null }
     } catch (err) {
-      if (controller.aborted) return null
+      if (controller.aborted) return CANCELLED
       if (!isServiceError(err)) ctx.log.error({ err, method: message.method }, 'JSON-RPC method failed')
-      return errorResponse(message.id, err)
+      return failed(message.id, err)
     } finally {
       this.#calls.end(sessionId, message.id, controller)
     }

@@ -2,7 +2,7 @@ import t from 'tap'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../../src/auth/principal.js'
 import { fail } from '../../src/errors/service-error.js'
-import { Dispatcher, type MessageSink, type PreparedRequest } from '../../src/rpc/dispatcher.js'
+import { Dispatcher, type Answer, type MessageSink, type PreparedRequest } from '../../src/rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../src/rpc/exchange.js'
 import type { JsonRpcMessage, JsonRpcRequest, JsonRpcResponse, RequestId } from '../../src/rpc/types.js'
 import { OutboundRequestError } from '../../src/rpc/calls.js'
@@ -67,6 +67,11 @@ function recordingSink(ok = true): MessageSink & { sent: JsonRpcMessage[] } {
 
 function req(method: string, id: RequestId = 1, params?: Record<string, unknown>): JsonRpcRequest {
   return { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) }
+}
+
+/** The JSON-RPC response of a run (null: cancelled). */
+async function responseOf(answer: Promise<Answer>): Promise<JsonRpcResponse | null> {
+  return (await answer).response
 }
 
 /** A promise whose resolver is exposed. */
@@ -241,7 +246,8 @@ t.test('prepare', async (t) => {
   t.test('unknown method is -32601 with the request id', async (t) => {
     const r = d.prepare(req('no/such/method', 'abc'), 'legacy')
     t.notOk('def' in r)
-    const res = r as JsonRpcResponse
+    const res = 'response' in r ? r.response : ({} as JsonRpcResponse)
+    t.equal('failure' in r ? r.failure.code : undefined, 'METHOD_NOT_FOUND', 'the failure comes with the answer')
     t.equal(res.jsonrpc, '2.0')
     t.equal(res.id, 'abc')
     t.equal(res.error?.code, -32601)
@@ -252,7 +258,8 @@ t.test('prepare', async (t) => {
   t.test('bad params are -32602 with details', async (t) => {
     const r = d.prepare(req('test/echo', 9, { requestId: { nested: true }, extra: 1 }), 'legacy')
     t.notOk('def' in r)
-    const res = r as JsonRpcResponse
+    const res = 'response' in r ? r.response : ({} as JsonRpcResponse)
+    t.equal('failure' in r ? r.failure.code : undefined, 'INVALID_PARAMS')
     t.equal(res.id, 9)
     t.equal(res.error?.code, -32602)
     const data = res.error?.data as { code: string; details: Array<{ path: string; message: string }> }
@@ -260,7 +267,8 @@ t.test('prepare', async (t) => {
     t.ok(Array.isArray(data.details) && data.details.length > 0)
     t.ok(data.details.some((x) => x.path === '/requestId'), 'the offending path is named')
 
-    const missing = d.prepare(req('test/echo', 10, {}), 'legacy') as JsonRpcResponse
+    const refusedMissing = d.prepare(req('test/echo', 10, {}), 'legacy')
+    const missing = 'response' in refusedMissing ? refusedMissing.response : ({} as JsonRpcResponse)
     t.equal(missing.error?.code, -32602)
     t.ok((missing.error?.data as { details: Array<{ path: string }> }).details.some((x) => x.path === '/requestId'))
   })
@@ -279,14 +287,14 @@ t.test('run', async (t) => {
   t.test('returns the result', async (t) => {
     const { d } = makeDispatcher()
     const session = fakeSession()
-    const res = await d.run(prepared(d, req('test/echo', 4, { requestId: 'x' })), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    const res = await responseOf(d.run(prepared(d, req('test/echo', 4, { requestId: 'x' })), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }))
     t.same(res, { jsonrpc: '2.0', id: 4, result: { echoed: 'x' } })
     t.notOk(d.holdsCalls(session.id), 'nothing held after completion')
   })
 
   t.test('runs without a session', async (t) => {
     const { d } = makeDispatcher()
-    const res = await d.run(prepared(d, req('ping', 'p')), { exchange: HANDSHAKE_EXCHANGE, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    const res = await responseOf(d.run(prepared(d, req('ping', 'p')), { exchange: HANDSHAKE_EXCHANGE, principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }))
     t.same(res, { jsonrpc: '2.0', id: 'p', result: {} })
   })
 
@@ -294,7 +302,7 @@ t.test('run', async (t) => {
     const { d } = makeDispatcher()
     const log = fakeLog()
     const session = fakeSession()
-    const res = await d.run(prepared(d, req('test/service-error', 2)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log })
+    const res = await responseOf(d.run(prepared(d, req('test/service-error', 2)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log }))
     t.equal(res?.id, 2)
     t.equal(res?.error?.code, -32001)
     t.equal(res?.error?.message, 'The session has expired or is invalid')
@@ -302,6 +310,11 @@ t.test('run', async (t) => {
     t.type((res?.error?.data as { action: unknown }).action, 'string')
     t.equal(log.errors.length, 0, 'deliberate failures are not logged as errors')
     t.notOk(d.holdsCalls(session.id))
+    const answer = await d.run(prepared(d, req('test/service-error', 5)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log })
+    t.equal(answer.failure?.code, 'SESSION_NOT_FOUND', 'the ServiceError comes back with its answer, status and all')
+    t.equal(answer.failure?.status, 404)
+    const ok = await d.run(prepared(d, req('ping', 6)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log })
+    t.equal(ok.failure, null, 'a result has no failure')
   })
 
   for (const method of ['test/crash', 'test/crash-sync']) {
@@ -309,7 +322,7 @@ t.test('run', async (t) => {
       const { d } = makeDispatcher()
       const log = fakeLog()
       const session = fakeSession()
-      const res = await d.run(prepared(d, req(method, 3)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log })
+      const res = await responseOf(d.run(prepared(d, req(method, 3)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log }))
       t.equal(res?.id, 3)
       t.equal(res?.error?.code, -32603)
       t.equal(res?.error?.message, 'Internal error')
@@ -327,7 +340,7 @@ t.test('run', async (t) => {
       const session = fakeSession()
       const principal = fakePrincipal()
       const log = fakeLog()
-      const running = d.run(prepared(d, req(method, 'c1')), { exchange: new LegacyExchange(session), principal, sink: recordingSink(), log })
+      const running = responseOf(d.run(prepared(d, req(method, 'c1')), { exchange: new LegacyExchange(session), principal, sink: recordingSink(), log }))
       t.ok(d.inFlight(session.id, 'c1'), 'the request is tracked while in flight')
       // A cancel for another id does nothing.
       d.notify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'other' } }, { session, principal, log })
@@ -342,7 +355,7 @@ t.test('run', async (t) => {
   t.test('aborting the inflight controller directly returns null', async (t) => {
     const { d } = makeDispatcher()
     const session = fakeSession()
-    const running = d.run(prepared(d, req('test/wait-abort', 11)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    const running = responseOf(d.run(prepared(d, req('test/wait-abort', 11)), { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }))
     d.cancel(session.id, 11, new Error('stop'))
     t.equal(await running, null)
     t.notOk(d.holdsCalls(session.id))
@@ -353,22 +366,22 @@ t.test('run', async (t) => {
     const session = fakeSession()
     const ctx = { exchange: new LegacyExchange(session), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }
     const g = gate(21)
-    const first = d.run(prepared(d, req('test/gate', 21)), ctx)
+    const first = responseOf(d.run(prepared(d, req('test/gate', 21)), ctx))
     await g.started.promise
-    const dup = await d.run(prepared(d, req('ping', 21)), ctx)
+    const dup = await responseOf(d.run(prepared(d, req('ping', 21)), ctx))
     t.equal(dup?.id, 21)
     t.equal(dup?.error?.code, -32600)
     t.match(dup?.error?.message, /already in use/)
     t.ok(d.inFlight(session.id, 21), 'the duplicate did not disturb the first request')
     // A different id runs fine meanwhile.
-    const other = await d.run(prepared(d, req('ping', 22)), ctx)
+    const other = await responseOf(d.run(prepared(d, req('ping', 22)), ctx))
     t.same(other, { jsonrpc: '2.0', id: 22, result: {} })
     t.ok(d.holdsCalls(session.id), 'held while the first request runs')
     g.release.resolve()
     t.same(await first, { jsonrpc: '2.0', id: 21, result: { released: 21 } })
     t.notOk(d.holdsCalls(session.id), 'nothing held once nothing is in flight')
     // The id can be reused after completion.
-    const again = await d.run(prepared(d, req('ping', 21)), ctx)
+    const again = await responseOf(d.run(prepared(d, req('ping', 21)), ctx))
     t.same(again, { jsonrpc: '2.0', id: 21, result: {} })
   })
 
@@ -384,7 +397,7 @@ t.test('run', async (t) => {
         return {}
       },
     })
-    await d.run(prepared(d, req('x', 'rid')), { exchange: new LegacyExchange(fakeSession()), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() })
+    await responseOf(d.run(prepared(d, req('x', 'rid')), { exchange: new LegacyExchange(fakeSession()), principal: fakePrincipal(), sink: recordingSink(), log: fakeLog() }))
     t.same(seen, { id: 'rid', aborted: false, streaming: true })
   })
 })

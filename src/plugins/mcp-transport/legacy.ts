@@ -4,7 +4,7 @@ import type { DeclaredLimit } from '../../limits/fixed-windows.js'
 import { SharedStreams } from '../../coordination/shared-streams.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { newStreamId, parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
-import { errorResponse, failureOf, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
+import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse, type RequestId } from '../../rpc/types.js'
@@ -104,11 +104,11 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, seen: Observation | null) {
     const prepared = rpc.prepare(message, 'legacy')
     if (!('def' in prepared)) {
-      seen?.answered(prepared)
-      return sendJsonRpc(reply, prepared)
+      seen?.answered(prepared.response)
+      return sendJsonRpc(reply, prepared.response)
     }
     let session: Session | undefined
-    const response = await rpc.run(prepared, {
+    const { response, failure } = await rpc.run(prepared, {
       exchange: HANDSHAKE_EXCHANGE,
       principal,
       sink: NULL_SINK,
@@ -116,7 +116,6 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       onSessionStarted: (s) => { session = sessions.inMemory(s.id) },
     })
     // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
-    const failure = response?.error ? failureOf(response) : undefined
     if (failure?.code === 'SERVICE_UNAVAILABLE') throw failure
     if (!session || !response) {
       const answer = response ?? errorResponse(message.id, fail('INTERNAL_ERROR'))
@@ -220,7 +219,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(rpc.describe(a)))))
       const release = longLived[calls.indexOf(a)] === true ? undefined : fastify.shutdown.hold()
       try {
-        const response = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
+        const { response } = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
         seen?.get(a.message)!.answered(response)
         answer.add(position, response)
       } finally {
@@ -243,7 +242,8 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   /** A request of a session, prepared (method, params), or the error that answers it. */
   function prepareInSession(message: JsonRpcRequest): PreparedRequest | JsonRpcResponse {
     const prepared = rpc.prepare(message, 'legacy')
-    if ('def' in prepared && prepared.def.sessionless) return errorResponse(message.id, fail('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` }))
+    if (!('def' in prepared)) return prepared.response
+    if (prepared.def.sessionless) return errorResponse(message.id, fail('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` }))
     return prepared
   }
 

@@ -4,7 +4,7 @@ import { toRpcError } from '../../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
 import { ClientDisconnected } from '../../rpc/call-abort.js'
-import { errorResponse, failureOf, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
+import { failed, type Answer, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
 import { constantJson } from '../../rpc/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
@@ -227,7 +227,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     const def = method(message, capabilities)
     if (def instanceof Refusal) return def
     const prepared = rpc.prepare(message, 'modern')
-    if (!('def' in prepared)) return new Refusal(200, failureOf(prepared) ?? fail('INVALID_PARAMS'))
+    if (!('def' in prepared)) return new Refusal(200, prepared.failure)
     const refusedHeaders = paramHeaders(request, prepared)
     if (refusedHeaders) return refusedHeaders
     const exchange = new ModernExchange(
@@ -240,9 +240,9 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
 
   /**
    * Runs the call. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28): the call's
-   * signal fires with ClientDisconnected and nothing more is sent. Null when the call was cancelled.
+   * signal fires with ClientDisconnected and nothing more is sent. A null response when the call was cancelled.
    */
-  async function run(request: FastifyRequest, reply: FastifyReply, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink, onStop: () => void): Promise<JsonRpcResponse | null> {
+  async function run(request: FastifyRequest, reply: FastifyReply, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink, onStop: () => void): Promise<Answer> {
     const controller = new StoppableCall(onStop)
     let answered = false
     reply.raw.once('close', () => {
@@ -261,11 +261,10 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   }
 
   /** The answer: JSON when nothing was streamed (and the client takes JSON), else the last event of the SSE stream. */
-  function respond(reply: FastifyReply, def: RequestMethod, id: RequestId, response: JsonRpcResponse, sink: LazyStreamSink, accept: Acceptance, seen: Observation | null): FastifyReply {
+  function respond(reply: FastifyReply, def: RequestMethod, id: RequestId, response: JsonRpcResponse, failure: ServiceError | null, sink: LazyStreamSink, accept: Acceptance, seen: Observation | null): FastifyReply {
     let answer: JsonRpcResponse
     let status = 200
     if (response.error) {
-      const failure = failureOf(response)
       if (failure && sink.stream === null && (catalog[failure.code] as ErrorSpec).rpc === undefined && failure.status >= 400 && failure.status < 500) {
         throw failure // an HTTP-level refusal raised while running (409 IDEMPOTENCY_CONFLICT): service body
       }
@@ -302,8 +301,11 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     if (def.longLived?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id }) === true) fastify.shutdown.park(reply.raw)
     const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
     // Stopped by the shutdown: answered at once, whether or not the handler heeds its signal (stopping.ts).
-    const stopped = () => respond(reply, def, message.id, errorResponse(message.id, stoppedByShutdown(rpc.describe(prepared))), sink, accept, seen)
-    const response = await run(request, reply, prepared, exchange, sink, stopped)
+    const stopped = () => {
+      const { response, failure } = failed(message.id, stoppedByShutdown(rpc.describe(prepared)))
+      respond(reply, def, message.id, response!, failure, sink, accept, seen)
+    }
+    const { response, failure } = await run(request, reply, prepared, exchange, sink, stopped)
     if (response === null) {
       // Cancelled: the client is gone, and nothing may be sent for the request any more.
       seen?.answered(null)
@@ -311,7 +313,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
       if (!reply.sent && !reply.raw.destroyed) reply.raw.destroy()
       return reply
     }
-    return respond(reply, def, message.id, response, sink, accept, seen)
+    return respond(reply, def, message.id, response, failure, sink, accept, seen)
   }
 
   /** answer, observed: the observer hears of the answer, or of the HTTP-level refusal (403 scope, 409, 429) instead. */
