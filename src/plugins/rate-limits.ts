@@ -1,10 +1,9 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Principal } from '../auth/principal.js'
-import type { DeclaredLimit, RateDecision, StagedWindows } from '../limits/fixed-windows.js'
-import { mcpMember, mcpOrganization, requestRefusal } from '../limits/named.js'
+import type { DeclaredLimit } from '../limits/fixed-windows.js'
+import { McpWindows } from '../limits/mcp-windows.js'
 import { openLimitsStore, type LimitsStore } from '../limits/store.js'
-import type { LimiterName } from '../errors/service-error.js'
 import { PLUGIN } from './names.js'
 
 export type { DeclaredLimit }
@@ -48,21 +47,6 @@ declare module 'fastify' {
   }
 }
 
-function refuse(decision: RateDecision, what: string, limiter: LimiterName): never {
-  throw requestRefusal(decision, what, limiter)
-}
-
-function refuseMember(principal: Principal, decision: RateDecision): never {
-  throw mcpMember.refusal(principal, decision)
-}
-
-interface LimiterKeys {
-  member: string
-  organization: string
-  /** By declared limit id. */
-  declared: Map<string, string>
-}
-
 /**
  * The contract's Limits table for /mcp and tools, windows from configuration. One process counts in memory; processes
  * coordinated through Redis (SERVICE_REDIS_URL) count there, under SERVICE_REDIS_PREFIX + `rl:`, so the limits hold
@@ -73,68 +57,16 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   const store = openLimitsStore({ config, log: fastify.log, redis: coordination.redis, key: (k) => coordination.key(k) })
   fastify.decorate('limits', store)
   fastify.addHook('onClose', async () => store.close())
-  const limiter = store.local
-  const window = config.rateLimitWindowMs
-  // Redis keys when shared (the in-memory fallback uses the same names), short names otherwise.
-  const name = store.name
+  const windows = new McpWindows(store, config)
   fastify.decorateRequest('limitsPending', null)
-
-  /**
-   * A principal's counter keys, made once per principal: the credential cache hands every request of a credential the
-   * same frozen principal, so the keys are neither built nor hashed again on each request.
-   */
-  const principalKeys = new WeakMap<Principal, LimiterKeys>()
-  function keysOf(principal: Principal): LimiterKeys {
-    let keys = principalKeys.get(principal)
-    if (keys === undefined) {
-      keys = { member: name(mcpMember.key(principal)), organization: name(mcpOrganization.key(principal)), declared: new Map() }
-      principalKeys.set(principal, keys)
-    }
-    return keys
-  }
-
-  /** The key of a declared limit's window for this principal's member (`t:<tool>:<membership>` for a tool). */
-  function declaredKey(principal: Principal, declared: DeclaredLimit): string {
-    const keys = keysOf(principal)
-    let key = keys.declared.get(declared.id)
-    if (key === undefined) keys.declared.set(declared.id, (key = name(`${declared.id}:${principal.membershipId}`)))
-    return key
-  }
-
-  const memberLimit = (principal: Principal) => mcpMember.limit(config, principal)
-
-  /** In this process: no promise, and nothing allocated when the request fits. */
-  function countMember(principal: Principal, cost: number): void {
-    const keys = keysOf(principal)
-    const now = Date.now()
-    const member = limiter.take(keys.member, memberLimit(principal), window, now, cost)
-    if (member !== null) refuseMember(principal, member)
-    const org = limiter.take(keys.organization, config.rateLimitOrganization, window, now, cost)
-    if (org !== null) {
-      // Refused by its organization, the request does not count against its member either.
-      limiter.giveBack(keys.member, cost, now)
-      throw mcpOrganization.refusal(org)
-    }
-  }
-
-  function countDeclared(principal: Principal, declared: DeclaredLimit | readonly DeclaredLimit[] | null): void {
-    if (declared === null) return
-    if (!isList(declared)) return countOneDeclared(principal, declared)
-    for (const d of declared) countOneDeclared(principal, d)
-  }
-
-  function countOneDeclared(principal: Principal, declared: DeclaredLimit): void {
-    const refused = limiter.take(declaredKey(principal, declared), declared.limit, window)
-    if (refused !== null) refuse(refused, declared.scope, declared.limiter)
-  }
 
   const local: RateLimits = {
     enter(_request, principal) {
-      countMember(principal, 1)
+      windows.countHere(principal, 1)
     },
     admit(_request, principal, extra, declared) {
-      if (extra > 0) countMember(principal, extra)
-      countDeclared(principal, declared)
+      if (extra > 0) windows.countHere(principal, extra)
+      windows.countDeclaredHere(principal, declared)
     },
   }
 
@@ -143,61 +75,9 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     return
   }
 
-  /*
-   * Shared: one Redis round trip per request (RedisRateLimiter's script checks and counts the member and organization
-   * windows, then the declared ones). When Redis cannot answer (connection down, or no answer within the timeout), the
-   * check is made in this process instead, with the same limits: the one behaviour of every limit
-   * (docs/decisions/limits.md, RedisOutage).
-   */
-  const { outage } = store
-  const shared = store.shared
-  /**
-   * One round trip: the member and organization windows counting `cost` (none when 0), then the declared ones. In
-   * this process instead when Redis does not answer.
-   */
-  function take(principal: Principal, cost: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null): Promise<void> {
-    const windows = sharedWindows(principal, cost, declared)
-    return shared.takeStaged(windows, window).then((refused) => {
-      outage.answered()
-      if (refused === null) return
-      const i = refused.index - windows.firstStage
-      if (i < 0) {
-        if (refused.index === 0) refuseMember(principal, refused)
-        throw mcpOrganization.refusal(refused)
-      }
-      const d = declared !== null && isList(declared) ? declared[i]! : (declared as DeclaredLimit)
-      refuse(refused, d.scope, d.limiter)
-    }, (err: unknown) => {
-      outage.failed('mcp', err)
-      if (cost > 0) countMember(principal, cost)
-      countDeclared(principal, declared)
-    })
-  }
-
-  function sharedWindows(principal: Principal, cost: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null): StagedWindows {
-    const keys: string[] = []
-    const limits: number[] = []
-    const costs: number[] = []
-    if (cost > 0) {
-      const mine = keysOf(principal)
-      keys.push(mine.member, mine.organization)
-      limits.push(memberLimit(principal), config.rateLimitOrganization)
-      costs.push(cost, cost)
-    }
-    const firstStage = keys.length
-    for (const d of declared === null ? [] : isList(declared) ? declared : [declared]) {
-      const key = declaredKey(principal, d)
-      // A batch calling one tool twice counts twice in its one window.
-      const at = keys.indexOf(key, firstStage)
-      if (at >= 0) costs[at]!++
-      else {
-        keys.push(key)
-        limits.push(d.limit)
-        costs.push(1)
-      }
-    }
-    return { keys, limits, costs, firstStage }
-  }
+  // Shared: every window of a request in one Redis round trip, in this process while Redis does not answer
+  // (docs/decisions/limits.md).
+  const take = (principal: Principal, cost: number, declared: DeclaredLimit | readonly DeclaredLimit[] | null) => windows.countShared(principal, cost, declared)
 
   fastify.decorate('rateLimits', {
     enter(request, principal) {
@@ -224,10 +104,6 @@ const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
     }
     done(null, payload)
   })
-}
-
-function isList(declared: DeclaredLimit | readonly DeclaredLimit[]): declared is readonly DeclaredLimit[] {
-  return Array.isArray(declared)
 }
 
 export default fp(rateLimitsPlugin, { name: PLUGIN.rateLimits, fastify: '5.x', dependencies: [PLUGIN.http, PLUGIN.coordination] })

@@ -1,7 +1,7 @@
 /**
  * The limits store in memory (one process): each named limit counted in its window or held open up to its capacity,
  * the refusal each one declares, and the one reporter of Redis outages (a warning at most once per interval, info when
- * Redis answers again). The Redis backend of each is in test/e2e/shared-limits-store.test.ts.
+ * Redis answers again). The Redis backend of each is in test/e2e/shared-rate-limits.test.ts.
  */
 import t from 'tap'
 import { loadConfig, type Config } from '../../src/config.js'
