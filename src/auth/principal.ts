@@ -1,4 +1,4 @@
-import { isRole, roleAllows, ROLES, type Role } from './roles.js'
+import { isRole, roleAllows, ROLES, type Role } from '../lib/roles.js'
 
 export const SCOPES = ['mcp:read', 'mcp:write'] as const
 export type Scope = (typeof SCOPES)[number]

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis'
 import { fail } from '../errors/service-error.js'
 import { formatEvent, HEARTBEAT_FRAME, type StreamMirror } from '../lib/sse.js'
 import { errorResponse } from '../rpc/dispatcher.js'
-import { messageJson } from '../rpc/message-json.js'
+import { messageJson } from '../lib/message-json.js'
 import type { RequestId } from '../rpc/types.js'
 
 /**

@@ -11,7 +11,7 @@
  */
 
 // Roles belong to authorization (auth/roles.ts); rows name them.
-import type { Role } from '../auth/roles.js'
+import type { Role } from '../lib/roles.js'
 export type { Role }
 
 export const DEPLOYMENT_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted'] as const

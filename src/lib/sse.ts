@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import { randomBytes } from 'node:crypto'
-import { messageJson } from '../rpc/message-json.js'
+import { messageJson } from './message-json.js'
 import type { JsonRpcMessage } from '../rpc/types.js'
 
 /**

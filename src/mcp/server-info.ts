@@ -1,4 +1,4 @@
-import { constantJson } from '../rpc/message-json.js'
+import { constantJson } from '../lib/message-json.js'
 import { atLeast, type ProtocolVersion } from '../rpc/types.js'
 import { SERVER_NAME, SERVER_TITLE, SERVER_VERSION } from '../version.js'
 import type { Icon } from './content.js'

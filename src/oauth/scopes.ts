@@ -1,6 +1,6 @@
 import { SCOPES, type Scope } from '../auth/principal.js'
-import { roleAllows } from '../auth/roles.js'
-import type { Role } from '../auth/roles.js'
+import { roleAllows } from '../lib/roles.js'
+import type { Role } from '../lib/roles.js'
 
 export const SCOPE_DESCRIPTIONS: Record<(typeof SCOPES)[number], string> = {
   'mcp:read': 'Read your organization: apps, deployments, logs, members and audit entries your role can see',

@@ -1,4 +1,4 @@
-import { constantJson } from './message-json.js'
+import { constantJson } from '../lib/message-json.js'
 import type { Era } from './types.js'
 
 /**

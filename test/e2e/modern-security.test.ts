@@ -6,7 +6,7 @@
  */
 import t, { type Test } from 'tap'
 import type { Config } from '../../src/config.js'
-import type { Role } from '../../src/auth/roles.js'
+import type { Role } from '../../src/lib/roles.js'
 import { defineTool } from '../../src/index.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import type { Role } from '../../src/auth/roles.js'
+import type { Role } from '../../src/lib/roles.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 import { orgTools } from '../../src/plugins/tools/builtin/org.js'
 import type { ToolDefinition } from '../../src/plugins/tools/define.js'

@@ -1,6 +1,6 @@
 import type { Scope } from '../../src/auth/principal.js'
-import { roleAllows } from '../../src/auth/roles.js'
-import type { Role } from '../../src/auth/roles.js'
+import { roleAllows } from '../../src/lib/roles.js'
+import type { Role } from '../../src/lib/roles.js'
 import { builtinTools } from '../../src/plugins/tools/builtin/index.js'
 
 /** Names of the built-in tools a member with `role` and `scopes` sees, in tools/list order, then `extra`. */

@@ -1,4 +1,4 @@
-import type { Role } from '../../src/auth/roles.js'
+import type { Role } from '../../src/lib/roles.js'
 import { OWNER_EMAIL, type TestServer } from './server.js'
 
 let counter = 0

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { constantJson, messageJson, rememberJson, textContent } from '../../src/rpc/message-json.js'
+import { constantJson, messageJson, rememberJson, textContent } from '../../src/lib/message-json.js'
 import type { JsonRpcMessage } from '../../src/rpc/types.js'
 
 // Every answer and SSE frame is serialized by messageJson, which splices a tool's already serialized output in as its

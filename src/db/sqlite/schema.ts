@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
-import { ROLES } from '../../auth/roles.js'
+import { ROLES } from '../../lib/roles.js'
 import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**

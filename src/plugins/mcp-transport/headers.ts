@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import { fail } from '../../errors/service-error.js'
-import { messageJson } from '../../rpc/message-json.js'
+import { messageJson } from '../../lib/message-json.js'
 import type { JsonRpcMessage } from '../../rpc/types.js'
 
 export interface Acceptance {

@@ -5,7 +5,7 @@ import { fail, isServiceError, type ServiceError } from '../../errors/service-er
 import { SseStream } from '../../lib/sse.js'
 import { ClientDisconnected } from '../../rpc/call-abort.js'
 import { failed, type Answer, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
-import { constantJson } from '../../rpc/message-json.js'
+import { constantJson } from '../../lib/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
 import { Observation, type RpcObserver } from '../../rpc/observer.js'
 import {

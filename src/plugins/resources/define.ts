@@ -1,5 +1,5 @@
 import type { Scope } from '../../auth/principal.js'
-import type { Role } from '../../auth/roles.js'
+import type { Role } from '../../lib/roles.js'
 import type { Completers } from '../../mcp/completion.js'
 import type { Annotations, Icon, Resource, ResourceContents } from '../../mcp/content.js'
 import type { RequestContext } from '../../rpc/handler-context.js'

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { canUse, type Audience } from '../../auth/principal.js'
-import { roleAllows } from '../../auth/roles.js'
+import { roleAllows } from '../../lib/roles.js'
 import { fail, isServiceError } from '../../errors/service-error.js'
 import type { ServerEvent } from '../../lib/event-bus.js'
 import { forRevision, resourceContentsProblem, type ResourceContents } from '../../mcp/content.js'

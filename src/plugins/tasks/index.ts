@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { roleAllows } from '../../auth/roles.js'
+import { roleAllows } from '../../lib/roles.js'
 import { fail } from '../../errors/service-error.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import { validatorFor } from '../../validation/index.js'

@@ -1,7 +1,7 @@
 import type { ValidateFunction } from 'ajv'
 import Ajv2020 from 'ajv/dist/2020.js'
 import { declaredAudience, type Principal } from '../../auth/principal.js'
-import { roleAllows } from '../../auth/roles.js'
+import { roleAllows } from '../../lib/roles.js'
 import { iconsFor } from '../../mcp/content.js'
 import { atLeast, PROTOCOL_VERSIONS, type ProtocolVersion } from '../../rpc/types.js'
 import { schemaDocument, validatorFor, type SchemaId } from '../../validation/index.js'

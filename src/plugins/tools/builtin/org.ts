@@ -1,6 +1,6 @@
 import type { AuditEntry } from '../../../db/repos/audit.js'
 import type { MembershipView } from '../../../db/repos/memberships.js'
-import type { Role } from '../../../auth/roles.js'
+import type { Role } from '../../../lib/roles.js'
 import { fail } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
 import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'

@@ -1,4 +1,4 @@
-import type { JsonRpcMessage } from './types.js'
+import type { JsonRpcMessage } from '../rpc/types.js'
 
 /**
  * The JSON text of the messages the server sends (JSON answers and SSE frames alike): exactly what `JSON.stringify`
