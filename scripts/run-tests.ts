@@ -196,6 +196,15 @@ export function runFile(job: Job, childId: number, jobId: number, timeoutMs: num
   })
 }
 
+/** How many of the slowest files the run's end names: where to look first when the suite gets longer. */
+const SLOWEST_SHOWN = 10
+
+/** TAP comment lines naming the `count` slowest files, slowest first. */
+export function slowest(durations: ReadonlyArray<{ name: string; ms: number }>, count: number): string[] {
+  const top = [...durations].sort((a, b) => b.ms - a.ms).slice(0, count)
+  return top.length ? [`# slowest ${top.length} files:`, ...top.map((d) => `#   ${(d.ms / 1000).toFixed(1).padStart(6)} s  ${d.name}`)] : []
+}
+
 function indent(text: string): string {
   return text
     .split('\n')
@@ -208,7 +217,10 @@ async function main(argv: string[]): Promise<number> {
   const started = Date.now()
   console.log('TAP version 14')
   const jobs = jobsOf(options)
+  // Interrupted: the files running are killed and no other starts (the backends are still stopped, below).
+  let stopped = false
   const stop = () => {
+    stopped = true
     for (const child of running) child.kill('SIGKILL')
   }
   process.on('SIGINT', stop)
@@ -216,6 +228,7 @@ async function main(argv: string[]): Promise<number> {
 
   const totals = noCounts()
   let failedFiles = 0
+  const durations: Array<{ name: string; ms: number }> = []
   const beforeCode = await runScript(BEFORE)
   try {
     if (beforeCode !== 0) {
@@ -226,11 +239,12 @@ async function main(argv: string[]): Promise<number> {
     let next = 0
     let printed = 0
     const worker = async (jobId: number) => {
-      while (next < jobs.length) {
+      while (!stopped && next < jobs.length) {
         const index = next++
         const job = jobs[index]!
         const outcome = await runFile(job, index + 1, jobId, options.timeoutMs)
         printed++
+        durations.push({ name: job.name, ms: outcome.ms })
         for (const k of Object.keys(totals) as Array<keyof Counts>) totals[k] += outcome.counts[k]
         if (!outcome.ok) failedFiles++
         const body = outcome.output.replace(/^TAP version 14\n/, '').trimEnd()
@@ -247,8 +261,9 @@ async function main(argv: string[]): Promise<number> {
   const counts = Object.entries(totals).filter(([k, v]) => k === 'total' || k === 'pass' || v > 0)
   console.log(`# { ${counts.map(([k, v]) => `${k}: ${v}`).join(', ')} }`)
   console.log(`# files: ${jobs.length}, failed: ${failedFiles}`)
+  for (const line of slowest(durations, SLOWEST_SHOWN)) console.log(line)
   console.log(`# time=${Date.now() - started}ms`)
-  return failedFiles ? 1 : 0
+  return failedFiles || stopped ? 1 : 0
 }
 
 // A URL's pathname keeps %20 and the like: in a folder with a space the runner would run nothing and exit 0.

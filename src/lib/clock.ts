@@ -6,11 +6,17 @@
 export interface Clock {
   /** Milliseconds since the epoch, as Date.now(). */
   now(): number
-  setTimeout(fn: () => void, ms: number): ClockTimer
-  setInterval(fn: () => void, ms: number): ClockTimer
+  /**
+   * A callback may return a promise of the work it started: the system clock ignores it (the callback reports its own
+   * failures), a test's manual clock waits for it before time moves on, so the work's outcome is there to check.
+   */
+  setTimeout(fn: TimerCallback, ms: number): ClockTimer
+  setInterval(fn: TimerCallback, ms: number): ClockTimer
   /** Cancels a timer of either kind; undefined is ignored, as the globals do. */
   clearTimer(timer: ClockTimer | undefined): void
 }
+
+export type TimerCallback = () => void | Promise<void>
 
 /** A timer the clock gave out. `unref` lets the process exit while it is pending (a no-op on a manual clock). */
 export interface ClockTimer {
@@ -20,7 +26,7 @@ export interface ClockTimer {
 /** The system clock: Date.now() and Node's own timers. */
 export const systemClock: Clock = {
   now: () => Date.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  setInterval: (fn, ms) => setInterval(fn, ms),
+  setTimeout: (fn, ms) => setTimeout(() => void fn(), ms),
+  setInterval: (fn, ms) => setInterval(() => void fn(), ms),
   clearTimer: (timer) => clearTimeout(timer as NodeJS.Timeout | undefined),
 }

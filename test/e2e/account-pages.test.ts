@@ -5,6 +5,7 @@ import { launchBrowser, openPage, screenshot } from '../helpers/browser.js'
 import { callTool, initializeMessage, openSession, post } from '../helpers/mcp.js'
 import { FormBrowser, formAction, formValue, oauthTokens } from '../helpers/oauth.js'
 import { defaultOrganization, ownerMembership } from '../helpers/seed.js'
+import { injectServer } from '../helpers/inject.js'
 import { OWNER_EMAIL, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
 
 // The account page's changes in headless Chromium: POST-redirect-GET (a new key shown exactly once, a reload creates
@@ -355,8 +356,8 @@ t.test('at 390 px every key and application row shows its status and actions, wi
 })
 
 t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; sign-out drops it too', async (t) => {
-  // Long enough that the control below (a redirect followed at once) holds on a loaded machine.
-  const server = await startServer(t, { config: { accountNoticeTtlMs: 1500 } })
+  // The inject tier (test/helpers/inject.ts): the notice's lifetime is decided by the server's clock, moved below.
+  const server = await injectServer(t, { config: { accountNoticeTtlMs: 1500 } })
   const visitor = new FormBrowser(server.url)
   const signin = await visitor.get('/account/signin')
   await visitor.post('/account/signin', { csrf: formValue(signin.text, 'csrf') ?? '', email: OWNER_EMAIL, password: OWNER_PASSWORD })
@@ -365,7 +366,7 @@ t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; si
   const create = async (name: string) => visitor.post('/account/keys', { csrf, name, membership: (await ownerMembership(server)).id, scope: 'mcp:read' })
 
   t.equal((await create('never fetched')).status, 303, 'created; the redirect is not followed')
-  await new Promise((resolve) => setTimeout(resolve, 1600))
+  await server.clock.advance(1500)
   const late = await visitor.get('/account')
   t.equal(late.status, 200)
   t.notMatch(late.text, 'id="new-key"', 'past the TTL the key is not shown')
@@ -378,9 +379,10 @@ t.test('a key nobody came for is dropped after SERVICE_ACCOUNT_NOTICE_TTL_MS; si
   await visitor.post('/account/signin', { csrf: formValue(again.text, 'csrf') ?? '', email: OWNER_EMAIL, password: OWNER_PASSWORD })
   t.notMatch((await visitor.get('/account')).text, 'id="new-key"', 'a new sign-in is not shown the key of the old one')
 
-  // Control: followed at once, it is shown.
+  // Control: followed 1 ms before the TTL, it is shown.
   const shown = await create('fetched')
-  t.match((await visitor.get(shown.location!)).text, 'id="new-key"', 'control: followed at once, the key is shown')
+  await server.clock.advance(1499)
+  t.match((await visitor.get(shown.location!)).text, 'id="new-key"', 'control: followed within the TTL, the key is shown')
   const question = await visitor.get(`/account/keys/${(await ownKeys(server)).find((k) => k.name === 'fetched')!.id}/revoke`)
   t.equal(question.status, 200)
   t.equal(formAction(question.text), `/account/keys/${(await ownKeys(server)).find((k) => k.name === 'fetched')!.id}/revoke`, 'the confirmation posts to the same path')

@@ -25,6 +25,7 @@ import { whileServed } from '../helpers/attack.js'
 import { postgresDatabase } from '../helpers/backends.js'
 import { cli } from '../helpers/cli.js'
 import { databaseRows } from '../helpers/database.js'
+import { injectServer } from '../helpers/inject.js'
 import { callTool, initializeMessage, openSession, post } from '../helpers/mcp.js'
 import { authorizeUrl, formAction, formValue, oauthTokens, pkce, registerClient, tokenRequest, type RegisteredClient } from '../helpers/oauth.js'
 import { createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
@@ -288,14 +289,15 @@ t.test('a flood of GET /oauth/authorize: bounded pending rows per address, then 
 })
 
 t.test('a pending authorization answered or expired frees its place', async (t) => {
-  const server = await startServer(t, { config: { trustProxy: true, pendingAuthorizationsPerAddress: 2, authRequestTtlMs: 3000 } })
+  // The inject tier (test/helpers/inject.ts): the requests' lifetime is decided by the server's clock, moved below.
+  const server = await injectServer(t, { config: { trustProxy: true, pendingAuthorizationsPerAddress: 2, authRequestTtlMs: 3000 } })
   const client = await registerClient(server)
   const person = new Visitor(server.url, '198.51.100.5')
   const first = await person.get(authorizeUrl(server, client, pkce()))
   t.equal((await person.get(authorizeUrl(server, client, pkce()))).status, 303)
   const refused = await person.get(authorizeUrl(server, client, pkce()))
   t.equal(refused.status, 429, 'the third is over the bound')
-  t.ok(Number(refused.headers['retry-after']) <= 3, 'Retry-After: until the oldest pending one expires')
+  t.equal(refused.headers['retry-after'], '3', 'Retry-After: until the oldest pending one expires (3 s: the clock has not moved)')
 
   // Finish the first one: sign in and allow.
   const form = await person.get(first.location!)
@@ -305,7 +307,11 @@ t.test('a pending authorization answered or expired frees its place', async (t) 
   t.match(done.location, /^http:\/\/127\.0\.0\.1:9999\/callback\?code=/, 'the first authorization completes')
   t.equal((await person.get(authorizeUrl(server, client, pkce()))).status, 303, 'an answered request no longer counts')
   t.equal((await person.get(authorizeUrl(server, client, pkce()))).status, 429, 'two pending again: refused')
-  await sleep(3100)
+  await server.clock.advance(2999)
+  const stillPending = await person.get(authorizeUrl(server, client, pkce()))
+  t.equal(stillPending.status, 429, '1 ms before they expire, the two pending requests still count')
+  t.equal(stillPending.headers['retry-after'], '1', 'Retry-After rounds the last millisecond up to a second')
+  await server.clock.advance(1)
   t.equal((await person.get(authorizeUrl(server, client, pkce()))).status, 303, 'expired requests no longer count')
 })
 

@@ -7,9 +7,9 @@ import t, { type Test } from 'tap'
 import { request } from 'undici'
 import { hashPassword } from '../../src/lib/crypto.js'
 import { browserAuthorize, formAction, formValue, FormBrowser, authorizeUrl, pkce, registerClient, tokenRequest, type RegisteredClient } from '../helpers/oauth.js'
+import { injectServer } from '../helpers/inject.js'
 import { createMember } from '../helpers/seed.js'
 import { OWNER_EMAIL, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
-import { sleep } from '../helpers/stream.js'
 
 type Headers = Record<string, string | string[] | undefined>
 
@@ -367,22 +367,25 @@ t.test('the pending request is single use and bound to the browser', async (t) =
   errorPage(t, await browser.get(c.interaction), 400, 'the answered interaction page')
 })
 
+// The two expiry tests run on the inject tier (test/helpers/inject.ts): the server's clock decides, moved by the test.
 t.test('an expired pending request gets the error page', async (t) => {
-  const server = await startServer(t, { config: { authRequestTtlMs: 50 } })
+  const server = await injectServer(t, { config: { authRequestTtlMs: 50 } })
   const client = await registerClient(server)
   const browser = new FormBrowser(server.url)
   const start = await browser.get(authorizeUrl(server, client, pkce()))
   t.equal(start.status, 303)
-  await sleep(120)
+  await server.clock.advance(49)
+  t.equal((await browser.get(start.location!)).status, 200, '1 ms before it expires, the sign-in page')
+  await server.clock.advance(1)
   errorPage(t, await browser.get(start.location!), 400, 'expired pending request')
 })
 
 t.test('an expired pending request cannot be consented either', async (t) => {
-  const server = await startServer(t, { config: { authRequestTtlMs: 400 } })
+  const server = await injectServer(t, { config: { authRequestTtlMs: 400 } })
   const client = await registerClient(server)
   const browser = new FormBrowser(server.url)
   const c = await toConsent(server, authorizeUrl(server, client, pkce()), browser)
-  await sleep(450)
+  await server.clock.advance(400)
   const late = await browser.post(c.action, { csrf: c.csrf, decision: 'approve', membership: c.membership })
   errorPage(t, late, 400, 'consent after expiry')
 })

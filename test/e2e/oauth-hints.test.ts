@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { request } from 'undici'
 import { launchBrowser, screenshot } from '../helpers/browser.js'
 import { authorizeUrl, FormBrowser, formAction, formValue, pkce, registerClient } from '../helpers/oauth.js'
+import { injectServer } from '../helpers/inject.js'
 import { ownerMembership } from '../helpers/seed.js'
 import { OWNER_EMAIL, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
 
@@ -76,14 +77,17 @@ t.test('no state: the refusal goes back to the client and says what to send', as
 })
 
 t.test('a sign-in link that can no longer be used says so in user terms', async (t) => {
-  const server = await startServer(t, { config: { authRequestTtlMs: 3000 } })
+  // The inject tier (test/helpers/inject.ts): the link's lifetime is decided by the server's clock, moved below.
+  const server = await injectServer(t, { config: { authRequestTtlMs: 3000 } })
   const client = await registerClient(server, { client_name: 'Hint Client' })
 
   // Expired while waiting: the page names the application.
   const waiting = new FormBrowser(server.url)
   const started = await waiting.get(authorizeUrl(server, client, pkce()))
   t.equal(started.status, 303)
-  await sleep(3100)
+  await server.clock.advance(2999)
+  t.equal((await waiting.get(started.location!)).status, 200, '1 ms before it expires, the sign-in page')
+  await server.clock.advance(1)
   const expired = await waiting.get(started.location!)
   t.equal(expired.status, 400)
   t.strictSame(readPage(expired.text), {
@@ -97,7 +101,7 @@ t.test('a sign-in link that can no longer be used says so in user terms', async 
   noJargon(t, expired.text, 'expired')
 
   // Purged by the sweep, the request is unknown: still "expired", without a name to give.
-  await server.app.repos.authorizations.purge(Date.now())
+  await server.app.repos.authorizations.purge(server.clock.now())
   t.equal(readPage((await waiting.get(started.location!)).text).alert, 'This sign-in link has expired. Go back to the application and connect again.')
 
   // A consent form left open too long.
@@ -108,7 +112,7 @@ t.test('a sign-in link that can no longer be used says so in user terms', async 
   t.equal(signedIn.status, 303)
   const consent = await slow.get(signedIn.location!)
   t.match(consent.text, /Authorize Hint Client/)
-  await sleep(3100)
+  await server.clock.advance(3000)
   const stale = await slow.post(formAction(consent.text), { csrf: formValue(consent.text, 'csrf') ?? '', decision: 'approve', membership: formValue(consent.text, 'membership') ?? '' })
   t.equal(stale.status, 400, 'the stale consent form: 400')
   t.equal(stale.location, undefined, 'not redirected')

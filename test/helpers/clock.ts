@@ -1,9 +1,9 @@
-import type { Clock, ClockTimer } from '../../src/lib/clock.js'
+import type { Clock, ClockTimer, TimerCallback } from '../../src/lib/clock.js'
 
 interface Pending {
   id: number
   at: number
-  fn: () => void
+  fn: TimerCallback
   /** Set for an interval: it is due again this long after it fired. */
   every?: number
 }
@@ -11,7 +11,8 @@ interface Pending {
 /**
  * A clock that moves only when the test says so. It starts at the wall clock's now (rows written with Date.now() by
  * code that takes no clock stay in order with it) and never goes back. `advance(ms)` fires the timers that fall due, in
- * the order of their times (then of their creation), letting the promises they start settle before the next one.
+ * the order of their times (then of their creation), awaiting the promise a callback returns (and a few turns of the
+ * event loop) before the next one.
  */
 export class ManualClock implements Clock {
   #now: number
@@ -26,11 +27,11 @@ export class ManualClock implements Clock {
     return this.#now
   }
 
-  setTimeout(fn: () => void, ms: number): ClockTimer {
+  setTimeout(fn: TimerCallback, ms: number): ClockTimer {
     return this.#add({ at: this.#now + Math.max(0, ms), fn })
   }
 
-  setInterval(fn: () => void, ms: number): ClockTimer {
+  setInterval(fn: TimerCallback, ms: number): ClockTimer {
     const every = Math.max(1, ms)
     return this.#add({ at: this.#now + every, fn, every })
   }
@@ -54,7 +55,8 @@ export class ManualClock implements Clock {
       this.#now = due.at
       if (due.every === undefined) this.#pending.delete(due.id)
       else due.at += due.every
-      due.fn()
+      // The work the timer started (a sweep, a flush) ends before time moves on.
+      await due.fn()
       await settle()
     }
     this.#now = end

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { parseOptions, runFile } from '../../scripts/run-tests.js'
+import { parseOptions, runFile, slowest } from '../../scripts/run-tests.js'
 
 /**
  * scripts/run-tests.ts, the runner of `npm test`: its options, and what it makes of a test file that passes, fails an
@@ -63,4 +63,10 @@ t.test("a file's t.setTimeout() moves its deadline, as under tap", async (t) => 
   const outcome = await run(testFile(t, "t.setTimeout(10_000)\nt.test('slow', async (t) => { await new Promise((r) => setTimeout(r, 7000)); t.ok(1) })"), 5000)
   t.ok(outcome.ok, outcome.problem ?? 'the file passed')
   t.equal(outcome.counts.pass, 1)
+})
+
+t.test('the slowest files are named at the end, slowest first', async (t) => {
+  const lines = slowest([{ name: 'a', ms: 1_000 }, { name: 'b', ms: 12_345 }, { name: 'c', ms: 500 }], 2)
+  t.strictSame(lines, ['# slowest 2 files:', '#     12.3 s  b', '#      1.0 s  a'])
+  t.strictSame(slowest([], 10), [], 'nothing when nothing ran')
 })
