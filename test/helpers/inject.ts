@@ -13,10 +13,8 @@ import { Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici'
 import { buildApp } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import type { CreateServerOptions } from '../../src/index.js'
-import { isPostgresUrl } from '../../src/lib/database-url.js'
-import { postgresDatabase } from './backends.js'
 import { ManualClock } from './clock.js'
-import { OWNER_EMAIL, OWNER_KEY, OWNER_PASSWORD, UNLIMITED, onPostgres, tempDatabase, type TestServer } from './server.js'
+import { OWNER_KEY, testServerSettings, type TestServer } from './server.js'
 
 export interface InjectServer extends TestServer {
   /** The server's clock: nothing that decides by time moves until the test advances it. */
@@ -41,29 +39,14 @@ export async function injectServer(
   options: { config?: Partial<Config>; dbPath?: string; clock?: ManualClock } & Omit<CreateServerOptions, 'config' | 'env' | 'argv' | 'onBootstrap'> = {},
 ): Promise<InjectServer> {
   installDispatcher()
-  const dbPath = options.config?.database ?? options.dbPath ?? (onPostgres() ? await postgresDatabase(t, { migrated: true }) : tempDatabase(t))
-  const postgresKey = isPostgresUrl(dbPath) && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}
+  const { dbPath, settings } = await testServerSettings(t, options)
   // An address of its own per server (port 1, 2, …: nothing listens there): the dispatcher finds the app by it.
   const url = `http://127.0.0.1:${nextPort++}`
   const clock = options.clock ?? new ManualClock()
   const { config: overrides, dbPath: _d, clock: _c, ...rest } = options
-  const config = loadConfig({
-    env: {},
-    overrides: {
-      host: '127.0.0.1',
-      port: 0,
-      baseUrl: url,
-      database: dbPath,
-      logLevel: 'silent',
-      bootstrapEmail: OWNER_EMAIL,
-      bootstrapPassword: OWNER_PASSWORD,
-      bootstrapApiKey: OWNER_KEY,
-      ...UNLIMITED,
-      stopSettleMs: 0,
-      ...postgresKey,
-      ...overrides,
-    },
-  })
+  // Its own address as the base URL: the pages and tokens name the address the requests go to.
+  const config = loadConfig({ env: {}, overrides: { ...settings, baseUrl: url, ...overrides } })
+
   const app = await buildApp({ logger: false, ...rest, config, clock })
   apps.set(url, app)
   let closed = false

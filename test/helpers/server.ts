@@ -56,6 +56,34 @@ export function tempDatabase(t: Teardown): string {
   return join(dir, 'test.db')
 }
 
+/** The database of a test server (a temporary SQLite file, or a PostgreSQL database on that pass) and its settings. */
+export async function testServerSettings(
+  t: Teardown,
+  options: { config?: Partial<Config>; dbPath?: string },
+): Promise<{ dbPath: string; settings: Partial<Config> }> {
+  const dbPath = options.config?.database ?? options.dbPath ?? (onPostgres() ? await postgresDatabase(t, { migrated: true }) : tempDatabase(t))
+  // A PostgreSQL database has no folder for a default env.key (config.ts): the suite's pass on it names one. A SQLite
+  // file passed by the test keeps its env.key beside it, as in production, whatever the pass.
+  const postgresKey = isPostgresUrl(dbPath) && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}
+  const settings: Partial<Config> = {
+    host: '127.0.0.1',
+    port: 0,
+    database: dbPath,
+    logLevel: 'silent',
+    bootstrapEmail: OWNER_EMAIL,
+    bootstrapPassword: OWNER_PASSWORD,
+    bootstrapApiKey: OWNER_KEY,
+    // Tests send far more than a person would: ceilings out of reach unless a test sets its own (rate-limit tests).
+    ...UNLIMITED,
+    // A test's own client keeps idle keep-alive connections for a minute: a settle period would wait for them at
+    // every teardown. Tests of the stop itself set their own (rolling-restart, health).
+    stopSettleMs: 0,
+    ...postgresKey,
+    ...options.config,
+  }
+  return { dbPath, settings }
+}
+
 /**
  * Starts a real server on 127.0.0.1, port 0, with a temporary SQLite file (or PostgreSQL database, onPostgres) and the
  * owner bootstrapped with OWNER_KEY.
@@ -65,10 +93,7 @@ export async function startServer(
   t: Teardown,
   options: { config?: Partial<Config>; dbPath?: string } & Omit<CreateServerOptions, 'config' | 'env'> = {},
 ): Promise<TestServer> {
-  const dbPath = options.config?.database ?? options.dbPath ?? (onPostgres() ? await postgresDatabase(t, { migrated: true }) : tempDatabase(t))
-  // A PostgreSQL database has no folder for a default env.key (config.ts): the suite's pass on it names one. A SQLite
-  // file passed by the test keeps its env.key beside it, as in production, whatever the pass.
-  const postgresKey = isPostgresUrl(dbPath) && !options.config?.envKey && !options.config?.envKeyFile ? { envKey: Buffer.alloc(32, 0x70).toString('base64') } : {}
+  const { dbPath, settings } = await testServerSettings(t, options)
   const { config, dbPath: _d, ...rest } = options
   const server = await createServer({
     env: {},
@@ -76,22 +101,7 @@ export async function startServer(
     // The owner's credentials are the fixed ones above: nothing to print (a test may pass its own onBootstrap).
     onBootstrap: () => {},
     ...rest,
-    config: {
-      host: '127.0.0.1',
-      port: 0,
-      database: dbPath,
-      logLevel: 'silent',
-      bootstrapEmail: OWNER_EMAIL,
-      bootstrapPassword: OWNER_PASSWORD,
-      bootstrapApiKey: OWNER_KEY,
-      // Tests send far more than a person would: ceilings out of reach unless a test sets its own (rate-limit tests).
-      ...UNLIMITED,
-      // A test's own client keeps idle keep-alive connections for a minute: a settle period would wait for them at
-      // every teardown. Tests of the stop itself set their own (rolling-restart, health).
-      stopSettleMs: 0,
-      ...postgresKey,
-      ...config,
-    },
+    config: settings,
   })
   const url = await server.listen()
   let closed = false
