@@ -40,7 +40,17 @@ export async function postgresBus(options: PostgresBusOptions): Promise<Bus> {
   let closed = false
   let retry: NodeJS.Timeout | null = null
 
-  const listen = (on: pg.Client, channel: string) => on.query(`LISTEN ${pg.escapeIdentifier(channel)}`)
+  /**
+   * One command at a time on the listening connection: channels are subscribed from anywhere, concurrently, and a
+   * client that is given a query while it runs another only queues it (pg warns that this ends with pg 9).
+   */
+  const queues = new WeakMap<pg.Client, Promise<unknown>>()
+  const command = (on: pg.Client, sql: string): Promise<unknown> => {
+    const done = (queues.get(on) ?? Promise.resolve()).then(() => on.query(sql))
+    queues.set(on, done.catch(() => {}))
+    return done
+  }
+  const listen = (on: pg.Client, channel: string) => command(on, `LISTEN ${pg.escapeIdentifier(channel)}`)
 
   /** A new listening connection, listening on every channel subscribed so far (and, as `client`, on later ones). */
   async function connect(): Promise<void> {
@@ -113,7 +123,7 @@ export async function postgresBus(options: PostgresBusOptions): Promise<Bus> {
     async subscribe(channel, handler) {
       if (channels.add(channel, handler) && client !== null) await listen(client, channel)
       return () => {
-        if (channels.remove(channel, handler) && client !== null) void client.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {})
+        if (channels.remove(channel, handler) && client !== null) void command(client, `UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {})
       }
     },
     onResubscribed(fn) {
