@@ -10,7 +10,7 @@
  * which only the server's own compilation includes. Nothing here may import drizzle-orm or better-sqlite3.
  */
 
-// Roles belong to authorization (auth/roles.ts); rows name them.
+// Roles are plain vocabulary (lib/roles.ts), checked by authorization; rows name them.
 import type { Role } from '../lib/roles.js'
 export type { Role }
 
