@@ -30,10 +30,15 @@ function limitHeaders(limit: number): Record<string, string> {
 }
 
 /** /mcp's windows and a tool's: "Too many requests: <scope> allows N per window". */
-export function requestRefusal(decision: RateDecision, scope: string, limiter: LimiterName): ServiceError {
+export function requestRefusal(
+  decision: RateDecision,
+  scope: string,
+  limiter: LimiterName,
+  message = `Too many requests: ${scope} allows ${decision.limit} per window`,
+): ServiceError {
   return fail('RATE_LIMITED', {
     limiter,
-    message: `Too many requests: ${scope} allows ${decision.limit} per window`,
+    message,
     retryAfter: decision.retryAfter,
     details: { limit: decision.limit, retry_after: decision.retryAfter, scope },
     headers: limitHeaders(decision.limit),
@@ -65,13 +70,7 @@ export function oauthRegister(config: Config): NamedWindow {
     limit: config.registerRateLimit,
     windowMs: config.registerRateLimitWindowMs,
     limiter: 'oauth_register',
-    refusal: (decision) => fail('RATE_LIMITED', {
-      limiter: 'oauth_register',
-      message: `Too many registrations from this address: ${decision.limit} per window`,
-      retryAfter: decision.retryAfter,
-      details: { limit: decision.limit, retry_after: decision.retryAfter, scope: 'registrations per IP' },
-      headers: limitHeaders(decision.limit),
-    }),
+    refusal: (decision) => requestRefusal(decision, 'registrations per IP', 'oauth_register', `Too many registrations from this address: ${decision.limit} per window`),
   }
 }
 
@@ -82,13 +81,7 @@ export function oauthAuthorize(config: Config): NamedWindow {
     limit: config.authorizeRateLimit,
     windowMs: config.authorizeRateLimitWindowMs,
     limiter: 'oauth_authorize',
-    refusal: (decision) => fail('RATE_LIMITED', {
-      limiter: 'oauth_authorize',
-      message: `Too many sign-in requests from your network; try again in ${inWords(decision.retryAfter)}.`,
-      retryAfter: decision.retryAfter,
-      details: { limit: decision.limit, retry_after: decision.retryAfter, scope: 'authorization requests per address' },
-      headers: limitHeaders(decision.limit),
-    }),
+    refusal: (decision) => requestRefusal(decision, 'authorization requests per address', 'oauth_authorize', `Too many sign-in requests from your network; try again in ${inWords(decision.retryAfter)}.`),
   }
 }
 
