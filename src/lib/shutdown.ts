@@ -22,7 +22,7 @@ import { systemClock, type Clock } from './clock.js'
  *    deployment calls answer "interrupted", tasks record how they ended); its steps run together;
  * 3. finish: end what stays open: subscriptions get their listen result, event subscriptions stop;
  * 4. end: calls still running, of either era (one waiting for a confirmation, an embedder's tool), are stopped by the
- *    dispatcher with ServerStopping and answered SERVICE_UNAVAILABLE by their transport (mcp-transport/stopping.ts)
+ *    dispatcher with ServerStopping and answered SERVICE_UNAVAILABLE by the intake that ran them (rpc/stopping.ts, rpc/intake.ts)
  *    before their streams end (rpc/calls.ts); then sessions end, with their streams. A phase of its own, after every
  *    finish step, because stopping a call is the last resort: what a feature ends cleanly in finish is not stopped.
  *

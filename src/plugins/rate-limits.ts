@@ -20,8 +20,8 @@ export type { DeclaredLimit }
  * - `enter`, before the body is read: counted in this process, the member and organization windows are counted there
  *   and then, synchronously. Shared through Redis, a GET or DELETE (no body) is counted at once (a promise); a POST's
  *   windows are left pending for `admit`, so that they cost no round trip of their own.
- * - `admit`, where a front-end takes a POST's messages in (the transport knows eras, a method what it limits): the
- *   further messages of a batch and the declared limits, together with the pending windows, in one round trip.
+ * - `admit`, where the intake admits a POST's messages (rpc/intake.ts; the transport knows eras, a method what it
+ *   limits): the further messages of a batch and the declared limits, together with the pending windows, in one round trip.
  *
  * A POST answered before it is admitted (malformed, an unknown session…) is counted as it is answered, its answer
  * unchanged.

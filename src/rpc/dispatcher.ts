@@ -144,13 +144,13 @@ export interface RequestMethod<P = Record<string, unknown>> {
   /**
    * Runs before the answer's format is chosen and may refuse the whole HTTP exchange with a status
    * (INSUFFICIENT_SCOPE → 403). Errors here are never JSON-RPC errors. A promise when it must read the database (a
-   * confirmed call's record, a requestState sealed with a key this process has not seen); front-ends wait for it.
+   * confirmed call's record, a requestState sealed with a key this process has not seen); the intake waits for it.
    */
   precheck?(params: P, ctx: PrecheckContext): void | Promise<void>
   /**
    * A limit of its own this request counts against, beside the member's and the organization's (a tool's), or null.
-   * Asked by the front-end once the params are valid and before `precheck`, which the limit's refusal (429) precedes;
-   * the front-end counts it together with the request's other windows (one round trip when they are shared through
+   * Asked by the intake once the params are valid and before `precheck`, which the limit's refusal (429) precedes;
+   * the intake counts it together with the request's other windows (one round trip when they are shared through
    * Redis). Return the same object for the same limit: counting it then allocates nothing.
    */
   limits?(params: P, principal: Principal): DeclaredLimit | null
@@ -241,8 +241,8 @@ export class Dispatcher {
   /** What the server can do, per era: each plugin declares its own part (initialize and server/discover read it). */
   readonly capabilities = new ServerCapabilities()
   /**
-   * Told of every request the front-ends answer (observer.ts); null unless metrics, traces or the access log are on,
-   * and the front-ends do nothing more for it than compare it with null.
+   * Told of every request an intake takes (intake.ts, observer.ts); null unless metrics, traces or the access log are
+   * on, and an intake then records nothing.
    */
   observer: RpcObserver | null = null
 

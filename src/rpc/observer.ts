@@ -5,13 +5,13 @@ import { isServiceError, REQUEST_LIMITERS, type ServiceError } from '../errors/s
 import type { Era, JsonRpcRequest, JsonRpcResponse, ProtocolVersion } from './types.js'
 
 /**
- * What the observability features (metrics, traces, the access log) learn of each JSON-RPC request: the front-ends of
- * both eras report every request they took, once it has its answer, to the dispatcher's observer. The observer is
- * null unless one of those features is on, and the front-ends then do nothing more than compare it with null: the
- * cost of observing is paid only by servers that asked for it.
+ * What the observability features (metrics, traces, the access log) learn of each JSON-RPC request: the intake of an
+ * HTTP request (intake.ts) reports every JSON-RPC request it took, once it has its answer, to the dispatcher's
+ * observer. The observer is null unless one of those features is on, and an intake then records nothing: the cost of
+ * observing is paid only by servers that asked for it.
  */
 
-/** One JSON-RPC request answered (or refused, or cancelled), as its front-end saw it. Read it, never keep it. */
+/** One JSON-RPC request answered (or refused, or cancelled), as its intake saw it. Read it, never keep it. */
 export interface MessageDone {
   /** The HTTP request that carried the message (a batch carries several). */
   readonly request: FastifyRequest
@@ -20,7 +20,7 @@ export interface MessageDone {
   readonly message: JsonRpcRequest
   /** The revision the request was served under; null when it was refused before one was known. */
   readonly protocolVersion: ProtocolVersion | null
-  /** `performance.now()` when the front-end took the message, and when its answer was known. */
+  /** `performance.now()` when the intake took the message, and when its answer was known. */
   readonly startedAt: number
   readonly endedAt: number
   /** The JSON-RPC answer; null when the request was cancelled (nothing is sent) or refused at the HTTP level. */
@@ -44,7 +44,7 @@ export function bothObservers(first: RpcObserver, second: RpcObserver): RpcObser
 }
 
 /**
- * One request being answered, made by a front-end only when an observer is set. The front-end records the answer
+ * One request being answered, made by an intake only when an observer is set. The intake records the answer
  * (`answered`) or the HTTP-level refusal (`refused`) as soon as it is known, before it is sent, and the observer hears
  * of it then (once); `end()`, when the exchange is over, reports a request that got neither.
  */

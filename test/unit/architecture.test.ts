@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { cycles, importGraph, methodNamesIn, upwardImports } from '../../scripts/import-graph.js'
@@ -23,6 +23,19 @@ t.test('the transport knows eras, not methods: no file of plugins/mcp-transport/
   const dir = join(SRC, 'plugins', 'mcp-transport')
   const named = readdirSync(dir).filter((f) => f.endsWith('.ts')).flatMap((f) => methodNamesIn(join(dir, f)).map((m) => `${f}: ${m}`))
   t.same(named, [])
+})
+
+t.test('the observer is told in one place: only rpc/intake.ts makes observations; no front-end imports the observer', async (t) => {
+  const wrong = [...allEdges].flatMap(([from, tos]) => (tos.has('rpc/observer.ts') && from !== 'rpc/intake.ts' && from.startsWith('plugins/mcp-transport/') ? [`${from} -> rpc/observer.ts`] : []))
+  t.same(wrong, [])
+})
+
+t.test('a front-end runs no precheck and counts no limit itself: the intake admits (rpc/intake.ts)', async (t) => {
+  const dir = join(SRC, 'plugins', 'mcp-transport')
+  const found = readdirSync(dir)
+    .filter((f) => f.endsWith('.ts'))
+    .flatMap((f) => [...readFileSync(join(dir, f), 'utf8').matchAll(/\.(precheck|prefersStream|longLived|limits)\?\.\(/g)].map((m) => `${f}: ${m[1]}`))
+  t.same(found, [])
 })
 
 t.test('upward imports only where docs/decisions/architecture.md lists them', async (t) => {

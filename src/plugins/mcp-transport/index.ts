@@ -4,6 +4,7 @@ import type { Principal } from '../../auth/principal.js'
 import { toServiceError, wwwAuthenticate } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
 import { errorResponse } from '../../rpc/dispatcher.js'
+import { Intake } from '../../rpc/intake.js'
 import { fromFastifyError, logFailure, sendServiceError } from '../http.js'
 import { PLUGIN } from '../names.js'
 import { classify } from './classify.js'
@@ -30,8 +31,8 @@ const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
 /**
  * Streamable HTTP at /mcp, one endpoint for both protocol eras. The entry does what every request shares, in this
  * order: Origin (403) and credential (401) and the per-member and per-organization limits (429) before the body is
- * read (limits shared through Redis: a POST's are checked where its front-end admits its messages, together with
- * what their methods declare, in one round trip); body size (413) and media type (415) while it is read; then
+ * read (limits shared through Redis: a POST's are checked where the intake admits its messages, together with
+ * what their methods declare, in one round trip: rpc/intake.ts); body size (413) and media type (415) while it is read; then
  * Accept (406) and JSON (400/-32700). It then
  * classifies the POST by its body (classify.ts) and hands it to the era's front-end: `legacy.ts` (sessions,
  * initialize, GET, DELETE, resumption) or `modern.ts` (stateless 2026-07-28 requests). Both dispatch through the one
@@ -108,10 +109,14 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
       const header = request.headers['mcp-protocol-version']
       const route = classify(body, typeof header === 'string' ? header : undefined, opensSession)
       switch (route.era) {
-        case 'legacy':
-          return legacy.post(request, reply, body, accept)
-        case 'modern':
-          return modern.post(request, reply, route, accept)
+        case 'legacy': {
+          const intake = new Intake(fastify.rpc, rateLimits, 'legacy', request)
+          return intake.settle(() => legacy.post(request, reply, body, accept, intake))
+        }
+        case 'modern': {
+          const intake = new Intake(fastify.rpc, rateLimits, 'modern', request)
+          return intake.settle(() => modern.post(request, reply, route, accept, intake))
+        }
         case 'reject':
           request.log.debug({ errorCode: route.error.code }, 'request refused')
           return sendJsonRpc(reply, errorResponse(route.id, route.error), 400)

@@ -1,16 +1,14 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
-import type { DeclaredLimit } from '../../limits/fixed-windows.js'
 import { SharedStreams } from '../../coordination/shared-streams.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { newStreamId, parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
 import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
-import { Observation, type RpcObserver } from '../../rpc/observer.js'
+import type { Admitted, Intake } from '../../rpc/intake.js'
 import { isLegacyProtocolVersion, type Classified, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse, type RequestId } from '../../rpc/types.js'
 import type { Session } from '../../sessions/session.js'
 import { parseAccept, sendJsonRpc, sessionIdHeader, type Acceptance } from './headers.js'
-import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
 /**
  * The session-based era (revisions 2025-03-26, 2025-06-18, 2025-11-25) of /mcp: `initialize` creates a session bound
@@ -19,7 +17,7 @@ import { StoppableCall, stoppedByShutdown } from './stopping.js'
  * MCP-Protocol-Version (400), batch rules, then dispatch with a LegacyExchange.
  */
 export interface LegacyFrontEnd {
-  post(request: FastifyRequest, reply: FastifyReply, body: unknown, accept: Acceptance): Promise<FastifyReply>
+  post(request: FastifyRequest, reply: FastifyReply, body: unknown, accept: Acceptance, intake: Intake): Promise<FastifyReply>
   get(request: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply>
   delete(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply>
 }
@@ -101,31 +99,25 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     return true
   }
 
-  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, seen: Observation | null) {
-    const prepared = rpc.prepare(message, 'legacy')
-    if (!('def' in prepared)) {
-      seen?.answered(prepared.response)
-      return sendJsonRpc(reply, prepared.response)
-    }
+  async function handleInitialize(request: FastifyRequest, reply: FastifyReply, principal: Principal, message: JsonRpcRequest, acceptsJson: boolean, intake: Intake) {
+    const prepared = intake.prepare(message)
+    if (!('def' in prepared)) return sendJsonRpc(reply, prepared.response)
+    const admitted = intake.admit([prepared], HANDSHAKE_EXCHANGE, principal)
+    if (admitted instanceof Promise) await admitted
     let session: Session | undefined
-    const { response, failure } = await rpc.run(prepared, {
+    // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
+    const { response, overHttp } = await intake.run(prepared, {
       exchange: HANDSHAKE_EXCHANGE,
       principal,
       sink: NULL_SINK,
       log: request.log,
-      onSessionStarted: (s) => { session = sessions.inMemory(s.id) },
-    })
-    // A session that could not be stored is refused at the HTTP level (503 with Retry-After), nothing kept.
-    if (failure?.code === 'SERVICE_UNAVAILABLE') throw failure
-    if (!session || !response) {
-      const answer = response ?? errorResponse(message.id, fail('INTERNAL_ERROR'))
-      seen?.answered(answer)
-      return sendJsonRpc(reply, answer)
-    }
-    if (seen) {
-      seen.protocolVersion = session.protocolVersion
-      seen.answered(response)
-    }
+      onSessionStarted: (s) => {
+        session = sessions.inMemory(s.id)
+        intake.servedUnder(s.protocolVersion)
+      },
+    }, undefined, (failure) => failure.code === 'SERVICE_UNAVAILABLE')
+    if (overHttp) throw overHttp
+    if (!session || !response) return sendJsonRpc(reply, response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
     request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
     if (acceptsJson) return sendJsonRpc(reply.header('mcp-session-id', session.id), response)
     const sse = openStream(request, reply, session, 'call')
@@ -135,15 +127,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   }
 
   /** The messages of one POST, classified: initialize, or the requests, notifications and answers of a session. */
-  async function answerMessages(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    principal: Principal,
-    batch: boolean,
-    classified: Classified[],
-    accept: Acceptance,
-    seen: Map<JsonRpcRequest, Observation> | null,
-  ): Promise<FastifyReply> {
+  async function answerMessages(request: FastifyRequest, reply: FastifyReply, principal: Principal, batch: boolean, classified: Classified[], accept: Acceptance, intake: Intake): Promise<FastifyReply> {
     // initialize: creates the session, never inside a batch, never with a session id.
     const init = classified.find((c) => c.kind === 'request' && rpc.opensSession(c.message.method))
     if (init && init.kind === 'request') {
@@ -152,59 +136,42 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       if (request.headers['mcp-session-id'] !== undefined) throw fail('INVALID_REQUEST', { message: `${method} must be sent without Mcp-Session-Id` })
       const header = request.headers['mcp-protocol-version']
       if (typeof header === 'string' && !isLegacyProtocolVersion(header)) throw fail('UNSUPPORTED_PROTOCOL_VERSION', { details: { received: header } })
-      const admitted = fastify.rateLimits.admit(request, principal, 0, null)
-      if (admitted) await admitted
-      return handleInitialize(request, reply, principal, init.message, accept.json, seen?.get(init.message) ?? null)
+      return handleInitialize(request, reply, principal, init.message, accept.json, intake)
     }
 
     const resolved = resolveSession(request, principal)
     const session = resolved instanceof Promise ? await resolved : resolved
-    if (seen) for (const s of seen.values()) s.protocolVersion = session.protocolVersion
+    intake.servedUnder(session.protocolVersion)
     if (batch && session.protocolVersion !== '2025-03-26') {
       throw fail('INVALID_REQUEST', { message: `Batches are accepted only in 2025-03-26 sessions; this session uses ${session.protocolVersion}` })
     }
     const exchange = new LegacyExchange(session)
 
-    // Requests are prepared (method, params) first, then the POST is admitted against the limits: each message counts
-    // for the member and organization, and each request also against what its method declares (a tool's limit).
-    const prepared = classified.map((c) => (c.kind === 'request' ? prepareInSession(c.message) : null))
-    const admitted = fastify.rateLimits.admit(request, principal, classified.length - 1, declaredLimits(prepared, principal))
-    if (admitted) await admitted
-
-    // Answers and notifications are handled in order; requests are prechecked once all are handled.
+    // Requests are prepared (method, params) first; the POST is then admitted, all or nothing: each message counts
+    // for the member and organization, each request also against what its method declares (a tool's limit); answers
+    // and notifications are handled in order; then each request's precheck runs.
     const answers: Array<JsonRpcResponse | PreparedRequest> = []
-    const refusals: ServiceError[] = []
-    for (let i = 0; i < classified.length; i++) {
-      const c = classified[i]!
+    for (const c of classified) {
       if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
-      else if (c.kind === 'notification') {
-        const handled = rpc.notify(c.message, { session, principal, log: request.log })
-        if (handled) await handled
-      } else if (c.kind === 'response') {
-        // Answered here, or forwarded to the process that asked the question (session-relay.ts).
-        const answered = fastify.sessionRelay.answer(c.message, session, principal)
-        const refused = answered instanceof Promise ? await answered : answered
-        if (refused) refusals.push(refused)
-      } else {
-        const answer = prepared[i]!
-        answers.push(answer)
-        if (seen && !('def' in answer)) seen.get(c.message)!.answered(answer)
-      }
-    }
-    if (answers.length === 0) {
-      if (refusals.length > 0) throw refusals[0]!
-      return reply.code(202).send()
+      else if (c.kind === 'request') answers.push(prepareInSession(c.message, intake))
     }
     const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
-    const precheck = (call: PreparedRequest) => ({ exchange, session, principal, requestId: call.message.id })
-    for (const call of calls) {
-      const checking = call.def.precheck?.(call.params, precheck(call))
-      if (checking) await checking
+    let refusedAnswer: ServiceError | null = null
+    const handleOthers = async () => {
+      refusedAnswer = await handleNotificationsAndAnswers(request, principal, session, classified)
+    }
+    const others = classified.some((c) => c.kind === 'notification' || c.kind === 'response')
+    const admission = intake.admit(calls, exchange, principal, { messages: classified.length, ...(others ? { beforePrecheck: handleOthers } : {}) })
+    // A session's refusals before the run are thrown, never answered as JSON-RPC (intake.ts): this is the admitted list.
+    const admitted = (admission instanceof Promise ? await admission : admission) as Admitted[]
+    if (answers.length === 0) {
+      if (refusedAnswer) throw refusedAnswer
+      return reply.code(202).send()
     }
     // SSE at once when the client takes nothing else or a call prefers it (a confirmation, progress); JSON when the
     // client takes nothing else; otherwise JSON unless a call sends something while it runs (a log line, a question
     // to the client), which turns the answer into an SSE stream carrying everything from then on.
-    const upfront = accept.sse && (!accept.json || calls.some((call) => call.def.prefersStream?.(call.params, precheck(call))))
+    const upfront = accept.sse && (!accept.json || admitted.some((a) => a.prefersStream))
     const answer = new LegacyAnswer(() => openStream(request, reply, session, 'call', calls.map((call) => call.message.id)), accept.sse)
     answers.forEach((a, position) => {
       if (!('def' in a)) answer.add(position, a)
@@ -212,23 +179,21 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     if (upfront) answer.open()
     // A stopping server waits for the calls in flight (their answers then reach the client, lib/shutdown.ts), even one
     // whose client went away, but not for a call that would outlast any stop (a deployment): its answer is parked.
-    const longLived = calls.map((call) => call.def.longLived?.(call.params, precheck(call)) === true)
-    if (longLived.length > 0 && longLived.every(Boolean)) fastify.shutdown.park(reply.raw)
-    const runAt = async (a: PreparedRequest, position: number) => {
-      // A call the shutdown stops is answered at once, before the session's streams end (stopping.ts).
-      const call = new StoppableCall(() => answer.stopped(position, errorResponse(a.message.id, stoppedByShutdown(rpc.describe(a)))))
-      const release = longLived[calls.indexOf(a)] === true ? undefined : fastify.shutdown.hold()
+    if (admitted.length > 0 && admitted.every((a) => a.longLived)) fastify.shutdown.park(reply.raw)
+    const runAt = async ({ call, longLived }: Admitted, position: number) => {
+      // A call the shutdown stops is answered at once, before the session's streams end (rpc/stopping.ts).
+      const stoppable = intake.stoppable(call, ({ response }) => answer.stopped(position, response!))
+      const release = longLived ? undefined : fastify.shutdown.hold()
       try {
-        const { response } = await rpc.run(a, { exchange, principal, sink: answer, log: request.log }, call)
-        seen?.get(a.message)!.answered(response)
+        const { response } = await intake.run(call, { exchange, principal, sink: answer, log: request.log }, stoppable)
         answer.add(position, response)
       } finally {
         release?.()
       }
     }
     // The usual POST holds one request: run it without the batch's bookkeeping.
-    if (answers.length === 1 && calls.length === 1) await runAt(calls[0]!, 0)
-    else await Promise.all(answers.map((a, position) => ('def' in a ? runAt(a, position) : undefined)))
+    if (answers.length === 1 && admitted.length === 1) await runAt(admitted[0]!, 0)
+    else await Promise.all(answers.map((a, position) => ('def' in a ? runAt(admitted[calls.indexOf(a)]!, position) : undefined)))
     if (answer.stream) {
       answer.stream.end()
       return reply
@@ -239,52 +204,50 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     return sendJsonRpc(reply, batch ? sent : sent[0]!)
   }
 
+  /**
+   * A session POST's notifications and answers to the server's questions, in order. Returns the first answer refused
+   * (not from the session that was asked): a POST that carries no request is refused with it (HTTP 400).
+   */
+  async function handleNotificationsAndAnswers(request: FastifyRequest, principal: Principal, session: Session, classified: Classified[]): Promise<ServiceError | null> {
+    let firstRefused: ServiceError | null = null
+    for (const c of classified) {
+      if (c.kind === 'notification') {
+        const handled = rpc.notify(c.message, { session, principal, log: request.log })
+        if (handled) await handled
+      } else if (c.kind === 'response') {
+        // Answered here, or forwarded to the process that asked the question (session-relay.ts).
+        const answered = fastify.sessionRelay.answer(c.message, session, principal)
+        const refused = answered instanceof Promise ? await answered : answered
+        firstRefused ??= refused
+      }
+    }
+    return firstRefused
+  }
+
   /** A request of a session, prepared (method, params), or the error that answers it. */
-  function prepareInSession(message: JsonRpcRequest): PreparedRequest | JsonRpcResponse {
-    const prepared = rpc.prepare(message, 'legacy')
+  function prepareInSession(message: JsonRpcRequest, intake: Intake): PreparedRequest | JsonRpcResponse {
+    const prepared = intake.prepare(message)
     if (!('def' in prepared)) return prepared.response
-    if (prepared.def.sessionless) return errorResponse(message.id, fail('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` }))
+    if (prepared.def.sessionless) return intake.refuse(message, 200, fail('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` })).response
     return prepared
   }
 
-  /** answerMessages, each request of the POST observed: answered one by one, or all refused by what ends the exchange. */
-  async function answerObserved(
-    observer: RpcObserver,
-    request: FastifyRequest,
-    reply: FastifyReply,
-    principal: Principal,
-    batch: boolean,
-    classified: Classified[],
-    accept: Acceptance,
-  ): Promise<FastifyReply> {
-    const seen = new Map<JsonRpcRequest, Observation>()
-    for (const c of classified) if (c.kind === 'request') seen.set(c.message, new Observation(observer, request, 'legacy', c.message))
-    try {
-      return await answerMessages(request, reply, principal, batch, classified, accept, seen)
-    } catch (err) {
-      for (const s of seen.values()) s.refused(err)
-      throw err
-    } finally {
-      for (const s of seen.values()) s.end()
-    }
-  }
 
-  /** A POST's messages, counted against the limits: classified, then answered (observed when an observer is set). */
-  function answerItems(request: FastifyRequest, reply: FastifyReply, principal: Principal, batch: boolean, items: unknown[], accept: Acceptance): Promise<FastifyReply> {
-    const classified = items.map((m) => rpc.classify(m))
+
+  /** A POST's messages, classified by the intake (which observes the requests from then on), then answered. */
+  function answerItems(request: FastifyRequest, reply: FastifyReply, principal: Principal, batch: boolean, items: unknown[], accept: Acceptance, intake: Intake): Promise<FastifyReply> {
+    const classified = items.map((m) => intake.classify(m))
     if (!batch && classified[0]!.kind === 'invalid') {
       const c = classified[0] as { details: unknown }
       throw fail('INVALID_REQUEST', { details: c.details })
     }
-    const observer = rpc.observer
-    if (observer === null) return answerMessages(request, reply, principal, batch, classified, accept, null)
-    return answerObserved(observer, request, reply, principal, batch, classified, accept)
+    return answerMessages(request, reply, principal, batch, classified, accept, intake)
   }
 
   return {
     // Not async: what it throws reaches the entry's async handler all the same, and without an observer the answer's
     // own promise is returned as it is.
-    post(request, reply, body, accept) {
+    post(request, reply, body, accept, intake) {
       const principal = request.principal!
       const batch = Array.isArray(body)
       const items: unknown[] = batch ? (body as unknown[]) : [body]
@@ -294,7 +257,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       if (batch && items.length > config.maxBatchSize) {
         throw fail('INVALID_REQUEST', { message: `A batch may hold at most ${config.maxBatchSize} messages; this one holds ${items.length}`, details: { limit: config.maxBatchSize, size: items.length } })
       }
-      return answerItems(request, reply, principal, batch, items, accept)
+      return answerItems(request, reply, principal, batch, items, accept, intake)
     },
 
     get(request, reply) {
@@ -404,21 +367,4 @@ class LegacyAnswer implements MessageSink {
     if (this.#stream) this.#stream.send(response)
     else this.#collected.push({ position, response })
   }
-}
-
-/**
- * What the prepared requests of a POST declare against the limits (a tool's), for RateLimits.admit: the one limit of
- * the usual single request as it is (nothing allocated), a list for a batch.
- */
-function declaredLimits(prepared: ReadonlyArray<PreparedRequest | JsonRpcResponse | null>, principal: Principal): DeclaredLimit | DeclaredLimit[] | null {
-  if (prepared.length === 1) {
-    const only = prepared[0]
-    return only && 'def' in only ? only.def.limits?.(only.params, principal) ?? null : null
-  }
-  const all: DeclaredLimit[] = []
-  for (const p of prepared) {
-    const limit = p && 'def' in p ? p.def.limits?.(p.params, principal) : null
-    if (limit) all.push(limit)
-  }
-  return all.length > 0 ? all : null
 }

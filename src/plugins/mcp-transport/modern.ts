@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { catalog, type ErrorSpec } from '../../errors/catalog.js'
 import { toRpcError } from '../../errors/render.js'
-import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
+import { fail, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
 import { ClientDisconnected } from '../../rpc/call-abort.js'
-import { failed, type Answer, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
+import type { CacheHint, MessageSink, PreparedRequest, RequestMethod } from '../../rpc/dispatcher.js'
 import { constantJson } from '../../lib/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
-import { Observation, type RpcObserver } from '../../rpc/observer.js'
+import { Refusal, SPEC_ERROR_STATUS, type Intake, type Outcome } from '../../rpc/intake.js'
 import {
   isModernProtocolVersion,
   MODERN_PROTOCOL_VERSIONS,
@@ -15,14 +15,12 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
   type LogLevel,
-  type RequestId,
 } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
 import { SERVER_INFO_META_KEY, serverInfoFor } from '../../mcp/server-info.js'
 import { CLIENT_CAPABILITIES_META_KEY, metaOf, PROTOCOL_VERSION_META_KEY, type Route } from './classify.js'
 import { sendJsonRpc, type Acceptance } from './headers.js'
 import { headerValue, paramHeadersProblem, standardHeadersProblem } from './request-headers.js'
-import { StoppableCall, stoppedByShutdown } from './stopping.js'
 
 /**
  * The stateless era (revision 2026-07-28) of /mcp: every POST carries its revision, capabilities and client info in
@@ -45,15 +43,13 @@ import { StoppableCall, stoppedByShutdown } from './stopping.js'
 export type ModernRoute = Extract<Route, { era: 'modern' }>
 
 export interface ModernFrontEnd {
-  post(request: FastifyRequest, reply: FastifyReply, route: ModernRoute, accept: Acceptance): FastifyReply | Promise<FastifyReply>
+  post(request: FastifyRequest, reply: FastifyReply, route: ModernRoute, accept: Acceptance, intake: Intake): FastifyReply | Promise<FastifyReply>
 }
 
 const LOG_LEVEL_META_KEY = 'io.modelcontextprotocol/logLevel'
 
-/** The revision's own errors keep HTTP 400 even when a method raises them; every other JSON-RPC error is HTTP 200. */
-const SPEC_ERROR_STATUS: Readonly<Record<number, number>> = { [-32020]: 400, [-32021]: 400, [-32022]: 400 }
-
-class Refusal {
+/** A check of this front-end refused the request, with this HTTP status: the intake answers it (and observes it). */
+class Refused {
   constructor(readonly status: number, readonly error: ServiceError) {}
 }
 
@@ -114,27 +110,27 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   const serverInfoMeta = constantJson({ [SERVER_INFO_META_KEY]: serverInfo })
 
   /** Step: `params._meta` holds the revision, the capabilities of this request, and optional client info and log level. */
-  function envelope(meta: Record<string, unknown>): Refusal | null {
+  function envelope(meta: Record<string, unknown>): Refused | null {
     if (validateMeta(meta) === true) return null
     const details = validationDetails(validateMeta.errors).map((d) => ({ ...d, path: `/params/_meta${d.path === '/' ? '' : d.path}` }))
-    return new Refusal(400, fail('INVALID_PARAMS', { message: `Invalid request metadata: ${describeDetails(details)}`, details }))
+    return new Refused(400, fail('INVALID_PARAMS', { message: `Invalid request metadata: ${describeDetails(details)}`, details }))
   }
 
   /** Steps: the headers that are present agree with the body; the revision is one we serve. */
-  function revision(request: FastifyRequest, message: JsonRpcRequest, version: string): Refusal | null {
+  function revision(request: FastifyRequest, message: JsonRpcRequest, version: string): Refused | null {
     const header = headerValue(request.headers, 'mcp-protocol-version')
     if (header !== undefined && header !== version) {
-      return new Refusal(400, fail('HEADER_MISMATCH', {
+      return new Refused(400, fail('HEADER_MISMATCH', {
         message: `MCP-Protocol-Version (${header}) differs from params._meta["${PROTOCOL_VERSION_META_KEY}"] (${version})`,
         details: { header: 'MCP-Protocol-Version', body: `params._meta["${PROTOCOL_VERSION_META_KEY}"]` },
       }))
     }
     const method = headerValue(request.headers, 'mcp-method')
     if (method !== undefined && method !== message.method) {
-      return new Refusal(400, fail('HEADER_MISMATCH', { message: `Mcp-Method (${method}) differs from the body's method (${message.method})`, details: { header: 'Mcp-Method', body: 'method' } }))
+      return new Refused(400, fail('HEADER_MISMATCH', { message: `Mcp-Method (${method}) differs from the body's method (${message.method})`, details: { header: 'Mcp-Method', body: 'method' } }))
     }
     if (!isModernProtocolVersion(version)) {
-      return new Refusal(400, fail('UNSUPPORTED_PROTOCOL_VERSION', {
+      return new Refused(400, fail('UNSUPPORTED_PROTOCOL_VERSION', {
         message: `Protocol revision ${version} is not served here; use one of ${MODERN_PROTOCOL_VERSIONS.join(', ')} (the 2025 revisions are reached through initialize)`,
         details: { supported: [...MODERN_PROTOCOL_VERSIONS], requested: version },
       }))
@@ -143,12 +139,12 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   }
 
   /** Step: the method exists in this era, and the client declared what it needs. */
-  function method(message: JsonRpcRequest, capabilities: Readonly<ClientCapabilities>): Refusal | RequestMethod {
+  function method(message: JsonRpcRequest, capabilities: Readonly<ClientCapabilities>): Refused | RequestMethod {
     const def = rpc.definition(message.method, 'modern')
-    if (!def) return new Refusal(404, rpc.unknownMethod(message.method, 'modern'))
+    if (!def) return new Refused(404, rpc.unknownMethod(message.method, 'modern'))
     const missing = def.requires ? missingCapabilities(def.requires, capabilities) : null
     if (missing) {
-      return new Refusal(400, fail('MISSING_CLIENT_CAPABILITY', {
+      return new Refused(400, fail('MISSING_CLIENT_CAPABILITY', {
         message: `${message.method} needs client capabilities this request did not declare`,
         details: { requiredCapabilities: missing },
       }))
@@ -157,36 +153,11 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   }
 
   /** Step: params the method mirrors into Mcp-Param-* headers (a tool's arguments) are checked against the headers. */
-  function paramHeaders(request: FastifyRequest, prepared: PreparedRequest): Refusal | null {
+  function paramHeaders(request: FastifyRequest, prepared: PreparedRequest): Refused | null {
     const declared = prepared.def.paramHeaders?.(prepared.params)
     if (declared === undefined || declared.length === 0) return null
     const problem = paramHeadersProblem(request.headers, declared, prepared.params.arguments)
-    return problem ? new Refusal(400, problem) : null
-  }
-
-  /** A JSON-RPC error answer of this era (codes without a number of their own get one outside the reserved range). */
-  function rpcError(id: RequestId, err: unknown): JsonRpcResponse {
-    return { jsonrpc: '2.0', id, error: toRpcError(err, 'modern') }
-  }
-
-  function refuse(reply: FastifyReply, id: RequestId, refusal: Refusal, seen: Observation | null): FastifyReply {
-    reply.request.log.debug({ errorCode: refusal.error.code }, 'request refused')
-    const answer = rpcError(id, refusal.error)
-    seen?.answered(answer)
-    return sendJsonRpc(reply, answer, refusal.status)
-  }
-
-  /**
-   * A failure before the answer started: JSON-RPC codes as JSON-RPC errors (HTTP 200, or 400 for the revision's own),
-   * HTTP-level refusals (403 scope, 429, 409) thrown to the entry's error handler, which renders the service body with
-   * its headers, as for sessions.
-   */
-  function failBeforeAnswer(reply: FastifyReply, id: RequestId, err: unknown, seen: Observation | null): FastifyReply {
-    if (isServiceError(err)) {
-      const rpcCode = (catalog[err.code] as ErrorSpec).rpc
-      if (rpcCode !== undefined && err.status < 500) return refuse(reply, id, new Refusal(SPEC_ERROR_STATUS[rpcCode] ?? 200, err), seen)
-    }
-    throw err
+    return problem ? new Refused(400, problem) : null
   }
 
   /**
@@ -214,7 +185,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   }
 
   /** The ladder up to the precheck: the prepared call and its exchange, or the refusal that answers it. */
-  function check(request: FastifyRequest, message: JsonRpcRequest): Refusal | { prepared: PreparedRequest; def: RequestMethod; exchange: ModernExchange } {
+  function check(request: FastifyRequest, message: JsonRpcRequest): Refused | { prepared: PreparedRequest; def: RequestMethod; exchange: ModernExchange } {
     const meta = metaOf(message)! // a modern route has a claim, so `_meta` is an object
     const refusedEnvelope = envelope(meta)
     if (refusedEnvelope) return refusedEnvelope
@@ -222,12 +193,12 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     const refusedRevision = revision(request, message, version)
     if (refusedRevision) return refusedRevision
     const headerProblem = standardHeadersProblem(request.headers, message.method, message.params, rpc.definition(message.method, 'modern')?.mirroredName)
-    if (headerProblem) return new Refusal(400, headerProblem)
+    if (headerProblem) return new Refused(400, headerProblem)
     const capabilities = meta[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities
     const def = method(message, capabilities)
-    if (def instanceof Refusal) return def
+    if (def instanceof Refused) return def
     const prepared = rpc.prepare(message, 'modern')
-    if (!('def' in prepared)) return new Refusal(200, prepared.failure)
+    if (!('def' in prepared)) return new Refused(200, prepared.failure)
     const refusedHeaders = paramHeaders(request, prepared)
     if (refusedHeaders) return refusedHeaders
     const exchange = new ModernExchange(
@@ -239,11 +210,12 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   }
 
   /**
-   * Runs the call. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28): the call's
-   * signal fires with ClientDisconnected and nothing more is sent. A null response when the call was cancelled.
+   * Runs the admitted call. Closing the connection is the client's cancellation (Streamable HTTP, 2026-07-28): the
+   * call's signal fires with ClientDisconnected and nothing more is sent. Stopped by the shutdown, it is answered at
+   * once, whether or not the handler heeds its signal (rpc/stopping.ts). A null response when it was cancelled.
    */
-  async function run(request: FastifyRequest, reply: FastifyReply, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink, onStop: () => void): Promise<Answer> {
-    const controller = new StoppableCall(onStop)
+  async function run(request: FastifyRequest, reply: FastifyReply, intake: Intake, prepared: PreparedRequest, exchange: ModernExchange, sink: LazyStreamSink, accept: Acceptance): Promise<Outcome> {
+    const controller = intake.stoppable(prepared, ({ response, failure }) => respond(reply, prepared.def, response!, failure, sink, accept))
     let answered = false
     reply.raw.once('close', () => {
       if (answered) return
@@ -252,28 +224,26 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     })
     const authorization = request.headers.authorization
     const authenticateAgain = () => fastify.auth.authenticate(authorization)
-    // In the dispatcher's call table while it runs: the shutdown's finish phase stops it there, and it is answered.
+    // A failure with no JSON-RPC code of its own, before anything was streamed (409 IDEMPOTENCY_CONFLICT), is an HTTP
+    // refusal with the service body, as for sessions.
+    const overHttp = (failure: ServiceError) => sink.stream === null && (catalog[failure.code] as ErrorSpec).rpc === undefined && failure.status >= 400 && failure.status < 500
     try {
-      return await rpc.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller)
+      return await intake.run(prepared, { exchange, principal: request.principal!, sink, log: request.log, authenticateAgain }, controller, overHttp)
     } finally {
       answered = true
     }
   }
 
   /** The answer: JSON when nothing was streamed (and the client takes JSON), else the last event of the SSE stream. */
-  function respond(reply: FastifyReply, def: RequestMethod, id: RequestId, response: JsonRpcResponse, failure: ServiceError | null, sink: LazyStreamSink, accept: Acceptance, seen: Observation | null): FastifyReply {
+  function respond(reply: FastifyReply, def: RequestMethod, response: JsonRpcResponse, failure: ServiceError | null, sink: LazyStreamSink, accept: Acceptance): FastifyReply {
     let answer: JsonRpcResponse
     let status = 200
     if (response.error) {
-      if (failure && sink.stream === null && (catalog[failure.code] as ErrorSpec).rpc === undefined && failure.status >= 400 && failure.status < 500) {
-        throw failure // an HTTP-level refusal raised while running (409 IDEMPOTENCY_CONFLICT): service body
-      }
-      answer = failure ? rpcError(id, failure) : response
+      answer = failure ? { jsonrpc: '2.0', id: response.id, error: toRpcError(failure, 'modern') } : response
       status = SPEC_ERROR_STATUS[answer.error!.code] ?? 200
     } else {
-      answer = { jsonrpc: '2.0', id, result: encode(response.result ?? {}, def.cache) }
+      answer = { jsonrpc: '2.0', id: response.id, result: encode(response.result ?? {}, def.cache) }
     }
-    seen?.answered(answer)
     if (sink.stream === null && accept.json) return sendJsonRpc(reply, answer, status)
     const stream = sink.ensureOpen()
     stream.send(answer)
@@ -281,66 +251,48 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     return reply
   }
 
-  /** One request from its checks to its answer; `seen` records what happened when an observer is set. */
-  async function answer(request: FastifyRequest, reply: FastifyReply, message: JsonRpcRequest, accept: Acceptance, seen: Observation | null): Promise<FastifyReply> {
+  /** A request refused before it ran: its JSON-RPC error under the refusal's HTTP status. */
+  function refuse(reply: FastifyReply, refusal: Refusal): FastifyReply {
+    reply.request.log.debug({ errorCode: refusal.error.code }, 'request refused')
+    return sendJsonRpc(reply, refusal.response, refusal.status)
+  }
+
+  /** One request: the era's checks, then admitted, run and answered through the intake. */
+  async function answer(request: FastifyRequest, reply: FastifyReply, message: JsonRpcRequest, accept: Acceptance, intake: Intake): Promise<FastifyReply> {
     const checked = check(request, message)
-    if (checked instanceof Refusal) return refuse(reply, message.id, checked, seen)
-    const { prepared, def, exchange } = checked
-    if (seen) seen.protocolVersion = exchange.protocolVersion
-    const principal = request.principal!
-    try {
-      // Counted here, where the method is known, with what it declares (a tool's limit): one round trip when shared.
-      const admitted = fastify.rateLimits.admit(request, principal, 0, def.limits?.(prepared.params, principal) ?? null)
-      if (admitted) await admitted
-      const checking = def.precheck?.(prepared.params, { exchange, session: null, principal, requestId: message.id })
-      if (checking) await checking
-    } catch (err) {
-      return failBeforeAnswer(reply, message.id, err, seen)
-    }
+    if (checked instanceof Refused) return refuse(reply, intake.refuse(message, checked.status, checked.error))
+    const { prepared, exchange } = checked
+    intake.servedUnder(exchange.protocolVersion)
+    const admission = intake.admit([prepared], exchange, request.principal!)
+    const admitted = admission instanceof Promise ? await admission : admission
+    if (admitted instanceof Refusal) return refuse(reply, admitted)
     // A stopping server does not wait for a call that would outlast any stop (a deployment, a listen): it is parked.
-    if (def.longLived?.(prepared.params, { exchange, session: null, principal: request.principal!, requestId: message.id }) === true) fastify.shutdown.park(reply.raw)
+    if (admitted[0]!.longLived) fastify.shutdown.park(reply.raw)
     const sink = new LazyStreamSink(accept.sse, () => openStream(reply))
-    // Stopped by the shutdown: answered at once, whether or not the handler heeds its signal (stopping.ts).
-    const stopped = () => {
-      const { response, failure } = failed(message.id, stoppedByShutdown(rpc.describe(prepared)))
-      respond(reply, def, message.id, response!, failure, sink, accept, seen)
-    }
-    const { response, failure } = await run(request, reply, prepared, exchange, sink, stopped)
+    const { response, failure, overHttp } = await run(request, reply, intake, prepared, exchange, sink, accept)
+    if (overHttp) throw overHttp
     if (response === null) {
       // Cancelled: the client is gone, and nothing may be sent for the request any more.
-      seen?.answered(null)
       sink.stream?.end()
       if (!reply.sent && !reply.raw.destroyed) reply.raw.destroy()
       return reply
     }
-    return respond(reply, def, message.id, response, failure, sink, accept, seen)
+    return respond(reply, prepared.def, response, failure, sink, accept)
   }
 
-  /** answer, observed: the observer hears of the answer, or of the HTTP-level refusal (403 scope, 409, 429) instead. */
-  async function answerObserved(observer: RpcObserver, request: FastifyRequest, reply: FastifyReply, message: JsonRpcRequest, accept: Acceptance): Promise<FastifyReply> {
-    const seen = new Observation(observer, request, 'modern', message)
-    try {
-      return await answer(request, reply, message, accept, seen)
-    } catch (err) {
-      seen.refused(err)
-      throw err
-    } finally {
-      seen.end()
-    }
-  }
+
 
   return {
-    // Not async: without an observer the answer's own promise is returned as it is.
-    post(request, reply, route, accept) {
+    // Not async: the answer's own promise is returned as it is.
+    post(request, reply, route, accept, intake) {
       // 2026-07-28 defines no client notifications over Streamable HTTP (a closed stream is the cancellation): a
       // notification is accepted and has no effect.
       if (route.kind === 'notification') {
         const admitted = fastify.rateLimits.admit(request, request.principal!, 0, null)
         return admitted ? admitted.then(() => reply.code(202).send()) : reply.code(202).send()
       }
-      const observer = rpc.observer
-      if (observer === null) return answer(request, reply, route.message, accept, null)
-      return answerObserved(observer, request, reply, route.message, accept)
+      intake.observe(route.message)
+      return answer(request, reply, route.message, accept, intake)
     },
   }
 }

@@ -1,5 +1,5 @@
-import { fail, type ServiceError } from '../../errors/service-error.js'
-import { CallAbort, ServerStopping } from '../../rpc/call-abort.js'
+import { fail, type ServiceError } from '../errors/service-error.js'
+import { CallAbort, ServerStopping } from './call-abort.js'
 
 /**
  * Calls still running when the server stops. The shutdown's drain phase lets the work that can end end and answer (a
