@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto'
-import { Redis, type RedisOptions } from 'ioredis'
-import { Client } from 'pg'
-import { MIGRATED_TEMPLATE, PG_ROLE, readState, stateFile, type BackendsState } from '../setup/backends.js'
+import type { Redis, RedisOptions } from 'ioredis'
+import type { Client } from 'pg'
+import { MIGRATED_TEMPLATE, pgClient, PG_ROLE, readState, stateFile, type BackendsState } from '../setup/backends.js'
 
 /**
  * PostgreSQL and Redis for tests: the throwaway servers tap's `before` started for this run (test/setup/backends.ts).
  * Each test takes its own database and its own Redis key prefix, both removed at its teardown, so the two parallel test
- * files and the tests within them never see each other's data.
+ * files and the tests within them never see each other's data. pg and ioredis load on first use: most test files take
+ * neither.
  */
 
 interface Teardown {
@@ -30,6 +31,7 @@ export function backends(): BackendsState {
 
 /** A connection as service_mcp to the `postgres` database, for CREATE and DROP DATABASE; closed after `fn`. */
 async function asAdmin<T>(fn: (client: Client) => Promise<T>): Promise<T> {
+  const { Client } = await pgClient()
   const client = new Client({ connectionString: backends().postgresUrl })
   await client.connect()
   try {
@@ -57,6 +59,7 @@ export async function postgresDatabase(t: Teardown, options: { migrated?: boolea
 
 /** A connected client to `url`, ended at teardown (before the database is dropped: teardowns run last first). */
 export async function postgresClient(t: Teardown, url: string): Promise<Client> {
+  const { Client } = await pgClient()
   const client = new Client({ connectionString: url })
   await client.connect()
   t.teardown(() => client.end())
@@ -89,6 +92,7 @@ export function redisPrefix(t: Teardown): string {
 
 /** A short-lived connection that fails fast instead of retrying, closed after `fn`. */
 async function withRedis<T>(fn: (redis: Redis) => Promise<T>): Promise<T> {
+  const { Redis } = await import('ioredis')
   const redis = new Redis(redisUrl(), { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null })
   await redis.connect()
   try {
@@ -123,6 +127,7 @@ function deleteRedisKeys(prefix: string): Promise<void> {
 
 /** An ioredis connection to this run's Redis, closed at teardown. */
 export async function redisClient(t: Teardown, options: RedisOptions = {}): Promise<Redis> {
+  const { Redis } = await import('ioredis')
   const redis = new Redis(redisUrl(), { lazyConnect: true, maxRetriesPerRequest: 1, ...options })
   await redis.connect()
   t.teardown(() => redis.disconnect())

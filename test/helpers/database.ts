@@ -1,10 +1,11 @@
 import Database from 'better-sqlite3'
-import pg from 'pg'
+import type pg from 'pg'
 import { openRepos } from '../../src/db/open-repos.js'
 import { openDatabase } from '../../src/db/sqlite/client.js'
 import { createRepos } from '../../src/db/sqlite/repos.js'
 import { type Repos } from '../../src/db/repos/index.js'
 import { isPostgresUrl } from '../../src/lib/database-url.js'
+import { pgClient } from '../setup/backends.js'
 
 /**
  * A test server's database, read from outside the server, whichever backend it runs on (SERVICE_TEST_DATABASE): rows
@@ -25,14 +26,17 @@ export interface Rows {
 
 /** int8 (count(*), the millisecond times) as numbers, as SQLite and the server's store read them. */
 const INT8 = 20
-const numbers = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? Number : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
+function numbers(types: typeof pg.types) {
+  return {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? Number : types.getTypeParser(oid, format as 'text'))) as typeof types.getTypeParser,
+  }
 }
 
 /** A read-only SQLite connection or a PostgreSQL client on the server's database, closed at teardown. */
 export async function databaseRows(t: Teardown, server: { dbPath: string }): Promise<Rows> {
   if (isPostgresUrl(server.dbPath)) {
-    const client = new pg.Client({ connectionString: server.dbPath, types: numbers })
+    const pg = await pgClient()
+    const client = new pg.Client({ connectionString: server.dbPath, types: numbers(pg.types) })
     await client.connect()
     t.teardown(() => client.end())
     const all = async <R>(sql: string, ...params: unknown[]): Promise<R[]> => {
@@ -69,6 +73,7 @@ export async function otherRepos(t: Teardown, server: { dbPath: string }): Promi
  * secret stored in the clear must look through. (On SQLite, tests read the file's bytes instead.)
  */
 export async function postgresTableText(t: Teardown, url: string): Promise<string> {
+  const pg = await pgClient()
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   t.teardown(() => client.end())

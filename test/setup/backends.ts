@@ -16,7 +16,6 @@ import {
 import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { Client } from 'pg'
 import { freePort } from '../helpers/ports.js'
 import { ROOT } from '../helpers/root.js'
 
@@ -237,6 +236,7 @@ async function startPostgres(pgBin: string, dir: string, timings: Record<string,
 }
 
 async function createRole(port: number): Promise<void> {
+  const { Client } = await pgClient()
   const client = new Client({ host: '127.0.0.1', port, user: PG_SUPERUSER, database: 'postgres' })
   await client.connect()
   try {
@@ -402,6 +402,7 @@ export async function stopBackends(runnerPid: number): Promise<Record<string, nu
  */
 export async function createMigratedTemplate(postgresUrl: string): Promise<void> {
   const { openPostgres } = await import('../../src/db/postgres/client.js')
+  const { Client } = await pgClient()
   const admin = new Client({ connectionString: postgresUrl })
   await admin.connect()
   try {
@@ -414,4 +415,12 @@ export async function createMigratedTemplate(postgresUrl: string): Promise<void>
   // Closed before any copy: PostgreSQL copies a database only while nobody is connected to it.
   const handle = await openPostgres(url.href)
   await handle.close()
+}
+
+/**
+ * pg, loaded when a PostgreSQL server is set up: this module is also read by every test file for the run's state
+ * (readState), and most of them never talk to PostgreSQL (pg and ioredis are about 280 ms of each process's start).
+ */
+export async function pgClient(): Promise<typeof import('pg').default> {
+  return (await import('pg')).default
 }
