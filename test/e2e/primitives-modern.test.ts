@@ -39,6 +39,7 @@ import {
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 import { assertNotification, assertResponse } from '../helpers/spec-schema.js'
+import { ManualClock } from '../helpers/clock.js'
 import { messagesOf, sleep, type LiveStream } from '../helpers/stream.js'
 
 const REV = '2026-07-28' as const
@@ -53,9 +54,10 @@ interface Served {
   orgId: string
 }
 
-async function serve(t: Test, config: Partial<Config> = {}): Promise<Served> {
+async function serve(t: Test, config: Partial<Config> = {}, clock?: ManualClock): Promise<Served> {
   const defs = primitives()
   const server = await startServer(t, {
+    ...(clock ? { clock } : {}),
     tools: defs.tools,
     resources: defs.resources,
     prompts: defs.prompts,
@@ -449,12 +451,21 @@ t.test('resources/subscribe and resources/unsubscribe do not exist in 2026-07-28
   }
 })
 
+// The deadline sealed into the state is the server's clock's (docs/decisions/clock.md): the answer is given 1 ms
+// before it, then at it.
 t.test('an answer after the question expired: INPUT_TIMEOUT', async (t) => {
-  const served = await serve(t, { elicitationTimeoutMs: 150 })
+  const ELICIT_MS = 600_000
+  const clock = new ManualClock()
+  const served = await serve(t, { elicitationTimeoutMs: ELICIT_MS }, clock)
   const ELICITING = { elicitation: {} }
   const state = await asked(t, served, 'resources/read', { uri: URI.asking }, ELICITING, { elicit: { method: 'elicitation/create', params: { mode: 'form', message: 'Which color?', requestedSchema: ELICIT_COLOR } } })
-  await sleep(250)
-  const err = await error(t, served, 'resources/read', { uri: URI.asking, requestState: state, inputResponses: { elicit: { action: 'accept', content: { color: 'red' } } } }, { capabilities: ELICITING })
+  const answer = { uri: URI.asking, requestState: state, inputResponses: { elicit: { action: 'accept', content: { color: 'red' } } } }
+  await clock.advance(ELICIT_MS - 1)
+  const inTime = await result(t, served, 'resources/read', answer, { capabilities: ELICITING })
+  t.not(inTime?.resultType, 'input_required', '1 ms before the deadline, the answer is taken (not asked for again)')
+  t.ok(Array.isArray(inTime?.contents), 'and the resource is read')
+  await clock.advance(1)
+  const err = await error(t, served, 'resources/read', answer, { capabilities: ELICITING })
   t.equal(err.code, -31000, 'a code of its own outside the reserved range')
   t.equal(err.data?.code, 'INPUT_TIMEOUT')
 })
