@@ -554,7 +554,10 @@ t.test('subscriptions/listen: resource updates, prompt, resource and tool list c
 })
 
 t.test('subscriptions/listen: a member who may no longer read a resource stops hearing of its updates', async (t) => {
-  const served = await serve(t, { listenCheckMs: 40 })
+  // The stream's checks run at the server's clock's intervals (docs/decisions/clock.md): the test moves it to the next.
+  const CHECK_MS = 30_000
+  const clock = new ManualClock()
+  const served = await serve(t, { listenCheckMs: CHECK_MS }, clock)
   const { server, orgId } = served
   const admin = await createMember(server, { role: 'admin' })
   const live = await listen(t, served, { resourceSubscriptions: [URI.admin, URI.text], toolsListChanged: true }, 'demoted', admin.key)
@@ -566,7 +569,8 @@ t.test('subscriptions/listen: a member who may no longer read a resource stops h
   server.app.tools.add(defineTool({ name: 'admins_only', title: 'Admins', description: 'For admins', inputSchema: { type: 'object' }, scope: 'mcp:read', role: 'admin', handler: () => toolResult([text('a')]) }))
   await live.waitFor(() => messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'the tool change')
   await server.app.repos.memberships.upsert({ userId: admin.user.id, organizationId: orgId, role: 'viewer' })
-  await live.waitFor(() => messagesOf(live).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the demotion seen by the stream')
+  await clock.advance(CHECK_MS)
+  await live.waitFor(() => messagesOf(live).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the demotion seen by the stream at its next check')
   server.app.resources.updated(URI.admin, orgId)
   server.app.resources.updated(URI.text, orgId)
   await live.waitFor(() => messagesOf(live).some((m) => m.params?.uri === URI.text), 3000, 'the readable update')
