@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import { systemClock } from '../lib/clock.js'
 import { HeartbeatRegistry } from '../lib/sse.js'
 import { CancelledByClient } from '../rpc/call-abort.js'
 import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
@@ -94,10 +95,12 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
 
   // Keys revoked by another process (the CLI) end their sessions, and close their streams, within one sweep interval
   // even if the revoked key is never presented again.
-  let revocationsCheckedAt = clock.now()
+  // The revocation times compared here are written by another process (the CLI) with the system clock, so they are
+  // compared with the system clock too (docs/decisions/clock.md); only the watch's interval is the server's clock.
+  let revocationsCheckedAt = systemClock.now()
   const checkRevocations = async () => {
     const since = revocationsCheckedAt
-    revocationsCheckedAt = clock.now()
+    revocationsCheckedAt = systemClock.now()
     try {
       for (const id of await repos.apiKeys.revokedSince(since - 1000)) auth.revoked(`key:${id}`)
     } catch (err) {
