@@ -8,7 +8,9 @@ import t, { type Test } from 'tap'
 import type { TestServer } from '../helpers/server.js'
 import { tempDatabase } from '../helpers/server.js'
 import { createKey, createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
+import { TASK_SWEEP_MS } from '../../src/plugins/tasks/index.js'
 import { ManualClock } from '../helpers/clock.js'
+import { until } from '../helpers/stream.js'
 import { ELICITING, LOG_LEVEL_KEY, modernCall, modernPost, TASKS_EXTENSION, WITH_TASKS, type ModernOptions } from '../helpers/modern.js'
 import { answered, ask, deploymentCount, deploymentRow, failureText, poll, seedApp, serveModern } from '../helpers/modern-runs.js'
 import type { RpcReply } from '../helpers/mcp.js'
@@ -356,4 +358,12 @@ t.test('an expired task is gone', async (t) => {
   await clock.advance(1)
   rpcErrorOf(t, await taskCall(server, 'tasks/get', handle.taskId), 200, -32602, 'INVALID_PARAMS', 'tasks/get after ttlMs')
   rpcErrorOf(t, await taskCall(server, 'tasks/cancel', handle.taskId), 200, -32602, 'INVALID_PARAMS', 'tasks/cancel after ttlMs')
+
+  // Expired and ended, its row is purged by the sweep (every 10 minutes of the server's clock since it started).
+  const row = () => server.app.repos.tasks.byId(handle.taskId, 0)
+  await until(async () => (await row())?.status === 'completed', 10_000, 'the task to complete (its pipeline runs in real time)')
+  await clock.advance(TASK_SWEEP_MS - TTL_MS - 1)
+  t.ok(await row(), 'the expired row is kept until the sweep')
+  await clock.advance(1)
+  t.equal(await row(), undefined, 'the sweep purged it')
 })

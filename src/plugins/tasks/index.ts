@@ -17,7 +17,7 @@ declare module 'fastify' {
 }
 
 /** How often expired tasks are purged (expired ones are invisible before that). */
-const TASK_SWEEP_MS = 10 * 60 * 1000
+export const TASK_SWEEP_MS = 10 * 60 * 1000
 
 /**
  * The tasks extension (`io.modelcontextprotocol/tasks`, 2026-07-28) for clients that declare it in a request's
