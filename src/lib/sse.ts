@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import { randomBytes } from 'node:crypto'
+import { systemClock, type Clock, type ClockTimer } from './clock.js'
 import { messageJson } from './message-json.js'
 import type { JsonRpcMessage } from '../rpc/types.js'
 
@@ -216,16 +217,20 @@ export function parseEventId(value: unknown): { stream: string; seq: number } | 
  */
 export class HeartbeatRegistry {
   private readonly streams = new Set<SseStream>()
-  private timer: NodeJS.Timeout | null = null
+  private timer: ClockTimer | null = null
 
-  constructor(private readonly intervalMs: number) {}
+  /** @param clock schedules the beats (docs/decisions/clock.md). */
+  constructor(
+    private readonly intervalMs: number,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   add(stream: SseStream): void {
     if (this.streams.has(stream)) return
     this.streams.add(stream)
     stream.onClose(() => this.streams.delete(stream))
     if (!this.timer) {
-      this.timer = setInterval(() => this.beat(), this.intervalMs)
+      this.timer = this.clock.setInterval(() => this.beat(), this.intervalMs)
       this.timer.unref()
     }
   }
@@ -237,13 +242,13 @@ export class HeartbeatRegistry {
   private beat(): void {
     for (const s of this.streams) s.heartbeat()
     if (this.streams.size === 0 && this.timer) {
-      clearInterval(this.timer)
+      this.clock.clearTimer(this.timer)
       this.timer = null
     }
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer)
+    this.clock.clearTimer(this.timer ?? undefined)
     this.timer = null
   }
 }

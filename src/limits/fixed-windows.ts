@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { LimiterName } from '../errors/service-error.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import { RateStoreUnavailable, redisAnswer } from './redis-answer.js'
 
 /**
@@ -33,11 +34,14 @@ export interface DeclaredLimit {
 export class RateLimiter {
   readonly #windows = new Map<string, { count: number; resetAt: number }>()
 
+  /** @param clock decides when a window starts and resets (docs/decisions/clock.md). */
+  constructor(readonly clock: Clock = systemClock) {}
+
   /**
    * Counts `cost` requests (a batch counts each of its messages). Null when they all fit the window (nothing is
    * allocated on that path, taken by every request); otherwise the refusal, and nothing is counted.
    */
-  take(key: string, limit: number, windowMs: number, now = Date.now(), cost = 1): RateDecision | null {
+  take(key: string, limit: number, windowMs: number, now = this.clock.now(), cost = 1): RateDecision | null {
     let w = this.#windows.get(key)
     if (w === undefined || w.resetAt <= now) {
       w = { count: 0, resetAt: now + windowMs }
@@ -55,7 +59,7 @@ export class RateLimiter {
    * Takes back `cost` that `take` counted in the current window: when a request counted in one window is then refused
    * by another, it counts in neither.
    */
-  giveBack(key: string, cost = 1, now = Date.now()): void {
+  giveBack(key: string, cost = 1, now = this.clock.now()): void {
     const w = this.#windows.get(key)
     if (w !== undefined && w.resetAt > now) w.count = Math.max(0, w.count - cost)
   }
@@ -64,14 +68,14 @@ export class RateLimiter {
    * Counts one request when it fits: the decision either way, with what is left of the window (for the
    * X-RateLimit-Remaining of an endpoint's every answer).
    */
-  count(key: string, limit: number, windowMs: number, now = Date.now()): RateDecision {
+  count(key: string, limit: number, windowMs: number, now = this.clock.now()): RateDecision {
     const refused = this.take(key, limit, windowMs, now)
     if (refused !== null) return refused
     const w = this.#windows.get(key)!
     return { allowed: true, limit, remaining: limit - w.count, retryAfter: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) }
   }
 
-  sweep(now = Date.now()): void {
+  sweep(now = this.clock.now()): void {
     for (const [key, w] of this.#windows) if (w.resetAt <= now) this.#windows.delete(key)
   }
 

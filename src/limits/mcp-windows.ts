@@ -58,7 +58,7 @@ export class McpWindows {
     const keys = this.#keysOf(principal)
     const local = this.#store.local
     const window = this.#config.rateLimitWindowMs
-    const now = Date.now()
+    const now = local.clock.now()
     const member = local.take(keys.member, mcpMember.limit(this.#config, principal), window, now, cost)
     if (member !== null) throw mcpMember.refusal(principal, member)
     const org = local.take(keys.organization, mcpOrganization.limit(this.#config), window, now, cost)

@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../lib/clock.js'
 import type { FastifyBaseLogger } from 'fastify'
 
 /** Redis could not be asked (connection down) or did not answer in time: the caller decides what to do without it. */
@@ -42,13 +43,17 @@ export class RedisOutage {
   #down = false
   #warnedAt = -Infinity
 
-  constructor(log: Pick<FastifyBaseLogger, 'warn' | 'info'>, everyMs = SHARED_WARNING_EVERY_MS) {
+  readonly #clock: Clock
+
+  /** @param clock spaces the warnings (docs/decisions/clock.md). */
+  constructor(log: Pick<FastifyBaseLogger, 'warn' | 'info'>, everyMs = SHARED_WARNING_EVERY_MS, clock: Clock = systemClock) {
     this.#log = log
     this.#everyMs = everyMs
+    this.#clock = clock
   }
 
   /** Redis did not answer a check of `what` (a limit's name); the caller counts in this process instead. */
-  failed(what: string, err: unknown, now = Date.now()): void {
+  failed(what: string, err: unknown, now = this.#clock.now()): void {
     this.#down = true
     if (now - this.#warnedAt < this.#everyMs) return
     this.#warnedAt = now

@@ -1,3 +1,5 @@
+import { systemClock, type Clock } from '../lib/clock.js'
+
 /**
  * Password guessing, slowed down. Failed sign-ins are counted per account (the normalized email, whether or not such a
  * user exists, so the throttle says nothing about which accounts exist) and per client address. The first
@@ -122,7 +124,11 @@ export class SignInThrottle {
   readonly #accounts: FailureCounter
   readonly #addresses: FailureCounter
 
-  constructor(settings: SignInThrottleSettings) {
+  /** @param clock decides how long a failure delays the next attempt (docs/decisions/clock.md). */
+  constructor(
+    settings: SignInThrottleSettings,
+    private readonly clock: Clock = systemClock,
+  ) {
     const s = { maxKeys: DEFAULT_MAX_KEYS, ...settings }
     this.#accounts = new FailureCounter(s.freeAttempts, s)
     this.#addresses = new FailureCounter(s.addressFreeAttempts, s)
@@ -132,7 +138,7 @@ export class SignInThrottle {
    * Lets an attempt through (counting it as a failure until `succeeded`) or refuses it with how long to wait. A null
    * account (no usable email) is limited by its address alone.
    */
-  begin(account: string | null, address: string, now = Date.now()): SignInGate {
+  begin(account: string | null, address: string, now = this.clock.now()): SignInGate {
     const accountWait = account === null ? 0 : this.#accounts.waitLeft(account, now)
     const addressWait = this.#addresses.waitLeft(address, now)
     if (accountWait > 0 || addressWait > 0) {
@@ -150,7 +156,7 @@ export class SignInThrottle {
   }
 
   /** Forgets keys whose failures no longer matter. */
-  sweep(now = Date.now()): void {
+  sweep(now = this.clock.now()): void {
     this.#accounts.sweep(now)
     this.#addresses.sweep(now)
   }

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Config } from '../config.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import { RateLimiter, RedisRateLimiter, type RateDecision } from './fixed-windows.js'
 import { MemoryHeldOpen, RedisHeldOpen, SharedHeldOpen, type HeldOpen } from './held-open.js'
 import { signInThrottleSettings, type NamedWindow } from './named.js'
@@ -39,13 +40,20 @@ export interface LimitsStoreOptions {
   key(name: string): string
   /** The lease of a held-open slot in Redis (tests shorten it). */
   leaseMs?: number
+  /**
+   * The server's clock: this process's windows, sign-in delays and their sweep (docs/decisions/clock.md). What lives
+   * in Redis (its windows' expiry, held-open leases, the shared sign-in throttle) is compared between processes, so it
+   * keeps the system clock every process shares.
+   */
+  clock?: Clock
 }
 
 export function openLimitsStore(options: LimitsStoreOptions): LimitsStore {
   const { config, redis } = options
-  const outage = new RedisOutage(options.log)
-  const local = new RateLimiter()
-  const sweep = setInterval(() => local.sweep(), Math.max(1000, config.rateLimitWindowMs))
+  const clock = options.clock ?? systemClock
+  const outage = new RedisOutage(options.log, undefined, clock)
+  const local = new RateLimiter(clock)
+  const sweep = clock.setInterval(() => local.sweep(), Math.max(1000, config.rateLimitWindowMs))
   sweep.unref()
   const heldHere = new MemoryHeldOpen()
   if (redis === null) {
@@ -55,9 +63,9 @@ export function openLimitsStore(options: LimitsStoreOptions): LimitsStore {
       name: (key) => key,
       outage,
       held: heldHere,
-      signIn: new SignInThrottle(signInThrottleSettings(config)),
+      signIn: new SignInThrottle(signInThrottleSettings(config), clock),
       count: (window, key) => local.count(window.prefix + key, window.limit, window.windowMs),
-      close: () => clearInterval(sweep),
+      close: () => clock.clearTimer(sweep),
     }
   }
   const timeoutMs = SHARED_CHECK_TIMEOUT_MS
@@ -90,7 +98,7 @@ export function openLimitsStore(options: LimitsStoreOptions): LimitsStore {
       })
     },
     close() {
-      clearInterval(sweep)
+      clock.clearTimer(sweep)
       heldInRedis.stop()
     },
   }

@@ -54,7 +54,7 @@ declare module 'fastify' {
  */
 const rateLimitsPlugin: FastifyPluginAsync = async (fastify) => {
   const { config, coordination } = fastify
-  const store = openLimitsStore({ config, log: fastify.log, redis: coordination.redis, key: (k) => coordination.key(k) })
+  const store = openLimitsStore({ config, log: fastify.log, redis: coordination.redis, key: (k) => coordination.key(k), clock: fastify.clock })
   fastify.decorate('limits', store)
   fastify.addHook('onClose', async () => store.close())
   const windows = new McpWindows(store, config)

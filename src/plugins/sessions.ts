@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import { systemClock } from '../lib/clock.js'
 import { HeartbeatRegistry } from '../lib/sse.js'
 import { CancelledByClient } from '../rpc/call-abort.js'
 import { atLeast, isLegacyProtocolVersion, LATEST_LEGACY_PROTOCOL_VERSION, type LogLevel, type RequestId } from '../rpc/types.js'
@@ -54,8 +55,8 @@ export function sessionCapabilities(declared: Record<string, unknown>): Record<s
  * organization), `notifications/initialized`, `ping`, `logging/setLevel` and `notifications/cancelled`.
  */
 const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
-  const { config, rpc, repos, auth, coordination } = fastify
-  const streams = new SessionStreams()
+  const { config, rpc, repos, auth, coordination, clock } = fastify
+  const streams = new SessionStreams(clock)
   const store: SessionStore = new SessionStore(repos, {
     idleMs: config.sessionIdleMs,
     sweepMs: config.sessionSweepMs,
@@ -63,6 +64,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     shared: coordination.shared,
     announce: (news) => relay.tell(news),
     holdsLive: (id) => rpc.holdsCalls(id) || streams.holds(id),
+    clock,
   }, fastify.log)
   // A session that stops here stops what this process holds of it: its calls (the dispatcher's), then its streams.
   store.onStopped((session, reason) => {
@@ -81,7 +83,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
     forwardTimeoutMs: FORWARD_TIMEOUT_MS,
   })
   await relay.start()
-  const heartbeats = new HeartbeatRegistry(config.heartbeatMs)
+  const heartbeats = new HeartbeatRegistry(config.heartbeatMs, clock)
   fastify.decorate('sessions', store)
   fastify.decorate('sessionRelay', relay)
   fastify.decorate('sessionStreams', streams)
@@ -93,18 +95,20 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
 
   // Keys revoked by another process (the CLI) end their sessions, and close their streams, within one sweep interval
   // even if the revoked key is never presented again.
-  let revocationsCheckedAt = Date.now()
+  // The revocation times compared here are written by another process (the CLI) with the system clock, so they are
+  // compared with the system clock too (docs/decisions/clock.md); only the watch's interval is the server's clock.
+  let revocationsCheckedAt = systemClock.now()
   const checkRevocations = async () => {
     const since = revocationsCheckedAt
-    revocationsCheckedAt = Date.now()
+    revocationsCheckedAt = systemClock.now()
     try {
       for (const id of await repos.apiKeys.revokedSince(since - 1000)) auth.revoked(`key:${id}`)
     } catch (err) {
       fastify.log.error({ err }, 'could not check for revoked keys')
     }
   }
-  // A timer cannot wait: checkRevocations reports its own failure.
-  const revocationWatch = setInterval(() => void checkRevocations(), config.sessionSweepMs)
+  // checkRevocations reports its own failure: the system clock does not wait for it (a manual one does, lib/clock.ts).
+  const revocationWatch = clock.setInterval(checkRevocations, config.sessionSweepMs)
   revocationWatch.unref()
 
   // List changes reach sessions on their GET stream (the 2025 revisions' place for messages about no request).
@@ -125,7 +129,7 @@ const sessionsPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.shutdown.onFinish(() => {
     unsubscribe()
     relay.stop()
-    clearInterval(revocationWatch)
+    clock.clearTimer(revocationWatch)
     heartbeats.stop()
   })
   // Sessions end (and their streams close) once the calls in flight have answered: the drain let the work that can end

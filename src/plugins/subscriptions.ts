@@ -57,7 +57,7 @@ interface Subscription {
  * when it shuts down or the credential stops being valid. Heartbeats keep idle streams open through proxies.
  */
 const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
-  const { rpc, config, events, auth } = fastify
+  const { rpc, config, events, auth, clock } = fastify
   const open = new Set<Subscription>()
   // A member's open streams (listenStreams), held in the limits store: counted across processes when Redis is shared.
   const held = fastify.limits.held
@@ -78,8 +78,12 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
     params: { ...params, _meta: { [SUBSCRIPTION_ID_META_KEY]: sub.id } },
   })
 
-  /** Re-authenticates each stream: ends the ones whose credential lapsed, tells the others when their tools changed. */
-  function check(): void {
+  /**
+   * Re-authenticates each stream: ends the ones whose credential lapsed, tells the others when their tools changed.
+   * Returns the checks that wait for the database (they report their own failures), for a manual clock to wait for.
+   */
+  function check(): Promise<void> | undefined {
+    const pending: Promise<void>[] = []
     for (const sub of open) {
       let again: Principal | Promise<Principal>
       try {
@@ -94,10 +98,11 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       }
       // A credential the cache no longer holds is verified against the database; a timer cannot wait, so the stream
       // is checked once it is (unless it ended meanwhile).
-      void again.then((principal) => {
+      pending.push(again.then((principal) => {
         if (open.has(sub)) recheck(sub, principal)
-      }, () => sub.end(true)).catch((err: unknown) => fastify.log.error({ err }, 'could not check a subscriptions/listen stream'))
+      }, () => sub.end(true)).catch((err: unknown) => fastify.log.error({ err }, 'could not check a subscriptions/listen stream')))
     }
+    return pending.length === 0 ? undefined : Promise.all(pending).then(() => {})
   }
 
   /** A stream whose credential is still valid, for `principal`: tells it when the tools or prompts it may see changed. */
@@ -118,7 +123,8 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       }
     }
   }
-  const timer = setInterval(check, config.listenCheckMs)
+  // The server's clock (docs/decisions/clock.md): a test moves it past a check instead of waiting for one.
+  const timer = clock.setInterval(check, config.listenCheckMs)
   timer.unref()
 
   const concerns = (sub: Subscription, organizationId: string | null) => organizationId === null || sub.principal.organizationId === organizationId
@@ -160,7 +166,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
   })
 
   fastify.shutdown.onFinish(async () => {
-    clearInterval(timer)
+    clock.clearTimer(timer)
     unsubscribe()
     for (const sub of [...open]) sub.end(true)
     // Let the front-end write each listen result before the connections close.

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Repos } from '../db/repos/index.js'
 import type { SessionRow } from '../db/repos/sessions.js'
 import { fail } from '../errors/service-error.js'
+import { systemClock, type Clock, type ClockTimer } from '../lib/clock.js'
 import { newSessionId } from '../lib/crypto.js'
 import { isLegacyProtocolVersion, LOG_LEVELS, type LegacyProtocolVersion, type LogLevel } from '../rpc/types.js'
 import type { SessionView } from '../rpc/exchange.js'
@@ -25,6 +26,8 @@ export interface SessionStoreOptions {
    * in memory when the quiet ones are forgotten (forgetQuiet).
    */
   holdsLive?: (sessionId: string) => boolean
+  /** Idle time and the flush and sweep timers are measured by it (docs/decisions/clock.md); default the system's. */
+  clock?: Clock
 }
 
 /**
@@ -65,14 +68,17 @@ export class SessionStore {
   private readonly waiting = new Map<string, { resolve(): void; reject(err: Error): void }>()
   private saveScheduled = false
   private readonly stopListeners: SessionStopListener[] = []
-  private flushTimer: NodeJS.Timeout | null = null
-  private sweepTimer: NodeJS.Timeout | null = null
+  private flushTimer: ClockTimer | null = null
+  private sweepTimer: ClockTimer | null = null
+  private readonly clock: Clock
 
   constructor(
     private readonly repos: Repos,
     private readonly options: SessionStoreOptions,
     private readonly log: FastifyBaseLogger,
-  ) {}
+  ) {
+    this.clock = options.clock ?? systemClock
+  }
 
   /** Adds a listener told when a session stops here (SessionStopListener). */
   onStopped(listener: SessionStopListener): void {
@@ -80,16 +86,16 @@ export class SessionStore {
   }
 
   start(): void {
-    // Timers cannot wait: each run reports its own failure.
-    this.flushTimer = setInterval(() => void this.flush().catch((err: unknown) => this.log.error({ err }, 'could not flush sessions')), this.options.touchFlushMs)
+    // Each run reports its own failure: the system clock does not wait for it (a manual one does, lib/clock.ts).
+    this.flushTimer = this.clock.setInterval(() => this.flush().catch((err: unknown) => this.log.error({ err }, 'could not flush sessions')), this.options.touchFlushMs)
     this.flushTimer.unref()
-    this.sweepTimer = setInterval(() => void this.sweep().catch((err: unknown) => this.log.error({ err }, 'could not sweep sessions')), this.options.sweepMs)
+    this.sweepTimer = this.clock.setInterval(() => this.sweep().then(() => {}, (err: unknown) => this.log.error({ err }, 'could not sweep sessions')), this.options.sweepMs)
     this.sweepTimer.unref()
   }
 
   async stop(): Promise<void> {
-    if (this.flushTimer) clearInterval(this.flushTimer)
-    if (this.sweepTimer) clearInterval(this.sweepTimer)
+    this.clock.clearTimer(this.flushTimer ?? undefined)
+    this.clock.clearTimer(this.sweepTimer ?? undefined)
     this.flushTimer = this.sweepTimer = null
     await this.flush() // saves unsaved sessions too
     for (const s of this.live.values()) this.tellStopped(s, 'server shutting down')
@@ -105,7 +111,7 @@ export class SessionStore {
     return this.live.values()
   }
 
-  create(input: NewSession, now = Date.now()): Session {
+  create(input: NewSession, now = this.clock.now()): Session {
     const row: SessionRow = {
       id: newSessionId(),
       credential: input.credential,
@@ -190,7 +196,7 @@ export class SessionStore {
    * The live session with this id, or undefined when unknown, ended or idle for too long. A session in memory is
    * answered at once (the path of every request of a session); one that must be read from the database, with a promise.
    */
-  get(id: string, now = Date.now()): Session | undefined | Promise<Session | undefined> {
+  get(id: string, now = this.clock.now()): Session | undefined | Promise<Session | undefined> {
     const session = this.live.get(id)
     if (!session) return this.load(id, now)
     if (this.options.shared && this.idle(session, now)) return this.recheck(session, now)
@@ -239,7 +245,7 @@ export class SessionStore {
   }
 
   /** Restarts the idle timer. */
-  touch(session: Session, now = Date.now()): void {
+  touch(session: Session, now = this.clock.now()): void {
     session.lastSeenAt = now
     this.live.delete(session.id)
     this.live.set(session.id, session)
@@ -251,7 +257,7 @@ export class SessionStore {
     if (view.initialized) return
     const session = this.live.get(view.id)
     if (session) session.initialized = true
-    const now = Date.now()
+    const now = this.clock.now()
     const row = this.unsaved.get(view.id)
     if (row) row.initializedAt = now
     else await this.repos.sessions.markInitialized(view.id, now)
@@ -310,7 +316,7 @@ export class SessionStore {
   async close(session: Session, reason = 'session closed'): Promise<void> {
     // A session closed before it was saved never reaches the database.
     if (this.unsaved.delete(session.id)) this.settle(session.id)
-    else await this.repos.sessions.end(session.id, Date.now())
+    else await this.repos.sessions.end(session.id, this.clock.now())
     this.drop(session, reason)
     this.options.announce?.({ kind: 'closed', session: session.id, reason })
   }
@@ -334,7 +340,7 @@ export class SessionStore {
   /** The credential was revoked: every session bound to it ends, with its streams. */
   async endByCredential(credential: string, reason = 'credential revoked'): Promise<number> {
     await this.saveNew()
-    const ids = await this.repos.sessions.endByCredential(credential, Date.now())
+    const ids = await this.repos.sessions.endByCredential(credential, this.clock.now())
     // Every session in memory has a live row, so the ids the database ended are all that must be dropped here.
     for (const id of ids) {
       const s = this.live.get(id)
@@ -361,7 +367,7 @@ export class SessionStore {
   }
 
   /** Expires idle sessions from the head of the activity order, then purges ended and idle rows. */
-  async sweep(now = Date.now()): Promise<number> {
+  async sweep(now = this.clock.now()): Promise<number> {
     let expired = 0
     const idle: Session[] = []
     for (const session of this.live.values()) {

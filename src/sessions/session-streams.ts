@@ -1,3 +1,4 @@
+import { systemClock, type Clock, type ClockTimer } from '../lib/clock.js'
 import type { SseStream } from '../lib/sse.js'
 import type { JsonRpcNotification } from '../rpc/types.js'
 
@@ -5,7 +6,7 @@ import type { JsonRpcNotification } from '../rpc/types.js'
 class StreamsOfSession {
   readonly open = new Set<SseStream>()
   /** Ended streams whose client was not connected at the end: kept a while so it can resume and read the rest. */
-  readonly retained = new Map<string, { stream: SseStream; timer: NodeJS.Timeout }>()
+  readonly retained = new Map<string, { stream: SseStream; timer: ClockTimer }>()
   standalone: SseStream | null = null
 
   get empty(): boolean {
@@ -21,6 +22,9 @@ class StreamsOfSession {
  */
 export class SessionStreams {
   readonly #bySession = new Map<string, StreamsOfSession>()
+
+  /** @param clock times the retention of ended streams (docs/decisions/clock.md). */
+  constructor(private readonly clock: Clock = systemClock) {}
 
   /** A stream opened for the session; `standalone` replaces (and ends) the session's previous standalone stream. */
   add(sessionId: string, stream: SseStream, standalone = false): void {
@@ -43,7 +47,7 @@ export class SessionStreams {
     streams.open.delete(stream)
     if (streams.standalone === stream) streams.standalone = null
     if (retain !== null) {
-      const timer = setTimeout(() => this.forgetRetained(sessionId, stream.id), retain.ms)
+      const timer = this.clock.setTimeout(() => this.forgetRetained(sessionId, stream.id), retain.ms)
       timer.unref()
       streams.retained.set(stream.id, { stream, timer })
     }
@@ -63,7 +67,7 @@ export class SessionStreams {
     const streams = this.#bySession.get(sessionId)
     const retained = streams?.retained.get(streamId)
     if (!streams || !retained) return
-    clearTimeout(retained.timer)
+    this.clock.clearTimer(retained.timer)
     streams.retained.delete(streamId)
     this.#release(sessionId, streams)
   }
@@ -95,7 +99,7 @@ export class SessionStreams {
     this.#bySession.delete(sessionId)
     for (const s of streams.open) s.end()
     streams.open.clear()
-    for (const r of streams.retained.values()) clearTimeout(r.timer)
+    for (const r of streams.retained.values()) this.clock.clearTimer(r.timer)
     streams.retained.clear()
     streams.standalone = null
   }

@@ -12,7 +12,6 @@
  * Unrelated clients keep being served (whileServed) while the floods run.
  */
 import { createPrivateKey } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { registerClient as sdkRegisterClient } from '@modelcontextprotocol/sdk/client/auth.js'
 import { TemporarilyUnavailableError } from '@modelcontextprotocol/sdk/server/auth/errors.js'
 import { OAuthErrorResponseSchema } from '@modelcontextprotocol/sdk/shared/auth.js'
@@ -24,6 +23,7 @@ import { hashPassword, sha256Hex } from '../../src/lib/crypto.js'
 import { whileServed } from '../helpers/attack.js'
 import { postgresDatabase } from '../helpers/backends.js'
 import { cli } from '../helpers/cli.js'
+import { ManualClock } from '../helpers/clock.js'
 import { databaseRows } from '../helpers/database.js'
 import { injectServer } from '../helpers/inject.js'
 import { callTool, initializeMessage, openSession, post } from '../helpers/mcp.js'
@@ -132,11 +132,15 @@ async function guess(t: Test, visitor: Visitor, action: string, csrf: string, em
   return { statuses, retryAfter, checked: statuses.filter((s) => s === 401).length }
 }
 
-/** 60 guesses, then the right password refused unchecked, then accepted once the wait has passed. */
-async function passwordGuessing(t: Test, server: TestServer, visitor: Visitor, action: string, csrf: string, logs: ReturnType<typeof logCapture>) {
+/**
+ * 60 guesses, then the right password refused unchecked, then accepted once the wait has passed. The wait is measured by
+ * the server's manual clock (docs/decisions/clock.md): it does not move during the flood, and the test moves it to the
+ * instant before the wait ends and to its end.
+ */
+async function passwordGuessing(t: Test, server: TestServer, clock: ManualClock, visitor: Visitor, action: string, csrf: string, logs: ReturnType<typeof logCapture>) {
   const flood = await whileServed(t, server.url, () => guess(t, visitor, action, csrf, OWNER_EMAIL, 60), { label: '60 wrong passwords' })
   t.strictSame(flood.statuses.slice(0, 5), [401, 401, 401, 401, 401], 'the first 5 guesses are checked (the free attempts)')
-  t.ok(flood.checked <= 7, `only ${flood.checked} of 60 guesses were checked at all; the rest waited`)
+  t.equal(flood.checked, 5, 'only those 5 of 60 guesses were checked at all; the rest met the wait')
   t.equal(flood.statuses.filter((s) => s === 429).length, 60 - flood.checked, 'every other guess: 429')
 
   const right = await visitor.post(action, { csrf, email: OWNER_EMAIL, password: OWNER_PASSWORD })
@@ -147,7 +151,9 @@ async function passwordGuessing(t: Test, server: TestServer, visitor: Visitor, a
   t.equal(noCsrf.status, 403, 'CSRF is still checked first: 403 without the token')
   t.match(noCsrf.text, /Form expired/)
 
-  await sleep(retryAfter * 1000 + 100)
+  await clock.advance(THROTTLE.signInDelayMs! - 1)
+  isThrottled(t, await visitor.post(action, { csrf, email: OWNER_EMAIL, password: OWNER_PASSWORD }), 'for this account', 'the right password 1 ms before the wait ends')
+  await clock.advance(1)
   const after = await visitor.post(action, { csrf, email: OWNER_EMAIL, password: OWNER_PASSWORD })
   t.equal(after.status, 303, 'once the wait has passed, the right password signs in')
   t.match(String(after.headers['set-cookie'] ?? ''), /mcp_signin=/, 'with the sign-in cookie')
@@ -157,36 +163,38 @@ async function passwordGuessing(t: Test, server: TestServer, visitor: Visitor, a
   t.ok(failures.every((e) => e.level === 40 && e.address === '127.0.0.1' && e.account === OWNER_EMAIL), 'at warn, with the client address and the account')
   t.strictSame(failures.map((e) => e.accountFailures), Array.from({ length: flood.checked }, (_, i) => i + 1), 'with the running failure count')
   const refusals = logs.entries('sign-in refused: too many failed sign-ins')
-  t.equal(refusals.length, 60 - flood.checked + 1, 'every refusal by the throttle is logged')
+  t.equal(refusals.length, 60 - flood.checked + 2, 'every refusal by the throttle is logged')
   t.ok(refusals.every((e) => e.level === 40 && e.address === '127.0.0.1' && e.account === OWNER_EMAIL && e.throttledBy === 'account' && e.retryAfter >= 1), 'at warn, with address, account and wait')
   t.notOk(logs.lines.some((l) => l.includes(OWNER_PASSWORD) || l.includes('wrong guess')), 'no password, right or wrong, is logged')
   return failures
 }
 
-// The first wait (2.5 s) far exceeds the flood's duration, so the right password sent right after it meets the wait.
+// The first wait after the free attempts: the server's manual clock decides when it has passed.
 const THROTTLE: Partial<Config> = { signInFreeAttempts: 5, signInAddressFreeAttempts: 100, signInDelayMs: 2500, signInMaxDelayMs: 5000 }
 
 t.test('password guessing on /account/signin is throttled per account', async (t) => {
   const logs = logCapture()
-  const server = await startServer(t, { config: THROTTLE, logger: { level: 'info', stream: logs.stream } })
+  const clock = new ManualClock()
+  const server = await startServer(t, { clock, config: THROTTLE, logger: { level: 'info', stream: logs.stream } })
   const visitor = new Visitor(server.url)
   const form = await visitor.get('/account/signin')
   const csrf = formValue(form.text, 'csrf')!
-  const failures = await passwordGuessing(t, server, visitor, '/account/signin', csrf, logs)
+  const failures = await passwordGuessing(t, server, clock, visitor, '/account/signin', csrf, logs)
   t.ok(failures.every((e) => e.form === 'account'), 'the log names the form')
   t.equal((await visitor.get('/account')).status, 200, 'the account page opens')
 })
 
 t.test('password guessing on the OAuth sign-in form is throttled the same way', async (t) => {
   const logs = logCapture()
-  const server = await startServer(t, { config: THROTTLE, logger: { level: 'info', stream: logs.stream } })
+  const clock = new ManualClock()
+  const server = await startServer(t, { clock, config: THROTTLE, logger: { level: 'info', stream: logs.stream } })
   const client = await registerClient(server)
   const visitor = new Visitor(server.url)
   const start = await visitor.get(authorizeUrl(server, client, pkce()))
   t.equal(start.status, 303)
   const form = await visitor.get(start.location!)
   const action = formAction(form.text)
-  const failures = await passwordGuessing(t, server, visitor, action, formValue(form.text, 'csrf')!, logs)
+  const failures = await passwordGuessing(t, server, clock, visitor, action, formValue(form.text, 'csrf')!, logs)
   t.ok(failures.every((e) => e.form === 'oauth' && e.client === client.client_id), 'the log names the form and the client')
   const consent = await visitor.get(start.location!)
   t.match(consent.text, /Authorize Test client/, 'signed in: the consent page follows')

@@ -17,6 +17,7 @@ import { answerOf, confirmAnswer, ELICITING, modernCall, type ModernOptions } fr
 import { oauthTokens, tokenRequest } from '../helpers/oauth.js'
 import { createKey, createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
+import { ManualClock } from '../helpers/clock.js'
 import { sleep } from '../helpers/stream.js'
 
 const PIPELINES = { default: { argv: [process.execPath, '-e', 'process.exit(0)'] } }
@@ -27,8 +28,8 @@ const ACCEPT = confirmAnswer('accept', true)
 let nextId = 1000
 const rid = () => ++nextId
 
-async function serve(t: Test, config: Partial<Config> = {}, tools: ToolDefinition<any, any>[] = builtinTools): Promise<TestServer> {
-  return startServer(t, { tools, config: { pipelines: PIPELINES, ...config } })
+async function serve(t: Test, config: Partial<Config> = {}, tools: ToolDefinition<any, any>[] = builtinTools, clock?: ManualClock): Promise<TestServer> {
+  return startServer(t, { tools, ...(clock ? { clock } : {}), config: { pipelines: PIPELINES, ...config } })
 }
 
 /** An app in the organization (default unless told) with `deployments` finished deployments. */
@@ -232,12 +233,15 @@ t.test('decline, cancel, and accept with confirm: false → ELICITATION_DENIED, 
   t.equal((await audited(server, DELETE)).length, 0, 'no write was audited')
 })
 
+// The deadline sealed into the state is the server's clock's (docs/decisions/clock.md): moved here to it exactly.
 t.test('expiry: a retry after elicitationTimeoutMs → ELICITATION_TIMEOUT, nothing deleted, audited timed_out', async (t) => {
-  const server = await serve(t, { elicitationTimeoutMs: 150 })
+  const ELICIT_MS = 600_000
+  const clock = new ManualClock()
+  const server = await serve(t, { elicitationTimeoutMs: ELICIT_MS }, builtinTools, clock)
   const app = await seedApp(server, 'billing')
   const args = { app_id: app.id }
   const { state } = await ask(t, server, server.apiKey, DELETE, args)
-  await sleep(250)
+  await clock.advance(ELICIT_MS)
   const late = await accepted(server, server.apiKey, DELETE, args, state)
   completeFailure(t, late, 'ELICITATION_TIMEOUT', 'late accept')
   t.ok(await appExists(server, app.id), 'the app is still there')

@@ -8,11 +8,34 @@ import t, { type Test } from 'tap'
 import { SUBSCRIPTION_ID_KEY, SERVER_INFO_KEY, ELICITING, WITH_TASKS, TASKS_EXTENSION, modernLive, modernPost, modernCall, type ModernOptions } from '../helpers/modern.js'
 import { answered, ask, poll, seedApp, serveModern } from '../helpers/modern-runs.js'
 import { createMember } from '../helpers/seed.js'
+import { ManualClock } from '../helpers/clock.js'
 import type { TestServer } from '../helpers/server.js'
-import { messagesOf, sleep, type LiveStream } from '../helpers/stream.js'
+import { messagesOf, type LiveStream } from '../helpers/stream.js'
 
-const CHECK_MS = 50
+// What a listen stream does at its checks (SERVICE_LISTEN_CHECK_MS), its heartbeats and the revocation watch is decided
+// by the server's manual clock (docs/decisions/clock.md): the tests move it past a check instead of waiting for one.
+const CHECK_MS = 30_000
+const HEARTBEAT_MS = 25_000
 const ACK = 'notifications/subscriptions/acknowledged'
+
+/** A server whose time moves only with `clock.advance`. */
+async function serveClocked(t: Test, config: Record<string, unknown> = {}): Promise<{ server: TestServer; clock: ManualClock }> {
+  const clock = new ManualClock()
+  const server = await serveModern(t, { listenCheckMs: CHECK_MS, heartbeatMs: HEARTBEAT_MS, ...config }, undefined, clock)
+  return { server, clock }
+}
+
+/**
+ * What the listen streams received before the next heartbeat, which the test makes the server send now (moving the clock
+ * to it): events arrive in order, so anything the server sent on them before has arrived then.
+ */
+async function beforeHeartbeat(clock: ManualClock, ...streams: LiveStream[]): Promise<void> {
+  const beats = streams.map((live) => heartbeats(live))
+  await clock.advance(HEARTBEAT_MS)
+  await Promise.all(streams.map((live, i) => live.waitFor(() => heartbeats(live) > beats[i]!, 5000, 'the next heartbeat')))
+}
+
+const heartbeats = (live: LiveStream) => live.parsed().comments.filter((c) => c === 'heartbeat').length
 
 async function listen(t: Test, server: TestServer, key: string, notifications: Record<string, unknown>, options: ModernOptions = {}): Promise<LiveStream> {
   const live = await modernLive(server.mcpUrl, key, 'subscriptions/listen', { notifications }, { id: 'listen', ...options })
@@ -49,7 +72,7 @@ async function endsWithResult(t: Test, live: LiveStream, id: string | number, ms
 }
 
 t.test('the acknowledgement comes first with the honoured subset; every message carries the subscription id', async (t) => {
-  const server = await serveModern(t, { listenCheckMs: CHECK_MS })
+  const { server, clock } = await serveClocked(t)
   for (const id of ['listen-a', 42] as const) {
     await t.test(`listen id ${JSON.stringify(id)}`, async (t) => {
       const dev = await createMember(server, { role: 'developer' })
@@ -65,6 +88,7 @@ t.test('the acknowledgement comes first with the honoured subset; every message 
       t.equal(ack.params._meta[SUBSCRIPTION_ID_KEY], id, 'tagged with the listen request id (same type)')
 
       await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
+      await clock.advance(CHECK_MS)
       await live.waitFor(() => messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'tools/list_changed')
       t.notMatch(live.text(), /^id:/m, 'no event ids')
       await server.app.repos.apiKeys.revoke(dev.keyId)
@@ -78,7 +102,7 @@ t.test('the acknowledgement comes first with the honoured subset; every message 
 })
 
 t.test('a role change sends tools/list_changed to streams that asked for it, and only to them', async (t) => {
-  const server = await serveModern(t, { listenCheckMs: CHECK_MS })
+  const { server, clock } = await serveClocked(t)
   const dev = await createMember(server, { role: 'developer' })
   const before = toolNames(await modernPost(server.mcpUrl, dev.key, 'tools/list'))
   t.ok(before.includes('service_apps_create'), 'a developer sees the write tools')
@@ -89,16 +113,19 @@ t.test('a role change sends tools/list_changed to streams that asked for it, and
   t.strictSame((await ackOf(prompts)).params.notifications, { promptsListChanged: true }, 'prompts honoured')
 
   // Nothing changes: nothing is sent over several checks.
-  await sleep(CHECK_MS * 4)
+  await clock.advance(CHECK_MS * 4)
+  await beforeHeartbeat(clock, tools)
   t.equal(messagesOf(tools).length, 1, 'no notification without a change')
 
   await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'viewer' })
+  await clock.advance(CHECK_MS)
   await tools.waitFor(() => messagesOf(tools).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'tools/list_changed')
   const changed = messagesOf(tools).find((m) => m.method === 'notifications/tools/list_changed')
   t.equal(changed.params._meta[SUBSCRIPTION_ID_KEY], 'tools')
   t.strictSame(Object.keys(changed.params), ['_meta'], 'no other params')
 
-  await sleep(CHECK_MS * 4)
+  await clock.advance(CHECK_MS * 4)
+  await beforeHeartbeat(clock, tools, prompts)
   t.equal(messagesOf(tools).filter((m) => m.method === 'notifications/tools/list_changed').length, 1, 'once per change')
   t.strictSame(messagesOf(prompts).map((m) => m.method), [ACK], 'the stream that asked only for prompts got nothing (no prompt changed)')
   t.notOk(prompts.endedByServer, 'and is still open')
@@ -110,21 +137,25 @@ t.test('a role change sends tools/list_changed to streams that asked for it, and
 
   // Back to developer: another change, another notification.
   await server.app.repos.memberships.upsert({ userId: dev.user.id, organizationId: dev.membership.organizationId, role: 'developer' })
+  await clock.advance(CHECK_MS)
   await tools.waitFor(() => messagesOf(tools).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the second tools/list_changed')
   t.strictSame(toolNames(await modernPost(server.mcpUrl, dev.key, 'tools/list')), before)
 })
 
 t.test('idle listen streams carry heartbeat comments', async (t) => {
-  const server = await serveModern(t, { heartbeatMs: 40 })
+  const { server, clock } = await serveClocked(t)
   const live = await listen(t, server, server.apiKey, { toolsListChanged: true })
   await ackOf(live)
-  await live.waitFor((text) => (text.match(/^: heartbeat$/gm) ?? []).length >= 2, 3000, 'two heartbeats')
-  t.ok(live.parsed().comments.filter((c) => c === 'heartbeat').length >= 2, ': heartbeat comments')
+  await clock.advance(HEARTBEAT_MS)
+  await live.waitFor((text) => (text.match(/^: heartbeat$/gm) ?? []).length === 1, 3000, 'the heartbeat at SERVICE_HEARTBEAT_MS')
+  await clock.advance(HEARTBEAT_MS)
+  await live.waitFor((text) => (text.match(/^: heartbeat$/gm) ?? []).length === 2, 3000, 'the next one')
+  t.equal(heartbeats(live), 2, ': heartbeat comments, one per interval')
   t.equal(messagesOf(live).length, 1, 'heartbeats are not messages')
 })
 
 t.test('task notifications for the caller\'s own tasks, with the tasks extension', async (t) => {
-  const server = await serveModern(t, { listenCheckMs: CHECK_MS })
+  const { server, clock } = await serveClocked(t)
   const app = await seedApp(server, 'web', { PIPELINE_STEP_MS: '100' })
   const args = { app_id: app.id }
   const { requestState } = await ask(t, server, server.apiKey, 'service_deployments_create', args, { capabilities: WITH_TASKS })
@@ -156,7 +187,8 @@ t.test('task notifications for the caller\'s own tasks, with the tasks extension
   t.ok(messagesOf(live).every((m) => subscriptionIdOf(m) === 'tasks'))
   t.ok(messagesOf(live).filter((m) => m.method !== ACK).every((m) => m.method === 'notifications/tasks'), 'nothing but task notifications')
 
-  await sleep(CHECK_MS * 3)
+  await clock.advance(CHECK_MS * 3)
+  await beforeHeartbeat(clock, foreign)
   t.strictSame(messagesOf(foreign).map((m) => m.method), [ACK], 'the other member heard nothing')
 
   const without = await modernPost(server.mcpUrl, server.apiKey, 'subscriptions/listen', { notifications: { taskIds: [taskId] } }, { capabilities: ELICITING, id: 'no-ext' })
@@ -177,20 +209,23 @@ t.test('revoking the credential ends the stream with the listen result', async (
     await endsWithResult(t, live, 'rev-1', 1000)
   })
   await t.test('found by the stream\'s own credential check', async (t) => {
-    const server = await serveModern(t, { listenCheckMs: CHECK_MS, sessionSweepMs: 60_000 })
+    const { server, clock } = await serveClocked(t, { sessionSweepMs: 100 * CHECK_MS })
     const member = await createMember(server, { role: 'developer' })
     const live = await listen(t, server, member.key, { toolsListChanged: true }, { id: 7 })
     await ackOf(live)
     await server.app.repos.apiKeys.revoke(member.keyId)
+    await clock.advance(CHECK_MS)
     await endsWithResult(t, live, 7, 2000)
     t.notOk(messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 'no tools/list_changed for a lapsed credential')
   })
   await t.test('found by the revocation watcher', async (t) => {
-    const server = await serveModern(t, { listenCheckMs: 60_000, sessionSweepMs: CHECK_MS })
+    const SWEEP_MS = 60_000
+    const { server, clock } = await serveClocked(t, { listenCheckMs: 100 * SWEEP_MS, sessionSweepMs: SWEEP_MS })
     const member = await createMember(server, { role: 'developer' })
     const live = await listen(t, server, member.key, {}, { id: 'rev-3' })
     await ackOf(live)
     await server.app.repos.apiKeys.revoke(member.keyId)
+    await clock.advance(SWEEP_MS)
     await endsWithResult(t, live, 'rev-3', 2000)
     const again = await modernPost(server.mcpUrl, member.key, 'subscriptions/listen', { notifications: {} })
     t.equal(again.status, 401, 'a new listen with the revoked key is refused')

@@ -8,7 +8,9 @@ import t, { type Test } from 'tap'
 import type { TestServer } from '../helpers/server.js'
 import { tempDatabase } from '../helpers/server.js'
 import { createKey, createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
-import { sleep } from '../helpers/stream.js'
+import { TASK_SWEEP_MS } from '../../src/plugins/tasks/index.js'
+import { ManualClock } from '../helpers/clock.js'
+import { until } from '../helpers/stream.js'
 import { ELICITING, LOG_LEVEL_KEY, modernCall, modernPost, TASKS_EXTENSION, WITH_TASKS, type ModernOptions } from '../helpers/modern.js'
 import { answered, ask, deploymentCount, deploymentRow, failureText, poll, seedApp, serveModern } from '../helpers/modern-runs.js'
 import type { RpcReply } from '../helpers/mcp.js'
@@ -18,8 +20,8 @@ const POLL_MS = 250
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 const REQUIRES_TASKS = { extensions: { [TASKS_EXTENSION]: {} } }
 
-function serve(t: Test, config: Record<string, unknown> = {}, dbPath?: string) {
-  return serveModern(t, { taskTtlMs: TTL_MS, taskPollIntervalMs: POLL_MS, ...config }, dbPath)
+function serve(t: Test, config: Record<string, unknown> = {}, dbPath?: string, clock?: ManualClock) {
+  return serveModern(t, { taskTtlMs: TTL_MS, taskPollIntervalMs: POLL_MS, ...config }, dbPath, clock)
 }
 
 let ids = 0
@@ -342,13 +344,26 @@ t.test('after a restart, tasks left working are completed as interrupted', async
   t.match(lostErr.message, /restarted while this service_deployments_create call was in progress/)
 })
 
+// The task's lifetime is decided by the server's clock (docs/decisions/clock.md): the test moves it to the instant
+// before and at the end of the TTL, whatever the time the pipeline or the requests took.
 t.test('an expired task is gone', async (t) => {
-  const server = await serve(t, { taskTtlMs: 1000 })
+  const clock = new ManualClock()
+  const server = await serve(t, {}, undefined, clock)
   const app = await seedApp(server, 'brief', { PIPELINE_STEP_MS: '1' })
   const { handle } = await startTask(t, server, app.id)
-  t.equal(handle.ttlMs, 1000)
-  t.equal((await taskCall(server, 'tasks/get', handle.taskId)).status, 200, 'readable at first')
-  await sleep(Math.max(0, Date.parse(handle.createdAt) + 1000 - Date.now()) + 50)
+  t.equal(handle.ttlMs, TTL_MS)
+  t.equal(Date.parse(handle.createdAt), clock.now(), 'created at the server\'s now')
+  await clock.advance(TTL_MS - 1)
+  t.equal((await taskCall(server, 'tasks/get', handle.taskId)).json?.result?.taskId, handle.taskId, 'readable 1 ms before its TTL ends')
+  await clock.advance(1)
   rpcErrorOf(t, await taskCall(server, 'tasks/get', handle.taskId), 200, -32602, 'INVALID_PARAMS', 'tasks/get after ttlMs')
   rpcErrorOf(t, await taskCall(server, 'tasks/cancel', handle.taskId), 200, -32602, 'INVALID_PARAMS', 'tasks/cancel after ttlMs')
+
+  // Expired and ended, its row is purged by the sweep (every 10 minutes of the server's clock since it started).
+  const row = () => server.app.repos.tasks.byId(handle.taskId, 0)
+  await until(async () => (await row())?.status === 'completed', 10_000, 'the task to complete (its pipeline runs in real time)')
+  await clock.advance(TASK_SWEEP_MS - TTL_MS - 1)
+  t.ok(await row(), 'the expired row is kept until the sweep')
+  await clock.advance(1)
+  t.equal(await row(), undefined, 'the sweep purged it')
 })

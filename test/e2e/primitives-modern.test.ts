@@ -39,6 +39,7 @@ import {
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 import { assertNotification, assertResponse } from '../helpers/spec-schema.js'
+import { ManualClock } from '../helpers/clock.js'
 import { messagesOf, sleep, type LiveStream } from '../helpers/stream.js'
 
 const REV = '2026-07-28' as const
@@ -53,9 +54,10 @@ interface Served {
   orgId: string
 }
 
-async function serve(t: Test, config: Partial<Config> = {}): Promise<Served> {
+async function serve(t: Test, config: Partial<Config> = {}, clock?: ManualClock): Promise<Served> {
   const defs = primitives()
   const server = await startServer(t, {
+    ...(clock ? { clock } : {}),
     tools: defs.tools,
     resources: defs.resources,
     prompts: defs.prompts,
@@ -449,12 +451,21 @@ t.test('resources/subscribe and resources/unsubscribe do not exist in 2026-07-28
   }
 })
 
+// The deadline sealed into the state is the server's clock's (docs/decisions/clock.md): the answer is given 1 ms
+// before it, then at it.
 t.test('an answer after the question expired: INPUT_TIMEOUT', async (t) => {
-  const served = await serve(t, { elicitationTimeoutMs: 150 })
+  const ELICIT_MS = 600_000
+  const clock = new ManualClock()
+  const served = await serve(t, { elicitationTimeoutMs: ELICIT_MS }, clock)
   const ELICITING = { elicitation: {} }
   const state = await asked(t, served, 'resources/read', { uri: URI.asking }, ELICITING, { elicit: { method: 'elicitation/create', params: { mode: 'form', message: 'Which color?', requestedSchema: ELICIT_COLOR } } })
-  await sleep(250)
-  const err = await error(t, served, 'resources/read', { uri: URI.asking, requestState: state, inputResponses: { elicit: { action: 'accept', content: { color: 'red' } } } }, { capabilities: ELICITING })
+  const answer = { uri: URI.asking, requestState: state, inputResponses: { elicit: { action: 'accept', content: { color: 'red' } } } }
+  await clock.advance(ELICIT_MS - 1)
+  const inTime = await result(t, served, 'resources/read', answer, { capabilities: ELICITING })
+  t.not(inTime?.resultType, 'input_required', '1 ms before the deadline, the answer is taken (not asked for again)')
+  t.ok(Array.isArray(inTime?.contents), 'and the resource is read')
+  await clock.advance(1)
+  const err = await error(t, served, 'resources/read', answer, { capabilities: ELICITING })
   t.equal(err.code, -31000, 'a code of its own outside the reserved range')
   t.equal(err.data?.code, 'INPUT_TIMEOUT')
 })
@@ -543,7 +554,10 @@ t.test('subscriptions/listen: resource updates, prompt, resource and tool list c
 })
 
 t.test('subscriptions/listen: a member who may no longer read a resource stops hearing of its updates', async (t) => {
-  const served = await serve(t, { listenCheckMs: 40 })
+  // The stream's checks run at the server's clock's intervals (docs/decisions/clock.md): the test moves it to the next.
+  const CHECK_MS = 30_000
+  const clock = new ManualClock()
+  const served = await serve(t, { listenCheckMs: CHECK_MS }, clock)
   const { server, orgId } = served
   const admin = await createMember(server, { role: 'admin' })
   const live = await listen(t, served, { resourceSubscriptions: [URI.admin, URI.text], toolsListChanged: true }, 'demoted', admin.key)
@@ -555,7 +569,8 @@ t.test('subscriptions/listen: a member who may no longer read a resource stops h
   server.app.tools.add(defineTool({ name: 'admins_only', title: 'Admins', description: 'For admins', inputSchema: { type: 'object' }, scope: 'mcp:read', role: 'admin', handler: () => toolResult([text('a')]) }))
   await live.waitFor(() => messagesOf(live).some((m) => m.method === 'notifications/tools/list_changed'), 3000, 'the tool change')
   await server.app.repos.memberships.upsert({ userId: admin.user.id, organizationId: orgId, role: 'viewer' })
-  await live.waitFor(() => messagesOf(live).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the demotion seen by the stream')
+  await clock.advance(CHECK_MS)
+  await live.waitFor(() => messagesOf(live).filter((m) => m.method === 'notifications/tools/list_changed').length === 2, 3000, 'the demotion seen by the stream at its next check')
   server.app.resources.updated(URI.admin, orgId)
   server.app.resources.updated(URI.text, orgId)
   await live.waitFor(() => messagesOf(live).some((m) => m.params?.uri === URI.text), 3000, 'the readable update')

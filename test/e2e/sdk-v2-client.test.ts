@@ -45,6 +45,7 @@ import { answerOf, confirmAnswer, modernCall, TASKS_EXTENSION, WITH_TASKS } from
 import { oauthTokens, type RegisteredClient } from '../helpers/oauth.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
 import { startServer, type TestServer } from '../helpers/server.js'
+import { ManualClock } from '../helpers/clock.js'
 import { sleep, until } from '../helpers/stream.js'
 
 const MODERN = '2026-07-28'
@@ -52,8 +53,8 @@ const PIN: VersionNegotiationMode = { pin: MODERN }
 const LOG_LEVEL_KEY = 'io.modelcontextprotocol/logLevel'
 const BUILTIN_NAMES = builtinTools.map((d) => d.name)
 
-async function serve(t: Test, config: Partial<Config> = {}): Promise<TestServer> {
-  return startServer(t, { tools: builtinTools, config: { envKey: ENV_KEY, pipelines: { default: { argv: [process.execPath, EXAMPLE] } }, heartbeatMs: 60_000, ...config } })
+async function serve(t: Test, config: Partial<Config> = {}, clock?: ManualClock): Promise<TestServer> {
+  return startServer(t, { tools: builtinTools, ...(clock ? { clock } : {}), config: { envKey: ENV_KEY, pipelines: { default: { argv: [process.execPath, EXAMPLE] } }, heartbeatMs: 60_000, ...config } })
 }
 
 
@@ -172,11 +173,10 @@ function jwtPayload(token: string): Record<string, unknown> {
   return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>
 }
 
-/** Waits until the access token's `exp` (whole seconds) has passed, plus a margin. */
-async function outlive(accessToken: string): Promise<void> {
+/** Moves the server's clock just past the access token's `exp` (whole seconds): from then on the server refuses it. */
+async function outlive(clock: ManualClock, accessToken: string): Promise<void> {
   const exp = jwtPayload(accessToken).exp as number
-  const wait = exp * 1000 - Date.now() + 150
-  if (wait > 0) await sleep(wait)
+  await clock.advance(Math.max(0, exp * 1000 + 1 - clock.now()))
 }
 
 interface Whoami {
@@ -492,7 +492,10 @@ t.test('tasks extension: callTool rejects the task answer; tasks/get through cli
 })
 
 t.test('listen: the honoured filter, then tools/list_changed after the member\'s role changes', async (t) => {
-  const server = await serve(t, { listenCheckMs: 30 })
+  // The listen stream's checks run at the server's clock's intervals (docs/decisions/clock.md), which the test moves.
+  const CHECK_MS = 30_000
+  const clock = new ManualClock()
+  const server = await serve(t, { listenCheckMs: CHECK_MS }, clock)
   const member = await createMember(server, { role: 'developer' })
   const { client, transport, sent, listChanged } = v2Client(t, server, { key: member.key })
   await client.connect(transport)
@@ -506,9 +509,10 @@ t.test('listen: the honoured filter, then tools/list_changed after the member\'s
   t.equal(listen.length, 1)
   t.equal(listen[0]?.contentType, 'text/event-stream', 'listen is an SSE answer')
 
-  await sleep(100)
+  await clock.advance(3 * CHECK_MS)
   t.equal(listChanged.length, 0, 'nothing changes while the role stays')
   await server.app.repos.memberships.upsert({ userId: member.user.id, organizationId: (await defaultOrganization(server)).id, role: 'admin' })
+  await clock.advance(CHECK_MS)
   await until(() => listChanged.length > 0, 5000, 'notifications/tools/list_changed')
   t.equal(listChanged.length, 1, 'one list_changed for one change')
 
@@ -611,8 +615,10 @@ class GrantProvider implements OAuthClientProvider {
 }
 
 t.test('OAuth refreshed mid-use on the modern path: calls keep working, a confirmation spans the refresh', async (t) => {
-  // Access tokens live 1.5 s (the least allowed is 1 s): long enough for a few calls, short enough to wait out twice.
-  const server = await serve(t, { accessTokenTtlMs: 1500 })
+  // Access tokens live a minute of the server's clock (docs/decisions/clock.md), which only the test moves: they expire
+  // exactly when the test says, never because a loaded machine was slow between two calls.
+  const clock = new ManualClock()
+  const server = await serve(t, { accessTokenTtlMs: 60_000 }, clock)
   const { client: registered, tokens } = await oauthTokens(server)
   // Stored as the SDK stores them: stamped with the issuer of the authorization server (SEP-2352).
   const provider = new GrantProvider(registered, { ...tokens, issuer: server.url })
@@ -623,7 +629,7 @@ t.test('OAuth refreshed mid-use on the modern path: calls keep working, a confir
     authProvider: provider,
     decide: async () => {
       heldWhenAsked.push(provider.stored.access_token)
-      await outlive(provider.stored.access_token)
+      await outlive(clock, provider.stored.access_token)
       return ACCEPT
     },
   })
@@ -639,7 +645,7 @@ t.test('OAuth refreshed mid-use on the modern path: calls keep working, a confir
   t.equal(created.isError, false)
 
   // The token expires; the next calls get 401, the SDK refreshes once and re-sends: nothing else to redo (no session).
-  await outlive(tokenA)
+  await outlive(clock, tokenA)
   let mark = sent.length
   const whoB = (await client.callTool({ name: 'service_whoami', arguments: {} })).structuredContent as Whoami
   const apps = await client.callTool({ name: 'service_apps_list', arguments: {} })

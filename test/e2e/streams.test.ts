@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { callTool, initializeMessage, openSession, post, type SseEvent } from '../helpers/mcp.js'
+import { ManualClock } from '../helpers/clock.js'
 import { startServer } from '../helpers/server.js'
 import { countOccurrences, openLive } from '../helpers/stream.js'
 import { visibleCatalog } from '../helpers/catalog.js'
@@ -152,8 +153,11 @@ t.test('initialize over SSE', async (t) => {
   t.equal(ping.status, 200, 'the session created over SSE is usable')
 })
 
+// The heartbeats' interval is the server's clock's (docs/decisions/clock.md): the test moves it by one interval per beat.
 t.test('heartbeats on an idle GET stream', async (t) => {
-  const server = await startServer(t, { config: { heartbeatMs: 50 } })
+  const HEARTBEAT_MS = 25_000
+  const clock = new ManualClock()
+  const server = await startServer(t, { clock, config: { heartbeatMs: HEARTBEAT_MS } })
   const { headers } = await openSession(server.mcpUrl, server.apiKey)
   const live = await openLive(server.mcpUrl, { method: 'GET', headers: { ...headers, accept: 'text/event-stream' } })
   t.teardown(() => live.close())
@@ -164,8 +168,11 @@ t.test('heartbeats on an idle GET stream', async (t) => {
   t.match(live.headers['x-request-id'], /^[0-9a-f-]{36}$/)
   t.match(live.headers['x-service-mcp-version'], /^\d{4}-\d{2}-\d{2}$/)
 
-  const text = await live.waitFor((s) => countOccurrences(s, ': heartbeat\n\n') >= 2, 2000, 'two heartbeats')
-  t.ok(countOccurrences(text, ': heartbeat\n\n') >= 2, 'at least two heartbeat comments')
+  await clock.advance(HEARTBEAT_MS)
+  await live.waitFor((s) => countOccurrences(s, ': heartbeat\n\n') === 1, 5000, 'the heartbeat of the first interval')
+  await clock.advance(HEARTBEAT_MS)
+  const text = await live.waitFor((s) => countOccurrences(s, ': heartbeat\n\n') === 2, 5000, 'the heartbeat of the second')
+  t.equal(countOccurrences(text, ': heartbeat\n\n'), 2, 'one heartbeat comment per interval')
   t.strictSame(live.parsed().events, [], 'nothing but comments on an idle stream')
   t.ok(live.parsed().comments.every((c) => c === 'heartbeat'), 'every comment is a heartbeat')
   t.notOk(live.endedByServer, 'the stream stays open')
@@ -177,7 +184,8 @@ t.test('heartbeats on an idle GET stream', async (t) => {
   t.teardown(() => replacement.close())
   await replaced.ended(1000)
   t.ok(replaced.endedByServer, 'a second GET stream replaces the first')
-  await replacement.waitFor((s) => s.includes(': heartbeat'), 2000, 'a heartbeat on the replacement')
+  await clock.advance(HEARTBEAT_MS)
+  await replacement.waitFor((s) => s.includes(': heartbeat'), 5000, 'a heartbeat on the replacement')
   replacement.close()
 
   const still = await post(server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'ping' }, headers)

@@ -3,6 +3,7 @@ import { envVarAad } from '../../src/db/repos/env-vars.js'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import type { Config } from '../../src/config.js'
+import type { Clock } from '../../src/lib/clock.js'
 import { SecretBox } from '../../src/lib/secret-box.js'
 import type { RpcReply } from './mcp.js'
 import { confirmAnswer, ELICITING, modernCall, type ModernOptions } from './modern.js'
@@ -28,9 +29,10 @@ export const PIPELINES = {
 export const GRACE_MS = 200
 export const DEP_ID = /dep_[0-9a-z]{26}/
 
-export async function serveModern(t: Test, config: Partial<Config> = {}, dbPath?: string): Promise<TestServer> {
+export async function serveModern(t: Test, config: Partial<Config> = {}, dbPath?: string, clock?: Clock): Promise<TestServer> {
   return startServer(t, {
     ...(dbPath ? { dbPath } : {}),
+    ...(clock ? { clock } : {}),
     config: { envKey: ENV_KEY, pipelines: PIPELINES, pipelineGraceMs: GRACE_MS, heartbeatMs: 60_000, ...config },
   })
 }

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
 import { formatEvent, HEARTBEAT_FRAME, HeartbeatRegistry, newStreamId, SSE_HEADERS, SseStream } from '../../src/lib/sse.js'
+import { ManualClock } from '../helpers/clock.js'
 import { parseSse } from '../helpers/mcp.js'
 
 /** A real HTTP server whose single handler is supplied per test; closed at teardown. */
@@ -110,8 +111,24 @@ t.test('onClose fires when the client goes away', async (t) => {
   t.match(stream?.id, /^[A-Za-z0-9_-]{8}$/)
 })
 
+// The registry's timer is the clock it is given (docs/decisions/clock.md): a manual one here, so the number of beats
+// is the number of intervals the test moves it by, whatever the machine's load.
+const BEAT_MS = 15_000
+
+/** Reads a response's body to its end. */
+function readAll(res: Awaited<ReturnType<typeof request>>): Promise<string> {
+  return (async () => {
+    let text = ''
+    for await (const chunk of res.body) text += String(chunk)
+    return text
+  })()
+}
+
+const beatsIn = (text: string) => parseSse(text).comments.filter((c) => c === 'heartbeat').length
+
 t.test('HeartbeatRegistry', async (t) => {
-  const registry = new HeartbeatRegistry(15)
+  const clock = new ManualClock()
+  const registry = new HeartbeatRegistry(BEAT_MS, clock)
   t.teardown(() => registry.stop())
   const streams: SseStream[] = []
   const { url } = await serve(t, (_req, res) => {
@@ -120,62 +137,55 @@ t.test('HeartbeatRegistry', async (t) => {
     registry.add(s)
     streams.push(s)
   })
-  const res = await request(url)
-  const chunks: string[] = []
-  const reading = (async () => {
-    for await (const chunk of res.body) chunks.push(String(chunk))
-  })()
+  t.equal(clock.pendingTimers, 0, 'no timer while no stream is open')
+  const reading = readAll(await request(url))
   for (let i = 0; i < 100 && streams.length === 0; i++) await sleep(5)
   t.equal(registry.size, 1, 'the stream is tracked')
-  await sleep(100)
+  t.equal(clock.pendingTimers, 1, 'one timer')
+  await clock.advance(BEAT_MS - 1)
+  await clock.advance(1)
+  await clock.advance(2 * BEAT_MS)
   const stream = streams[0]!
   stream.send({ jsonrpc: '2.0', method: 'x' })
   stream.end()
-  await reading
-  const text = chunks.join('')
+  const text = await reading
   const { comments, events } = parseSse(text)
-  t.ok(comments.filter((c) => c === 'heartbeat').length >= 2, `several heartbeats were written (got ${comments.length})`)
+  t.equal(beatsIn(text), 3, 'one heartbeat per interval')
   t.ok(comments.every((c) => c === 'heartbeat'))
   t.equal(events.length, 1, 'heartbeats do not disturb events')
   t.ok(text.includes(': heartbeat\n\n'))
   t.equal(registry.size, 0, 'a closed stream is no longer tracked')
+  await clock.advance(BEAT_MS)
+  t.equal(clock.pendingTimers, 0, 'the timer stops at the first beat with no stream')
 
   // A stream added after the timer idled out gets heartbeats again.
-  await sleep(40)
-  const res2 = await request(url)
-  const chunks2: string[] = []
-  const reading2 = (async () => {
-    for await (const chunk of res2.body) chunks2.push(String(chunk))
-  })()
+  const reading2 = readAll(await request(url))
   for (let i = 0; i < 100 && streams.length < 2; i++) await sleep(5)
   t.equal(registry.size, 1)
-  await sleep(60)
+  t.equal(clock.pendingTimers, 1, 'the timer starts again')
+  await clock.advance(BEAT_MS)
   streams[1]!.end()
-  await reading2
-  t.ok(parseSse(chunks2.join('')).comments.includes('heartbeat'), 'heartbeats resume for a new stream')
+  t.equal(beatsIn(await reading2), 1, 'heartbeats resume for a new stream')
   t.equal(registry.size, 0)
 })
 
 t.test('HeartbeatRegistry.stop stops writing', async (t) => {
-  const registry = new HeartbeatRegistry(10)
+  const clock = new ManualClock()
+  const registry = new HeartbeatRegistry(BEAT_MS, clock)
   let stream: SseStream | undefined
   const { url } = await serve(t, (_req, res) => {
     stream = new SseStream(res)
     stream.open({})
     registry.add(stream)
   })
-  const res = await request(url)
-  const chunks: string[] = []
-  const reading = (async () => {
-    for await (const chunk of res.body) chunks.push(String(chunk))
-  })()
+  const reading = readAll(await request(url))
   for (let i = 0; i < 100 && !stream; i++) await sleep(5)
+  await clock.advance(BEAT_MS)
   registry.stop()
-  const before = chunks.join('').length
-  await sleep(60)
-  t.equal(chunks.join('').length, before, 'no heartbeat after stop')
+  t.equal(clock.pendingTimers, 0, 'the timer is cancelled')
+  await clock.advance(10 * BEAT_MS)
   stream!.end()
-  await reading
+  t.equal(beatsIn(await reading), 1, 'the beat before stop, none after')
 })
 
 t.test('SSE_HEADERS', async (t) => {

@@ -131,7 +131,7 @@ function checkedAnswers(requests: InputRequests, given: Readonly<Record<string, 
 }
 
 export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSealer) {
-  const { config } = fastify
+  const { config, clock } = fastify
   const rounds = new WeakMap<Exchange, Round>()
 
   /**
@@ -219,7 +219,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
     }
     const state = round.state
     if (state && index === state.r.length && sameKeys(state.p, requests) && Object.entries(requests).every(([k, r]) => state.p[k] === r.method)) {
-      if (state.exp <= Date.now()) throw fail('INPUT_TIMEOUT')
+      if (state.exp <= clock.now()) throw fail('INPUT_TIMEOUT')
       const given = round.answers ?? {}
       // Not answered (yet), or only in part: the same questions again, for the same operation and deadline.
       if (Object.keys(requests).some((k) => given[k] === undefined)) throw await question(ctx, round, requests, state.exp)
@@ -243,7 +243,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
         details: { requiredCapabilities: required },
       })
     }
-    throw await question(ctx, round, requests, Date.now() + config.elicitationTimeoutMs)
+    throw await question(ctx, round, requests, clock.now() + config.elicitationTimeoutMs)
   }
 
   return { open, operationOf, ask }

@@ -41,7 +41,7 @@ export class BrowserState {
     this.#config = config
     this.#clock = clock
     this.#repos = repos
-    this.throttle = throttle ?? new SignInThrottle(signInThrottleSettings(config))
+    this.throttle = throttle ?? new SignInThrottle(signInThrottleSettings(config), clock)
   }
 
   get #secure(): boolean {

@@ -17,7 +17,7 @@ declare module 'fastify' {
 }
 
 /** How often expired tasks are purged (expired ones are invisible before that). */
-const TASK_SWEEP_MS = 10 * 60 * 1000
+export const TASK_SWEEP_MS = 10 * 60 * 1000
 
 /**
  * The tasks extension (`io.modelcontextprotocol/tasks`, 2026-07-28) for clients that declare it in a request's
@@ -26,9 +26,9 @@ const TASK_SWEEP_MS = 10 * 60 * 1000
  * are refused with -32021 (the dispatcher checks `requires`). `tasks/result` and `tasks/list` do not exist (-32601).
  */
 const tasksPlugin: FastifyPluginAsync = async (fastify) => {
-  const { rpc, repos, config, events } = fastify
+  const { rpc, repos, config, events, clock } = fastify
   const { processes } = fastify
-  const manager = new TaskManager({ repos, config, events, log: fastify.log, owner: processes.id })
+  const manager = new TaskManager({ repos, config, events, log: fastify.log, owner: processes.id, clock })
   const interrupted = await manager.recover(interruptedResult, { live: await processes.liveIds() })
   if (interrupted > 0) fastify.log.warn({ tasks: interrupted }, 'tasks left working by a previous process are completed as interrupted')
   processes.onDead(async (dead) => {
@@ -38,12 +38,12 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.decorate('tasks', manager)
   rpc.capabilities.declareExtension(['modern'], TASKS_EXTENSION)
 
-  // A timer cannot wait: sweep never rejects (it logs what fails).
-  const timer = setInterval(() => void manager.sweep(), TASK_SWEEP_MS)
+  // sweep never rejects (it logs what fails); a manual clock waits for it (lib/clock.ts), the system clock does not.
+  const timer = clock.setInterval(() => manager.sweep(), TASK_SWEEP_MS)
   timer.unref()
   // While the pipelines are interrupted (same phase), live tasks record how they ended.
   fastify.shutdown.onDrain(() => manager.settle(config.pipelineGraceMs + 1000))
-  fastify.addHook('onClose', async () => clearInterval(timer))
+  fastify.addHook('onClose', async () => clock.clearTimer(timer))
 
   const requires = { extensions: { [TASKS_EXTENSION]: {} } }
   const ownTask = async (ctx: CallContext, taskId: string) => {

@@ -6,6 +6,7 @@ import type { Abandoned } from '../../db/types.js'
 import type { TaskRow } from '../../db/repos/tasks.js'
 import { toRpcError } from '../../errors/render.js'
 import type { EventBus } from '../../lib/event-bus.js'
+import { systemClock, type Clock } from '../../lib/clock.js'
 import { randomSecret } from '../../lib/crypto.js'
 import { isoTime } from '../../lib/iso-time.js'
 import { TaskCancelled, type CallAbort } from '../../rpc/call-abort.js'
@@ -37,12 +38,15 @@ export class TaskManager {
   readonly #config: Config
   readonly #events: EventBus
   readonly #log: FastifyBaseLogger
+  /** Task lifetimes (created, updated, expired) are read from it (docs/decisions/clock.md). */
+  readonly #clock: Clock
   readonly #live = new Map<string, { abort: CallAbort; done: Promise<void> }>()
 
   /** The process running the tasks this manager adopts (the `owner` of their rows). */
   readonly #owner: string | null
 
-  constructor(options: { repos: Repos; config: Config; events: EventBus; log: FastifyBaseLogger; owner?: string | null }) {
+  constructor(options: { repos: Repos; config: Config; events: EventBus; log: FastifyBaseLogger; owner?: string | null; clock?: Clock }) {
+    this.#clock = options.clock ?? systemClock
     this.#owner = options.owner ?? null
     this.#repos = options.repos
     this.#config = options.config
@@ -51,12 +55,12 @@ export class TaskManager {
   }
 
   /** At start: tasks a previous process left working can never end; they complete with `interrupted`. */
-  recover(interrupted: (tool: string) => ToolResult, abandoned: Abandoned = { live: [] }, now = Date.now()): Promise<number> {
+  recover(interrupted: (tool: string) => ToolResult, abandoned: Abandoned = { live: [] }, now = this.#clock.now()): Promise<number> {
     return this.#repos.tasks.interruptWorking((tool) => ({ ...interrupted(tool), resultType: 'complete' }), 'interrupted: the server stopped while the task ran', now, abandoned)
   }
 
   /** Purges expired tasks. Never rejects (a failure is logged). */
-  async sweep(now = Date.now()): Promise<void> {
+  async sweep(now = this.#clock.now()): Promise<void> {
     try {
       await this.#repos.tasks.purge(now)
     } catch (err) {
@@ -68,7 +72,7 @@ export class TaskManager {
    * Makes `running` (a tool call that has started its work) a task owned by `owner`, and returns the CreateTaskResult
    * (`resultType: "task"`) once the task is stored. `abort` is the work's cancellation.
    */
-  async adopt(owner: Principal, tool: string, running: Promise<ToolResult>, abort: CallAbort, now = Date.now()): Promise<ToolResult> {
+  async adopt(owner: Principal, tool: string, running: Promise<ToolResult>, abort: CallAbort, now = this.#clock.now()): Promise<ToolResult> {
     const row = await this.#repos.tasks.create({
       id: randomSecret(16),
       membershipId: owner.membershipId,
@@ -91,7 +95,7 @@ export class TaskManager {
   }
 
   /** The task, when it exists, has not expired and belongs to `owner` (anyone else: undefined, as for an unknown id). */
-  async get(owner: Principal, id: string, now = Date.now()): Promise<TaskRow | undefined> {
+  async get(owner: Principal, id: string, now = this.#clock.now()): Promise<TaskRow | undefined> {
     const row = await this.#repos.tasks.byId(id, now)
     return row && row.membershipId === owner.membershipId && row.organizationId === owner.organizationId ? row : undefined
   }
@@ -100,13 +104,13 @@ export class TaskManager {
    * A task handle answered again (the stored result of a replayed confirmation): with the task's current status, so a
    * client that lost the first answer sees where the task is. Unchanged when the task is gone or not the caller's.
    */
-  async refreshHandle(owner: Principal, handle: ToolResult, now = Date.now()): Promise<ToolResult> {
+  async refreshHandle(owner: Principal, handle: ToolResult, now = this.#clock.now()): Promise<ToolResult> {
     const row = typeof handle.taskId === 'string' ? await this.get(owner, handle.taskId, now) : undefined
     return row ? this.#handle(row) : handle
   }
 
   /** Asks the work of a working task to stop (cooperative); a task that already ended stays as it is. */
-  async cancel(row: TaskRow, reason: string, now = Date.now()): Promise<void> {
+  async cancel(row: TaskRow, reason: string, now = this.#clock.now()): Promise<void> {
     if (row.status !== 'working') return
     // Recorded before the work hears of it: how the work ends is read against it (#end).
     await this.#repos.tasks.markCancelRequested(row.id, now)
@@ -149,7 +153,7 @@ export class TaskManager {
     const code = failureCode(result)
     let current: TaskRow | undefined
     try {
-      current = await this.#repos.tasks.byId(row.id, Date.now())
+      current = await this.#repos.tasks.byId(row.id, this.#clock.now())
     } catch (err) {
       this.#log.error({ err, task: row.id }, 'could not record the end of a task')
       return
@@ -169,7 +173,7 @@ export class TaskManager {
 
   async #write(row: TaskRow, end: Parameters<Repos['tasks']['finish']>[1]): Promise<void> {
     try {
-      if (await this.#repos.tasks.finish(row.id, end, Date.now())) this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
+      if (await this.#repos.tasks.finish(row.id, end, this.#clock.now())) this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
     } catch (err) {
       // Only when the database closed under a shutdown that did not wait: the next start marks it interrupted.
       this.#log.error({ err, task: row.id }, 'could not record the end of a task')

@@ -1,11 +1,12 @@
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import type { RunEvent } from '../../../deployments/runner.js'
+import type { ClockTimer } from '../../../lib/clock.js'
 import { PLUGIN } from '../../names.js'
 import { DEPLOYMENT_LOG_TEMPLATE, deploymentLogUri } from './uris.js'
 
 interface Pending {
-  timer: NodeJS.Timeout
+  timer: ClockTimer
   /** Lines were stored since the last announcement. */
   dirty: boolean
   organizationId: string
@@ -24,7 +25,7 @@ interface Pending {
  * Only while the deployment log template is served (an embedder may serve other resources instead).
  */
 const builtinResourceEvents: FastifyPluginAsync = async (fastify) => {
-  const { resources, pipelines, config } = fastify
+  const { resources, pipelines, config, clock } = fastify
   const pending = new Map<string, Pending>()
   const served = () => resources.registry.template(DEPLOYMENT_LOG_TEMPLATE) !== undefined
 
@@ -43,7 +44,8 @@ const builtinResourceEvents: FastifyPluginAsync = async (fastify) => {
     p.timer = later(deploymentId)
   }
   const later = (deploymentId: string) => {
-    const timer = setTimeout(() => tick(deploymentId), config.resourceUpdateIntervalMs)
+    // The server's clock (docs/decisions/clock.md): a test moves it to the end of an interval instead of waiting.
+    const timer = clock.setTimeout(() => tick(deploymentId), config.resourceUpdateIntervalMs)
     timer.unref()
     return timer
   }
@@ -66,7 +68,7 @@ const builtinResourceEvents: FastifyPluginAsync = async (fastify) => {
       }
       case 'ended': {
         const p = pending.get(event.deployment.id)
-        if (p) clearTimeout(p.timer)
+        if (p) clock.clearTimer(p.timer)
         pending.delete(event.deployment.id)
         announce(event.deployment.id, event.deployment.organizationId)
         resources.listChanged(event.deployment.organizationId)
@@ -76,7 +78,7 @@ const builtinResourceEvents: FastifyPluginAsync = async (fastify) => {
   const stop = pipelines.observe(onRun)
   fastify.shutdown.onFinish(() => {
     stop()
-    for (const p of pending.values()) clearTimeout(p.timer)
+    for (const p of pending.values()) clock.clearTimer(p.timer)
     pending.clear()
   })
 }

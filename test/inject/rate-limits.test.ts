@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
 import { hashPassword } from '../../src/lib/crypto.js'
@@ -9,19 +8,28 @@ import { rateLimitOf } from '../../src/plugins/tools/registry.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { authorizeUrl, browserAuthorize, oauthTokens, pkce, registerClient, tokenRequest } from '../helpers/oauth.js'
 import { createMember } from '../helpers/seed.js'
-import { startServer, type TestServer } from '../helpers/server.js'
+import { injectServer, type InjectServer } from '../helpers/inject.js'
+import type { TestServer } from '../helpers/server.js'
 
 /**
- * Every row of the contract's Limits table (interface.md), with small windows: the request past the limit is HTTP 429
- * RATE_LIMITED (service error body) with Retry-After, X-RateLimit-Limit and X-RateLimit-Remaining: 0, and the same
- * request works again once the window has passed.
+ * Every row of the contract's Limits table (interface.md): the request past the limit is HTTP 429 RATE_LIMITED (service
+ * error body) with Retry-After, X-RateLimit-Limit and X-RateLimit-Remaining: 0, still refused the instant before its
+ * window ends, and works again at the instant it ends. The inject tier (test/helpers/inject.ts): the windows are
+ * decided by the server's manual clock, which moves only when a test says so, never by how long the requests took.
  */
 
+/** Window of the /mcp and per-tool limits: the contract's minute (fixed windows start at the first hit). */
+const WINDOW_MS = 60_000
+
 /**
- * Window of the /mcp and per-tool limits. Fixed windows start at the first hit, so a burst must fit in one window:
- * a second leaves a loaded machine ample room while each test still waits only about a second.
+ * Moves the server's clock to the instant before the window that started at the test's first request ends, checks
+ * that `stillRefused` is refused then, and moves on to the instant it ends.
  */
-const WINDOW_MS = 1000
+async function untilTheWindowEnds(t: Test, server: InjectServer, windowMs: number, stillRefused: () => Promise<{ status: number }>): Promise<void> {
+  await server.clock.advance(windowMs - 1)
+  t.equal((await stillRefused()).status, 429, 'still refused 1 ms before the window ends')
+  await server.clock.advance(1)
+}
 
 /** Generous everywhere but the limit under test. */
 const ROOMY: Partial<Config> = { rateLimitWindowMs: WINDOW_MS, rateLimitOAuthMember: 1000, rateLimitApiKeyMember: 1000, rateLimitOrganization: 1000, rateLimitToolFactor: 1 }
@@ -80,7 +88,7 @@ t.test('the defaults are the contract\'s', async (t) => {
 })
 
 t.test('/mcp per API-key member', async (t) => {
-  const server = await startServer(t, { config: { ...ROOMY, rateLimitApiKeyMember: 3, rateLimitOAuthMember: 100 } })
+  const server = await injectServer(t, { config: { ...ROOMY, rateLimitApiKeyMember: 3, rateLimitOAuthMember: 100 } })
   const limited = await createMember(server, { role: 'viewer' })
   const other = await createMember(server, { role: 'viewer' })
   const auth = { authorization: `Bearer ${limited.key}` }
@@ -103,13 +111,13 @@ t.test('/mcp per API-key member', async (t) => {
   const owner = await openSession(server.mcpUrl, server.apiKey)
   toolOk(t, await post(server.mcpUrl, callTool('service_whoami'), owner.headers), 'the owner')
 
-  await sleep(WINDOW_MS + 100)
+  await untilTheWindowEnds(t, server, WINDOW_MS, () => post(server.mcpUrl, list('late'), headers))
   const again = await post(server.mcpUrl, callTool('service_whoami'), headers)
   toolOk(t, again, 'after the window, on the same session')
 })
 
 t.test('/mcp per OAuth member', async (t) => {
-  const server = await startServer(t, { config: { ...ROOMY, rateLimitOAuthMember: 3, rateLimitApiKeyMember: 100 } })
+  const server = await injectServer(t, { config: { ...ROOMY, rateLimitOAuthMember: 3, rateLimitApiKeyMember: 100 } })
   const { tokens } = await oauthTokens(server)
   const other = await oauthTokensFor(server, 'developer')
   const auth = { authorization: `Bearer ${tokens.access_token}` }
@@ -128,12 +136,12 @@ t.test('/mcp per OAuth member', async (t) => {
   toolOk(t, who, 'another OAuth member')
   t.equal(JSON.parse(who.json.result.content[0].text).credential.kind, 'oauth')
 
-  await sleep(WINDOW_MS + 100)
+  await untilTheWindowEnds(t, server, WINDOW_MS, () => post(server.mcpUrl, list('late'), headers))
   toolOk(t, await post(server.mcpUrl, callTool('service_whoami'), headers), 'after the window, on the same session')
 })
 
 t.test('/mcp per organization', async (t) => {
-  const server = await startServer(t, { config: { ...ROOMY, rateLimitOrganization: 4 } })
+  const server = await injectServer(t, { config: { ...ROOMY, rateLimitOrganization: 4 } })
   const repos = server.app.repos
   const elsewhere = await repos.organizations.create({ slug: 'elsewhere', name: 'Elsewhere' })
   const a = await createMember(server, { role: 'viewer' })
@@ -153,7 +161,7 @@ t.test('/mcp per organization', async (t) => {
   const sc = await openSession(server.mcpUrl, c.key)
   toolOk(t, await post(server.mcpUrl, callTool('service_whoami'), sc.headers), 'a member of another organization')
 
-  await sleep(WINDOW_MS + 100)
+  await untilTheWindowEnds(t, server, WINDOW_MS, () => post(server.mcpUrl, list('late'), sa.headers))
   toolOk(t, await post(server.mcpUrl, callTool('service_whoami'), sa.headers), 'member a after the window')
   toolOk(t, await post(server.mcpUrl, callTool('service_whoami'), sb.headers), 'member b after the window')
 })
@@ -173,7 +181,7 @@ const limitedTool = defineTool<Record<string, never>, { ok: boolean }>({
 const withProgress = (id: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_limited', arguments: {}, _meta: { progressToken: id } } })
 
 t.test('tool calls: the limit each tool declares', async (t) => {
-  const server = await startServer(t, { tools: [...builtinTools, limitedTool], config: ROOMY })
+  const server = await injectServer(t, { tools: [...builtinTools, limitedTool], config: ROOMY })
   const member = await createMember(server, { role: 'viewer' })
   const other = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
@@ -197,7 +205,7 @@ t.test('tool calls: the limit each tool declares', async (t) => {
   const otherSession = await openSession(server.mcpUrl, other.key)
   toolOk(t, await post(server.mcpUrl, callTool('test_limited', {}, 7), otherSession.headers), 'another member')
 
-  await sleep(WINDOW_MS + 100)
+  await untilTheWindowEnds(t, server, WINDOW_MS, () => post(server.mcpUrl, callTool('test_limited', {}, 'late'), headers))
   const again = await post(server.mcpUrl, withProgress('p8'), headers)
   t.equal(again.status, 200, 'after the window')
   const result = again.messages.find((m) => m.id === 'p8')
@@ -205,7 +213,7 @@ t.test('tool calls: the limit each tool declares', async (t) => {
 })
 
 t.test('rateLimitToolFactor multiplies every declared limit', async (t) => {
-  const server = await startServer(t, { tools: [...builtinTools, limitedTool], config: { ...ROOMY, rateLimitToolFactor: 3 } })
+  const server = await injectServer(t, { tools: [...builtinTools, limitedTool], config: { ...ROOMY, rateLimitToolFactor: 3 } })
   const member = await createMember(server, { role: 'viewer' })
   const { headers } = await openSession(server.mcpUrl, member.key)
   const listed = await post(server.mcpUrl, list(), headers)
@@ -213,13 +221,13 @@ t.test('rateLimitToolFactor multiplies every declared limit', async (t) => {
   t.strictSame(descriptor?._meta?.['service/rate_limit'], { limit: 2, window_seconds: 60 }, 'tools/list still shows the declared limit')
   for (let i = 1; i <= 6; i++) toolOk(t, await post(server.mcpUrl, callTool('test_limited', {}, i), headers), `call ${i} of 2 × 3`)
   isRateLimited(t, await post(server.mcpUrl, callTool('test_limited', {}, 7), headers), 6, WINDOW_MS, 'the 7th call')
-  await sleep(WINDOW_MS + 100)
+  await untilTheWindowEnds(t, server, WINDOW_MS, () => post(server.mcpUrl, callTool('test_limited', {}, 'late'), headers))
   toolOk(t, await post(server.mcpUrl, callTool('test_limited', {}, 8), headers), 'after the window')
 })
 
 t.test('/oauth/register per IP', async (t) => {
-  const windowMs = 400
-  const server = await startServer(t, { config: { registerRateLimit: 2, registerRateLimitWindowMs: windowMs } })
+  const windowMs = 60_000
+  const server = await injectServer(t, { config: { registerRateLimit: 2, registerRateLimitWindowMs: windowMs } })
   const register = async () => {
     const res = await request(`${server.url}/oauth/register`, {
       method: 'POST',
@@ -249,7 +257,7 @@ t.test('/oauth/register per IP', async (t) => {
     t.not(res.status, 429, `/oauth/token request ${i + 1} is not limited`)
   }
 
-  await sleep(windowMs + 150)
+  await untilTheWindowEnds(t, server, windowMs, register)
   const again = await register()
   t.equal(again.status, 201, 'after the window')
   t.match(again.json, { client_id: /^mcp_/ })
