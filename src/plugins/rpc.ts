@@ -14,7 +14,7 @@ declare module 'fastify' {
 
 /** The shared JSON-RPC dispatcher: other plugins register their methods and capabilities on it. */
 const rpcPlugin: FastifyPluginAsync = async (fastify) => {
-  const rpc = new Dispatcher()
+  const rpc = new Dispatcher(fastify.clock)
   // The dispatcher carries notifications/message for tools (sendLog), in both eras: legacy sessions set their level
   // with logging/setLevel, modern requests with io.modelcontextprotocol/logLevel.
   rpc.capabilities.declare(['legacy', 'modern'], 'logging', {})

@@ -1,4 +1,5 @@
 import { fail, type ServiceError } from '../errors/service-error.js'
+import { systemClock, type Clock, type ClockTimer } from '../lib/clock.js'
 import { ServerStopping, SessionEnded, type CallAbort } from './call-abort.js'
 import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, RequestId } from './types.js'
 
@@ -26,7 +27,7 @@ interface PendingOutbound {
   accept?(result: Record<string, unknown>): string | null
   resolve(result: Record<string, unknown>): void
   reject(error: Error): void
-  timer: NodeJS.Timeout | null
+  timer: ClockTimer | null
 }
 
 /** Raised locally (never sent) when an outbound request cannot complete. */
@@ -62,6 +63,8 @@ class SessionCalls {
 const STOPPED_CALL_TURNS = 20
 
 export class CallTable {
+  constructor(private readonly clock: Clock = systemClock) {}
+
   /**
    * Appended to the ids of the requests this process sends to clients (`<n>.<suffix>`): with several processes, the id
    * names the process that awaits the answer (sessions/session-relay.ts). Null: plain numbers.
@@ -144,14 +147,15 @@ export class CallTable {
       }
       const abortNow = (sent: boolean) => {
         const entry = calls.pending.get(id)
-        if (entry?.timer) clearTimeout(entry.timer)
+        if (entry?.timer) this.clock.clearTimer(entry.timer)
         cleanup()
         // Only a request that was actually sent may be cancelled (MCP: cancellations reference issued requests).
         if (sent) sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'The request was cancelled' } })
         reject(new OutboundRequestError('aborted', 'the request was aborted'))
       }
       const onAbort = () => abortNow(true)
-      const timer = setTimeout(() => {
+      // On the server's clock (docs/decisions/clock.md): a test moves time past an unanswered question's limit.
+      const timer = this.clock.setTimeout(() => {
         cleanup()
         sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `No answer within ${options.timeoutMs} ms` } })
         reject(new OutboundRequestError('timeout', `no answer within ${options.timeoutMs} ms`))
@@ -173,7 +177,7 @@ export class CallTable {
       if (options.signal?.aborted) return abortNow(false)
       options.signal?.addEventListener('abort', onAbort, { once: true })
       if (!sink.send({ jsonrpc: '2.0', id, method, params })) {
-        clearTimeout(timer)
+        this.clock.clearTimer(timer)
         cleanup()
         reject(new OutboundRequestError('closed', 'no stream to send the request on'))
       }
@@ -200,7 +204,7 @@ export class CallTable {
       }
     }
     calls.pending.delete(message.id)
-    if (pending.timer) clearTimeout(pending.timer)
+    if (pending.timer) this.clock.clearTimer(pending.timer)
     if (message.error) pending.reject(new OutboundRequestError('error', message.error.message, message.error))
     else pending.resolve(message.result ?? {})
     this.#release(sessionId, calls)
@@ -244,7 +248,7 @@ export class CallTable {
     for (const call of calls.inflight.values()) call.abort(new SessionEnded(reason))
     calls.inflight.clear()
     for (const p of calls.pending.values()) {
-      if (p.timer) clearTimeout(p.timer)
+      if (p.timer) this.clock.clearTimer(p.timer)
       p.reject(new OutboundRequestError('closed', reason))
     }
     calls.pending.clear()

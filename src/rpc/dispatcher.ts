@@ -5,6 +5,7 @@ import type { DeclaredLimit } from '../limits/fixed-windows.js'
 import { toRpcError } from '../errors/render.js'
 import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
 import { CallAbort } from './call-abort.js'
+import { systemClock, type Clock } from '../lib/clock.js'
 import { CallTable, type AskOptions } from './calls.js'
 import { ServerCapabilities } from './capabilities.js'
 import type { ClientCapabilities, Exchange, SessionView } from './exchange.js'
@@ -234,7 +235,7 @@ const CANCELLED: Answer = Object.freeze({ response: null, failure: null })
 
 export class Dispatcher {
   /** Calls in flight and questions awaiting the client's answer, both eras (calls.ts): only the dispatcher changes it. */
-  readonly #calls = new CallTable()
+  readonly #calls: CallTable
   private readonly requests = new Map<string, RequestMethod>()
   private readonly notifications = new Map<string, NotificationMethod>()
   private readonly dropped = new Set<string>()
@@ -245,6 +246,11 @@ export class Dispatcher {
    * on, and an intake then records nothing.
    */
   observer: RpcObserver | null = null
+
+  /** `clock`: the server's (lib/clock.ts); the limit on a client's answer to a question is timed by it. */
+  constructor(clock: Clock = systemClock) {
+    this.#calls = new CallTable(clock)
+  }
 
   /** Adds an observer (each observability feature adds its own). */
   addObserver(observer: RpcObserver): void {

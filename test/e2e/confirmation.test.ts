@@ -8,6 +8,7 @@ import type { Config } from '../../src/config.js'
 import { answerRequest, decision, elicitationOn, elicitingSession, isAnswerTo, isElicitation, openLiveCall, readToEnd } from '../helpers/confirm.js'
 import { callTool, initializeMessage, openSession, post, type RpcReply } from '../helpers/mcp.js'
 import { createKey, createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
+import { ManualClock } from '../helpers/clock.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 import { messagesOf, sleep, type LiveStream } from '../helpers/stream.js'
 
@@ -18,8 +19,16 @@ const ACCEPT = decision()
 let nextId = 5000
 const rid = () => ++nextId
 
-async function serve(t: Test, config: Partial<Config> = {}): Promise<TestServer> {
-  return startServer(t, { tools: builtinTools, config: { pipelines: PIPELINES, ...config } })
+async function serve(t: Test, config: Partial<Config> = {}, clock?: ManualClock): Promise<TestServer> {
+  return startServer(t, { tools: builtinTools, config: { pipelines: PIPELINES, ...config }, ...(clock ? { clock } : {}) })
+}
+
+/** How long a question waits for the client's answer, on a manual clock: only moving the clock ends the wait. */
+const ELICIT_MS = 10_000
+
+/** True while the server awaits the client's answer to an elicitation/create (the dispatcher's call table). */
+function awaitingAnswer(server: TestServer): boolean {
+  return [...server.app.rpc.pendingRequestMethods()].includes('elicitation/create')
 }
 
 /** An app in the default organization with `deployments` finished deployments. */
@@ -232,13 +241,16 @@ t.test('awaiting user → a JSON-RPC error answer (the client could not show it)
 })
 
 t.test('awaiting user → prompt times out → not executed: notifications/cancelled, then ELICITATION_TIMEOUT', async (t) => {
-  const server = await serve(t, { elicitationTimeoutMs: 150 })
+  const clock = new ManualClock()
+  const server = await serve(t, { elicitationTimeoutMs: ELICIT_MS }, clock)
   const app = await seedApp(server, 'slowpoke', 3)
   const { headers } = await elicitingSession(server)
-  const started = Date.now()
   const { id, live, request } = await askDelete(t, server, headers, app.id)
+  await clock.advance(ELICIT_MS - 1)
+  t.ok(awaitingAnswer(server), 'still waiting 1 ms before the timeout')
+  await clock.advance(1)
   const { result, messages } = await resultOn(t, live, id)
-  t.ok(Date.now() - started >= 140, 'not before the timeout')
+  t.notOk(awaitingAnswer(server), 'withdrawn at the timeout')
 
   const cancelled = messages.filter((m) => m.method === 'notifications/cancelled')
   t.equal(cancelled.length, 1, 'one notifications/cancelled on the call stream')
@@ -443,7 +455,8 @@ t.test('service_env_unset: declined keeps the variable, accepted removes it; bot
 })
 
 t.test('the audit log holds confirmed, declined and timed_out entries with who, what and the call id', async (t) => {
-  const server = await serve(t, { elicitationTimeoutMs: 300 })
+  const clock = new ManualClock()
+  const server = await serve(t, { elicitationTimeoutMs: ELICIT_MS }, clock)
   const { headers } = await elicitingSession(server)
   const apps = [await seedApp(server, 'one'), await seedApp(server, 'two'), await seedApp(server, 'three')]
   const ids: Array<number | string> = []
@@ -451,6 +464,7 @@ t.test('the audit log holds confirmed, declined and timed_out entries with who, 
     const { id, live, request } = await askDelete(t, server, headers, apps[i]!.id)
     ids.push(id)
     if (result) t.equal((await answer(server, headers, request.id, result)).status, 202)
+    else await clock.advance(ELICIT_MS) // nobody answers: the question times out
     await resultOn(t, live, id)
   }
   const entries = (await confirmations(server)).reverse()

@@ -12,6 +12,7 @@ import { answerAccepted, decision, elicitationOn, elicitingSession, isElicitatio
 import { callToEnd, toolError } from '../helpers/tools.js'
 import { callTool, post } from '../helpers/mcp.js'
 import { createMember, defaultOrganization, ownerMembership } from '../helpers/seed.js'
+import { ManualClock } from '../helpers/clock.js'
 import { startServer, tempDatabase, type TestServer } from '../helpers/server.js'
 import { messagesOf, until, type LiveStream } from '../helpers/stream.js'
 
@@ -33,9 +34,10 @@ const TOOL = 'service_deployments_create'
 /** The holder of records a test writes itself: no process, and a claim no call of the server holds (a lost write). */
 const ORPHAN = { owner: null, claim: 'orphan' }
 
-async function start(t: Test, options: { dbPath?: string; elicitationTimeoutMs?: number } = {}): Promise<TestServer> {
+async function start(t: Test, options: { dbPath?: string; elicitationTimeoutMs?: number; clock?: ManualClock } = {}): Promise<TestServer> {
   return startServer(t, {
     ...(options.dbPath ? { dbPath: options.dbPath } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
     config: { envKey: ENV_KEY, pipelines: PIPELINES, pipelineGraceMs: 200, heartbeatMs: 60_000, ...(options.elicitationTimeoutMs ? { elicitationTimeoutMs: options.elicitationTimeoutMs } : {}) },
   })
 }
@@ -184,7 +186,10 @@ t.test('the same id while the first call waits for confirmation or runs: 409 IDE
 })
 
 t.test('declined, timed out and cancelled calls are answered the same way again, without asking', async (t) => {
-  const server = await start(t, { elicitationTimeoutMs: 300 })
+  // The wait for the confirmation is on a manual clock: it times out only when the test moves time.
+  const ELICIT_MS = 10_000
+  const clock = new ManualClock()
+  const server = await start(t, { elicitationTimeoutMs: ELICIT_MS, clock })
   const files = workDir(t)
   const app = await seedApp(server, 'careful', 'counted', files)
   const { sessionId, headers } = await elicitingSession(server)
@@ -208,7 +213,10 @@ t.test('declined, timed out and cancelled calls are answered the same way again,
   // Declined.
   await endsWith('no-1', 'ELICITATION_DENIED', (live) => answer(t, server, headers, live, 'decline'))
   // Timed out: nobody answers.
-  await endsWith('late-1', 'ELICITATION_TIMEOUT', async () => {})
+  await endsWith('late-1', 'ELICITATION_TIMEOUT', async (live) => {
+    await elicitationOn(live)
+    await clock.advance(ELICIT_MS)
+  })
 
   // Cancelled while asking: no response at all, and a retry is told it was cancelled.
   const gone = await openCall(t, server, headers, args, 'gone-1')

@@ -27,6 +27,7 @@ import {
   type Records,
 } from '../helpers/primitives-defs.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
+import { ManualClock } from '../helpers/clock.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 import { assertNotification, assertResponse, assertServerRequest, assertValid, definitionsOf, LEGACY_REVISIONS, REVISIONS, schemaErrors, type LegacyRevision } from '../helpers/spec-schema.js'
 import { messagesOf, openLive, sleep, type LiveStream } from '../helpers/stream.js'
@@ -46,9 +47,9 @@ interface Session {
   sessionId: string
 }
 
-async function serve(t: Test, config: Partial<Config> = {}): Promise<Served> {
+async function serve(t: Test, config: Partial<Config> = {}, clock?: ManualClock): Promise<Served> {
   const defs = primitives()
-  const server = await startServer(t, { tools: defs.tools, resources: defs.resources, prompts: defs.prompts, config: { pageSize: 3, ...config } })
+  const server = await startServer(t, { tools: defs.tools, resources: defs.resources, prompts: defs.prompts, config: { pageSize: 3, ...config }, ...(clock ? { clock } : {}) })
   const orgId = (await defaultOrganization(server)).id
   defs.records.items.set(orgId, ['a1', 'a2'])
   return { server, records: defs.records, orgId }
@@ -552,7 +553,10 @@ t.test('a resource or prompt that asks: elicitation/create on the call\'s stream
 })
 
 t.test('a client that cannot be asked gets CAPABILITY_REQUIRED; a refusal INPUT_REFUSED; no answer INPUT_TIMEOUT', async (t) => {
-  const served = await serve(t, { elicitationTimeoutMs: 300 })
+  // The wait for an answer is on a manual clock: an answer is never late, and no answer ends only when time is moved.
+  const ELICIT_MS = 10_000
+  const clock = new ManualClock()
+  const served = await serve(t, { elicitationTimeoutMs: ELICIT_MS }, clock)
   const { server } = served
   for (const revision of LEGACY_REVISIONS) {
     const s = await session(t, served, revision)
@@ -584,6 +588,7 @@ t.test('a client that cannot be asked gets CAPABILITY_REQUIRED; a refusal INPUT_
 
   const waiting = await liveRequest(t, served, s, 'prompts/get', { name: 'ask_name', arguments: { topic: 'x' } })
   const unanswered = await serverRequestOn(t, s, waiting.live, 'elicitation/create')
+  await clock.advance(ELICIT_MS)
   const timedOut = await liveResponse(t, s, waiting.live, waiting.id, 'prompts/get')
   t.equal(timedOut.error?.data?.code, 'INPUT_TIMEOUT', 'no answer in time: INPUT_TIMEOUT')
   const cancelled = messagesOf(waiting.live).find((m) => m.method === 'notifications/cancelled')
