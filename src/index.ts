@@ -35,6 +35,7 @@ export type { ErrorCode } from './errors/catalog.js'
 export { loadConfig, ConfigError, type Config } from './config.js'
 export { buildApp } from './app.js'
 export type { TracingOptions } from './observability/tracing.js'
+export type { Clock, ClockTimer, TimerCallback } from './lib/clock.js'
 export { firstStartMessage, type BootstrapResult } from './bootstrap.js'
 // What `server.app` offers embedders (the README's `server.app.tools`, `.prompts`, `.resources`, and `.repos`): the
 // FastifyInstance augmentations of those plugins, kept in the public declarations. Types only: nothing runs.
