@@ -202,8 +202,9 @@ function readableId(value: unknown): RequestId | null {
   return typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : null
 }
 
-export function errorResponse(id: RequestId | null, err: unknown): JsonRpcResponse {
-  return { jsonrpc: '2.0', id, error: toRpcError(err) }
+/** The JSON-RPC error answer to request `id`, in the era's codes (a session's, unless `era` says otherwise). */
+export function errorResponse(id: RequestId | null, err: unknown, era: Era = 'legacy'): JsonRpcResponse {
+  return { jsonrpc: '2.0', id, error: toRpcError(err, era) }
 }
 
 /**

@@ -1,11 +1,10 @@
 import type { FastifyRequest } from 'fastify'
 import type { Principal } from '../auth/principal.js'
 import { catalog, type ErrorSpec } from '../errors/catalog.js'
-import { toRpcError } from '../errors/render.js'
 import { isServiceError, type ServiceError } from '../errors/service-error.js'
 import type { DeclaredLimit } from '../limits/fixed-windows.js'
 import type { CallAbort } from './call-abort.js'
-import type { Answer, CallSetup, Dispatcher, PrecheckContext, PreparedRequest, Refused } from './dispatcher.js'
+import { errorResponse, type Answer, type CallSetup, type Dispatcher, type PrecheckContext, type PreparedRequest, type Refused } from './dispatcher.js'
 import type { Exchange } from './exchange.js'
 import { Observation, type RpcObserver } from './observer.js'
 import { StoppableCall, stoppedByShutdown } from './stopping.js'
@@ -98,7 +97,7 @@ export class Intake {
 
   /** A request refused by a check of its front-end (or of its session) before it ran: its error answer, observed. */
   refuse(message: JsonRpcRequest, status: number, error: ServiceError): Refusal {
-    const response: JsonRpcResponse = { jsonrpc: '2.0', id: message.id, error: toRpcError(error, this.era) }
+    const response = errorResponse(message.id, error, this.era)
     this.#answered(message, response)
     return new Refusal(status, error, response)
   }
@@ -170,7 +169,7 @@ export class Intake {
   stoppable(call: PreparedRequest, answer: (stopped: Answer) => void): StoppableCall {
     return new StoppableCall(() => {
       const err = stoppedByShutdown(this.dispatcher.describe(call))
-      const response: JsonRpcResponse = { jsonrpc: '2.0', id: call.message.id, error: toRpcError(err, this.era) }
+      const response = errorResponse(call.message.id, err, this.era)
       this.#answered(call.message, response)
       answer({ response, failure: err })
     })

@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { catalog, type ErrorSpec } from '../../errors/catalog.js'
-import { toRpcError } from '../../errors/render.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
 import { ClientDisconnected } from '../../rpc/call-abort.js'
-import type { CacheHint, MessageSink, PreparedRequest, RequestMethod } from '../../rpc/dispatcher.js'
+import { errorResponse, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
 import { constantJson } from '../../lib/message-json.js'
 import { ModernExchange, type ClientCapabilities } from '../../rpc/exchange.js'
 import { Refusal, SPEC_ERROR_STATUS, type Intake, type Outcome } from '../../rpc/intake.js'
@@ -239,7 +238,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     let answer: JsonRpcResponse
     let status = 200
     if (response.error) {
-      answer = failure ? { jsonrpc: '2.0', id: response.id, error: toRpcError(failure, 'modern') } : response
+      answer = failure ? errorResponse(response.id, failure, 'modern') : response
       status = SPEC_ERROR_STATUS[answer.error!.code] ?? 200
     } else {
       answer = { jsonrpc: '2.0', id: response.id, result: encode(response.result ?? {}, def.cache) }
