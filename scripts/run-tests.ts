@@ -1,9 +1,15 @@
 /**
- * The suite as `npm test` runs it: the compiled test files (build/test, from `npm run build:tests`), each in a plain
- * node process, three at a time, on SQLite and then the PostgreSQL pass (scripts/postgres-pass.ts lists its files) with
+ * The suite as `npm test` runs it: the compiled test files (build/test, from `npm run build:tests`), four processes at
+ * a time, on SQLite and then the PostgreSQL pass (scripts/postgres-pass.ts lists its files) with
  * SERVICE_TEST_DATABASE=postgres, between one start and one stop of the run's PostgreSQL and Redis (test/setup).
  *
- *   tsx scripts/run-tests.ts [--pass sqlite|postgres|both] [--jobs N] [--timeout SECONDS] [build/test/…/x.test.js …]
+ *   tsx scripts/run-tests.ts [--pass sqlite|postgres|both] [--jobs N] [--timeout SECONDS] [--per-process N]
+ *                            [build/test/…/x.test.js …]
+ *
+ * A process runs up to --per-process files one after another (scripts/test-runner/shared-process.ts), each in a subtest
+ * that is its own `t`; a file that says `// test-process: own (why)` gets a process of its own, as does every file with
+ * --per-process 1. Starting node and loading tap, the server and the helpers cost more CPU than most files' tests, and
+ * the suite is bound by CPU on CI's 2 cores (docs/decisions/test-processes.md).
  *
  * Why not tap's runner: it starts every test process with @tapjs/processinfo, which records each module loaded through
  * an off-thread loader and hooks child_process so that every node process a test starts (the command line, servers,
@@ -14,51 +20,36 @@
  * use tap's API, and one file still runs through tap and tsx from its source: `npx tap test/e2e/smoke.test.ts`.
  */
 import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Parser, type Result } from 'tap-parser'
 import { packageRoot } from '../src/lib/package-root.js'
 import { compiledTestFile, postgresPassFiles } from './postgres-pass.js'
+import { running, runFile, type Job } from './test-runner/file-process.js'
+import { runShared } from './test-runner/shared-process.js'
+import { noCounts, type Counts, type Outcome } from './test-runner/tap-output.js'
+
+export { runFile, type Job } from './test-runner/file-process.js'
+export { type Outcome } from './test-runner/tap-output.js'
 
 const ROOT = packageRoot()
 const BUILD_TESTS = join(ROOT, 'build', 'test')
 const BEFORE = join(BUILD_TESTS, 'setup', 'backends-before.js')
 const AFTER = join(BUILD_TESTS, 'setup', 'backends-after.js')
-/** After SIGALRM a tap file reports its timeout and exits; one that does not within this long is killed. */
-const KILL_AFTER_ALARM_MS = 15_000
 
 export interface Options {
   pass: 'sqlite' | 'postgres' | 'both'
   jobs: number
   timeoutMs: number
+  /** How many files one process runs at most, one after another. */
+  perProcess: number
   files: string[]
 }
 
-export interface Job {
-  /** As printed: the file relative to the repository, and the pass when it is the PostgreSQL one. */
-  name: string
-  file: string
-  env: Record<string, string>
-}
-
-/** Leaf assertions (subtests' closing lines not counted), as tap's own totals count them. */
-type Counts = { total: number; pass: number; fail: number; skip: number; todo: number }
-const noCounts = (): Counts => ({ total: 0, pass: 0, fail: 0, skip: 0, todo: 0 })
-
-export interface Outcome {
-  ok: boolean
-  counts: Counts
-  output: string
-  ms: number
-  problem?: string
-}
-
 export function parseOptions(argv: string[]): Options {
-  // Three files at a time on CI's 2 cores: with two, the cores were idle 40% of the run (tests wait on sockets, timers
-  // and the processes they start); three took both passes from 781 s to 658 s there, with the same CPU.
-  const options: Options = { pass: 'both', jobs: 3, timeoutMs: 120_000, files: [] }
+  // Four processes at a time on CI's 2 cores, up to 16 files each (docs/decisions/test-processes.md): the cores were
+  // still idle a quarter of the run with three (tests wait on sockets, timers and the processes they start).
+  const options: Options = { pass: 'both', jobs: 4, timeoutMs: 120_000, perProcess: 16, files: [] }
   let passGiven = false
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
@@ -75,6 +66,8 @@ export function parseOptions(argv: string[]): Options {
       passGiven = true
     } else if (flag === '--jobs') {
       options.jobs = positiveInteger(flag, value())
+    } else if (flag === '--per-process') {
+      options.perProcess = positiveInteger(flag, value())
     } else if (flag === '--timeout') {
       options.timeoutMs = positiveInteger(flag, value()) * 1000
     } else if (flag.startsWith('-')) {
@@ -100,6 +93,17 @@ function allCompiledTests(dir = BUILD_TESTS): string[] {
     .flatMap((e) => (e.isDirectory() ? allCompiledTests(join(dir, e.name)) : e.name.endsWith('.test.js') ? [join(dir, e.name)] : []))
 }
 
+const OWN_PROCESS = /^\/\/ test-process: own \((.+)\)\s*$/m
+
+/** Whether a test file asks for a process of its own (`// test-process: own (why)`, kept by tsc in its compilation). */
+export function wantsOwnProcess(file: string): boolean {
+  const text = readFileSync(file, 'utf8')
+  if (OWN_PROCESS.test(text)) return true
+  // A misspelt declaration would silently share a process that the file said it must not.
+  if (/^\/\/ test-process:/m.test(text)) throw new Error(`${relative(ROOT, file)}: a test-process line must read "// test-process: own (why)"`)
+  return false
+}
+
 function jobsOf(options: Options): Job[] {
   const jobs: Job[] = []
   const sqlite = options.files.length ? options.files.map((f) => join(ROOT, f)) : allCompiledTests()
@@ -115,6 +119,7 @@ function jobsOf(options: Options): Job[] {
   }
   const missing = jobs.filter((j) => !existsSync(j.file))
   if (missing.length) throw new Error(`${missing.map((j) => relative(ROOT, j.file)).join(', ')} not found: run npm run build:tests first`)
+  for (const job of jobs) job.ownProcess = options.perProcess === 1 || wantsOwnProcess(job.file)
   return jobs
 }
 
@@ -127,75 +132,6 @@ function runScript(file: string): Promise<number> {
   })
 }
 
-const running = new Set<ReturnType<typeof spawn>>()
-
-/** Runs one test file to its end, or to its deadline (timeoutMs, moved by the file's t.setTimeout()). */
-export function runFile(job: Job, childId: number, jobId: number, timeoutMs: number): Promise<Outcome> {
-  const started = Date.now()
-  const key = randomBytes(8).toString('hex')
-  const child = spawn(process.execPath, [job.file], {
-    cwd: ROOT,
-    // stderr goes straight through, as under tap; stdout is TAP, parsed and printed once the file ends.
-    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-    env: { ...process.env, ...job.env, TAP: '1', TAP_CHILD_ID: String(childId), TAP_CHILD_KEY: key, TAP_JOB_ID: String(jobId), TAP_TIMEOUT: String(timeoutMs / 1000), TAP_BAIL: '0' },
-  })
-  running.add(child)
-  const counts = noCounts()
-  const parser = new Parser()
-  const count = (p: Parser) => {
-    p.on('child', count)
-    p.on('assert', (r: Result) => {
-      if (r.closingTestPoint) return
-      counts.total++
-      if (r.todo) counts.todo++
-      else if (r.skip) counts.skip++
-      else if (r.ok) counts.pass++
-      else counts.fail++
-    })
-  }
-  count(parser)
-  let output = ''
-  child.stdout!.setEncoding('utf8')
-  child.stdout!.on('data', (d: string) => {
-    output += d
-    parser.write(d)
-  })
-
-  let problem: string | undefined
-  let killTimer: NodeJS.Timeout | undefined
-  let deadline: NodeJS.Timeout | undefined
-  const arm = (ms: number) => {
-    clearTimeout(deadline)
-    deadline = setTimeout(() => {
-      problem = `timed out after ${ms} ms`
-      child.kill('SIGALRM')
-      killTimer = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_ALARM_MS)
-    }, ms)
-  }
-  arm(timeoutMs)
-  // The file's t.setTimeout(n) moves its deadline, as tap's runner allows.
-  child.on('message', (msg: { setTimeout?: unknown; key?: unknown }) => {
-    if (msg && msg.key === key && typeof msg.setTimeout === 'number' && !problem) arm(msg.setTimeout)
-  })
-
-  return new Promise((resolve) => {
-    const finish = (code: number | null, signal: NodeJS.Signals | null, error?: Error) => {
-      clearTimeout(deadline)
-      clearTimeout(killTimer)
-      running.delete(child)
-      parser.end()
-      if (error) problem = `could not start: ${error.message}`
-      else if (!problem && signal) problem = `killed by ${signal}`
-      else if (!problem && code !== 0) problem = `exit code ${code}`
-      const ok = !problem && parser.ok && counts.fail === 0
-      if (!ok && !problem) problem = 'a test failed'
-      resolve({ ok, counts, output, ms: Date.now() - started, ...(problem ? { problem } : {}) })
-    }
-    child.on('error', (e) => finish(null, null, e))
-    child.on('close', (code, signal) => finish(code, signal))
-  })
-}
-
 /** How many of the slowest files the run's end names: where to look first when the suite gets longer. */
 const SLOWEST_SHOWN = 10
 
@@ -203,6 +139,11 @@ const SLOWEST_SHOWN = 10
 export function slowest(durations: ReadonlyArray<{ name: string; ms: number }>, count: number): string[] {
   const top = [...durations].sort((a, b) => b.ms - a.ms).slice(0, count)
   return top.length ? [`# slowest ${top.length} files:`, ...top.map((d) => `#   ${(d.ms / 1000).toFixed(1).padStart(6)} s  ${d.name}`)] : []
+}
+
+function sameEnv(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a)
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k])
 }
 
 function indent(text: string): string {
@@ -238,18 +179,33 @@ async function main(argv: string[]): Promise<number> {
     console.log(`1..${jobs.length}`)
     let next = 0
     let printed = 0
+    const report = (job: Job, outcome: Outcome) => {
+      printed++
+      durations.push({ name: job.name, ms: outcome.ms })
+      for (const k of Object.keys(totals) as Array<keyof Counts>) totals[k] += outcome.counts[k]
+      if (!outcome.ok) failedFiles++
+      const body = outcome.output.replace(/^TAP version 14\n/, '').trimEnd()
+      const diag = outcome.problem ? `\n  ---\n  problem: ${JSON.stringify(outcome.problem)}\n  ...` : ''
+      console.log(`# Subtest: ${job.name}\n${indent(body)}\n${outcome.ok ? 'ok' : 'not ok'} ${printed} - ${job.name} # time=${outcome.ms}ms${diag}\n`)
+    }
     const worker = async (jobId: number) => {
       while (!stopped && next < jobs.length) {
-        const index = next++
-        const job = jobs[index]!
-        const outcome = await runFile(job, index + 1, jobId, options.timeoutMs)
-        printed++
-        durations.push({ name: job.name, ms: outcome.ms })
-        for (const k of Object.keys(totals) as Array<keyof Counts>) totals[k] += outcome.counts[k]
-        if (!outcome.ok) failedFiles++
-        const body = outcome.output.replace(/^TAP version 14\n/, '').trimEnd()
-        const diag = outcome.problem ? `\n  ---\n  problem: ${JSON.stringify(outcome.problem)}\n  ...` : ''
-        console.log(`# Subtest: ${job.name}\n${indent(body)}\n${outcome.ok ? 'ok' : 'not ok'} ${printed} - ${job.name} # time=${outcome.ms}ms${diag}\n`)
+        const first = jobs[next]!
+        if (first.ownProcess) {
+          next++
+          report(first, await runFile(first, next, jobId, options.timeoutMs))
+          continue
+        }
+        // A shared process takes files while the next one may share it: same pass, not one that wants its own.
+        const take = () => {
+          const job = jobs[next]
+          if (stopped || !job || job.ownProcess || !sameEnv(job.env, first.env)) return undefined
+          next++
+          return job
+        }
+        const { files } = await runShared({ env: first.env, childId: next + 1, jobId, timeoutMs: options.timeoutMs, maxFiles: options.perProcess, take, onOutcome: report })
+        // One that ended before asking for a file did not start: the run stops rather than start it again and again.
+        if (files === 0 && !stopped && jobs[next] === first) throw new Error('a shared test process (build/test/setup/shared-process.js) ended before taking a file')
       }
     }
     await Promise.all(Array.from({ length: Math.min(options.jobs, jobs.length) }, (_, i) => worker(i)))

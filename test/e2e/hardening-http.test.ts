@@ -1,3 +1,4 @@
+// test-process: own (it measures its own process's memory while a deployment prints 60 MB)
 /**
  * Hardening of the HTTP edge and /mcp (issue 10), each test written as the attack: the batch amplification, oversized
  * and deep initialize, sessions that cannot be stored, slow headers and bodies, connection hoarding, malformed request

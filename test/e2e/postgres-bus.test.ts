@@ -1,3 +1,4 @@
+// test-process: own (it listens for a warning node gives once per process: an earlier file could have used it up)
 import pg from 'pg'
 import t from 'tap'
 import { postgresBus } from '../../src/db/postgres/bus.js'

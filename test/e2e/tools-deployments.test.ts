@@ -17,8 +17,10 @@ import { startServer, tempDatabase, type TestServer } from '../helpers/server.js
 import { messagesOf, until, type LiveStream } from '../helpers/stream.js'
 import { ROOT } from '../helpers/root.js'
 
-// Set before any server starts: a pipeline must not see the server's environment.
+// Set before any server starts: a pipeline must not see the server's environment. Taken away at the end, for the
+// files that run after this one in the same process (scripts/run-tests.ts).
 process.env.SERVICE_SECRET_TEST = 'server-only-secret'
+t.teardown(() => void delete process.env.SERVICE_SECRET_TEST)
 
 const ENV_KEY = randomBytes(32).toString('base64')
 const BOX = new SecretBox(Buffer.from(ENV_KEY, 'base64'))

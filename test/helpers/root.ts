@@ -27,3 +27,10 @@ export const SERVER_ENTRY = FROM_BUILD ? join(BUILD, 'src', 'index.js') : join(R
 
 /** The node arguments that load TypeScript in a child process: none beside the compiled suite, tsx's hook otherwise. */
 export const CHILD_LOADER: string[] = FROM_BUILD ? [] : ['--import', 'tsx']
+
+/**
+ * tap's entry as a URL, for test files that a test writes outside the repository (where 'tap' would not resolve).
+ * Resolved here rather than in the test file: a test file running in a shared process (scripts/run-tests.ts) has its
+ * 'tap' resolved to the subtest it runs in.
+ */
+export const TAP_ENTRY = import.meta.resolve('tap')
