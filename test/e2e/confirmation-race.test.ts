@@ -216,10 +216,11 @@ t.test('three copies of one accepted confirmation on three processes: the operat
       t.comment(`${era} ${tool}: ${TRIALS} trials in ${Date.now() - started} ms`)
     }
   }
-  t.comment(`${tally.trials} trials: ${tally.conflicts} copies answered 409, ${tally.replays} copies answered the stored outcome`)
+  t.comment(`${tally.trials} trials: ${tally.conflicts} copies answered 409, ${tally.replays} jittered copies answered the stored outcome`)
   t.strictSame(failures.slice(0, 20), [], `every operation ran exactly once and every copy was answered ok, 409 or the stored outcome (${failures.length} problems)`)
   t.equal(tally.trials, 4 * TRIALS)
-  // The race was run, not avoided: copies met a call in progress, and others came after it ended.
+  // The race was run, not avoided: copies met a call in progress. A copy after the end is each trial's replay, sent
+  // once the three are answered and judged above; whether some jittered copies also land after the end depends on how
+  // fast the machine ran the operation (under load none did), so it is reported in the comment above, not asserted.
   t.ok(tally.conflicts > TRIALS, `copies arrived while the call was pending or running (${tally.conflicts})`)
-  t.ok(tally.replays > 0, `copies arrived after it ended (${tally.replays})`)
 })
