@@ -205,7 +205,10 @@ async function main(argv: string[]): Promise<number> {
         }
         const { files } = await runShared({ env: first.env, childId: next + 1, jobId, timeoutMs: options.timeoutMs, maxFiles: options.perProcess, take, onOutcome: report })
         // One that ended before asking for a file did not start: the run stops rather than start it again and again.
-        if (files === 0 && !stopped && jobs[next] === first) throw new Error('a shared test process (build/test/setup/shared-process.js) ended before taking a file')
+        if (files === 0 && !stopped && jobs[next] === first) {
+          stop() // the other processes too, before the backends are stopped under them
+          throw new Error('a shared test process (build/test/setup/shared-process.js) ended before taking a file')
+        }
       }
     }
     await Promise.all(Array.from({ length: Math.min(options.jobs, jobs.length) }, (_, i) => worker(i)))

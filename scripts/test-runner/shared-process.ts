@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { packageRoot } from '../../src/lib/package-root.js'
 import { deadlineFor, running, tapEnv, type Job } from './file-process.js'
-import { countTap, type Outcome } from './tap-output.js'
+import { countTap, noCounts, type Outcome } from './tap-output.js'
 
 /**
  * Test files run one after another in one process (build/test/setup/shared-process.js, from test/setup/): node's start,
@@ -102,7 +102,7 @@ export function runShared(run: SharedRun): Promise<{ files: number }> {
       const ended = error ? `could not start: ${error.message}` : signal ? `killed by ${signal}` : code !== 0 ? `exit code ${code}` : undefined
       finishBlock(ended)
       // A file handed over whose run never began (the process ended first).
-      for (const job of sent.splice(0)) run.onOutcome(job, { ok: false, counts: countTap('').counts, output: '', ms: 0, problem: `not run: its process ended first (${ended ?? 'exit code 0'})` })
+      for (const job of sent.splice(0)) run.onOutcome(job, { ok: false, counts: noCounts(), output: '', ms: 0, problem: `not run: its process ended first (${ended ?? 'exit code 0'})` })
       resolve({ files: taken })
     }
     child.on('error', (e) => finish(null, null, e))
