@@ -7,18 +7,20 @@
 #     -e SERVICE_BASE_URL=https://mcp.example.com service-mcp
 #   docker logs service-mcp        # the first start prints the owner's password and API key, once
 #
-# Both stages use the same Debian and Node, so the SQLite addon compiled in the first runs in the second.
-ARG NODE_VERSION=22
+# Both stages use the same Debian and Node, so the SQLite addon compiled in the first runs in the second. Node 26 is the
+# active LTS (22 and 24 are tested too: scripts/node-versions/installs).
+ARG NODE_VERSION=26
 
 FROM node:${NODE_VERSION}-bookworm-slim AS build
-# better-sqlite3 is compiled from source (.npmrc: build-from-source), against the headers this image ships, so
-# nothing is downloaded besides npm packages and Debian's compilers.
+# better-sqlite3 is compiled from source (.prebuild-installrc: buildFromSource), against the headers this image ships,
+# so nothing is downloaded besides npm packages and Debian's compilers. Node's Linux binaries need libatomic from
+# Node 25 on.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
+ && apt-get install -y --no-install-recommends python3 make g++ libatomic1 \
  && rm -rf /var/lib/apt/lists/*
 ENV npm_config_nodedir=/usr/local
 WORKDIR /app
-COPY package.json package-lock.json .npmrc ./
+COPY package.json package-lock.json .prebuild-installrc ./
 # Dependencies only (a layer cached until the lockfile changes). Only better-sqlite3 needs its install script
 # (package.json "allowScripts"), so scripts are off and it alone is built.
 RUN npm ci --ignore-scripts && npm rebuild better-sqlite3
@@ -28,8 +30,9 @@ RUN npm run build && npm prune --omit=dev
 
 FROM node:${NODE_VERSION}-bookworm-slim AS runtime
 # tini as PID 1: it forwards SIGTERM to node (a clean stop, see below) and reaps what deployment pipelines leave.
+# libatomic: Node's Linux binaries need it from Node 25 on.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends tini \
+ && apt-get install -y --no-install-recommends tini libatomic1 \
  && rm -rf /var/lib/apt/lists/*
 # A numeric, non-root user (Kubernetes' runAsNonRoot can check it) that owns /data and nothing else.
 RUN groupadd --system --gid 10001 service-mcp \

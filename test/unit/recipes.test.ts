@@ -6,7 +6,7 @@
  * The proxies in front of a real server: test/e2e/proxy-nginx.test.ts and proxy-caddy.test.ts.
  */
 import { execFile, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, posix } from 'node:path'
 import t from 'tap'
@@ -91,6 +91,14 @@ t.test('Dockerfile (not built here: checked statically)', async (t) => {
   t.equal(pkg.bin['service-mcp'], 'dist/src/cli.js', 'the same file package.json names as the program')
   t.strictSame(JSON.parse(runtime.find((i) => i.name === 'ENTRYPOINT')?.args ?? 'null'), ['/usr/bin/tini', '--'], 'tini as PID 1')
   t.match(runtime.filter((i) => i.name === 'RUN').map((i) => i.args).join('\n'), /apt-get install .*\btini\b/, 'tini installed')
+  // The image runs the newest Node line the project tests, and what its binaries need (libatomic from Node 25 on).
+  const tested = readdirSync(new URL('scripts/node-versions/installs/', root)).map((d) => Number(d.replace(/^node/, '')))
+  const arg = all.find((i) => i.name === 'ARG' && i.args.startsWith('NODE_VERSION='))?.args
+  t.equal(arg, `NODE_VERSION=${Math.max(...tested)}`, 'the image\'s Node is the newest tested line')
+  t.match(froms[0]!.args, /^node:\$\{NODE_VERSION\}-/, 'the build stage\'s image takes that Node')
+  for (const [stage, runs] of [['build', buildRuns], ['runtime', runtime.filter((i) => i.name === 'RUN').map((i) => i.args).join('\n')]] as const) {
+    t.match(runs, /apt-get install .*\blibatomic1\b/, `libatomic1 installed in the ${stage} stage`)
+  }
 
   // Settings: the database (and env.key beside it) in the volume, every interface, the public address left to the
   // operator, and no secret of any kind.
