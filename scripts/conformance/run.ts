@@ -129,9 +129,23 @@ async function ensureInstalled(name: string, probe: string): Promise<string> {
 }
 
 interface Served {
+  /** Where the suite reaches the profile: `http://localhost:PORT/mcp` (see asLocalhost). */
   url: string
   output(): string
   stop(): Promise<void>
+}
+
+/**
+ * The address the suite is given: the one its examples write, `http://localhost:PORT/mcp`, for the listening URL
+ * `http://127.0.0.1:PORT/mcp`. The profile answers to every loopback name of its loopback base address
+ * (docs/decisions/http-errors.md), which the suite's dns-rebinding-protection scenario checks by sending the URL's own
+ * host as Host and Origin. Where `localhost` resolves to ::1 first, Node's clients fall back to 127.0.0.1 (happy
+ * eyeballs, on by default since Node 20).
+ */
+function asLocalhost(url: string): string {
+  const u = new URL(url)
+  u.hostname = 'localhost'
+  return u.href
 }
 
 /** Starts `service-mcp serve --profile conformance` on 127.0.0.1, port 0, with this project's Node; reads its URL. */
@@ -168,7 +182,7 @@ function startProfile(): Promise<Served> {
           const parsed = JSON.parse(line) as { msg?: string; url?: string }
           if (parsed.msg === 'MCP server listening' && parsed.url) {
             clearTimeout(timer)
-            resolve({ url: parsed.url, output: () => output, stop })
+            resolve({ url: asLocalhost(parsed.url), output: () => output, stop })
             return
           }
         } catch {

@@ -246,7 +246,7 @@ t.test(`fuzzing /mcp with ${HTTP_CASES} generated requests and ${RAW_CASES} malf
 
   // Malformed HTTP on raw sockets: byte-level mutations of a valid request.
   const port = Number(new URL(server.url).port)
-  const valid = Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer ${server.apiKey}\r\nContent-Length: 2\r\n\r\n{}`)
+  const valid = Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${server.apiKey}\r\nContent-Length: 2\r\n\r\n{}`)
   const rawProblems: string[] = []
   for (let i = 0; i < RAW_CASES; i++) {
     const bytes = Buffer.from(valid)

@@ -167,12 +167,12 @@ t.test('slow headers and slow bodies are cut off with 408, on every route', asyn
   const port = portOf(server)
   await whileServed(t, server.url, async () => {
     // Headers never finished.
-    const slowHeaders = await rawExchange(port, 'GET /.well-known/oauth-protected-resource HTTP/1.1\r\nHost: x\r\nX-Slow: ', { ms: 3000 })
+    const slowHeaders = await rawExchange(port, `GET /.well-known/oauth-protected-resource HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Slow: `, { ms: 3000 })
     t.ok(slowHeaders.closedByServer, 'slow headers: the server closed the connection')
     serviceBody(t, parseRaw(slowHeaders.text), 408, 'REQUEST_TIMEOUT', 'slow headers')
     // A body announced and never sent, without credentials, on the OAuth and sign-in routes, and with them on /mcp.
     const partial = (path: string, type: string, extra = '') =>
-      `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nContent-Length: 1000\r\n${extra}\r\nabc`
+      `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: ${type}\r\nContent-Length: 1000\r\n${extra}\r\nabc`
     for (const [path, type, extra] of [
       ['/oauth/token', 'application/x-www-form-urlencoded', ''],
       ['/oauth/register', 'application/json', ''],
@@ -195,7 +195,7 @@ t.test('one address cannot hold every connection', async (t) => {
   const closedAtOnce = await whileServed(t, server.url, async () => {
     const closed: boolean[] = []
     await Promise.all(Array.from({ length: 60 }, (_, i) => new Promise<void>((resolve) => {
-      const s = connect(port, '127.0.0.1', () => s.write('GET / HTTP/1.1\r\nHost: x\r\n')) // headers never end
+      const s = connect(port, '127.0.0.1', () => s.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`)) // headers never end
       s.on('error', () => {})
       sockets.push(s)
       closed[i] = false
@@ -213,23 +213,23 @@ t.test('requests Node\'s parser refuses get the contract\'s body and both header
   // A credential and a JSON type, so that the request waits for its body (one refused on its headers is answered before: see below).
   const auth = `Authorization: Bearer ${server.apiKey}\r\nContent-Type: application/json\r\n`
   const cases: Array<[string, string, number, string]> = [
-    ['a bad chunk size', `POST /mcp HTTP/1.1\r\nHost: x\r\n${auth}Transfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n`, 400, 'BAD_REQUEST'],
-    ['Transfer-Encoding and Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['two Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello', 400, 'BAD_REQUEST'],
-    ['a negative Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['a NUL in a header', 'GET / HTTP/1.1\r\nHost: x\r\nX-A: a\u0000b\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['a bad chunk size', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${auth}Transfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n`, 400, 'BAD_REQUEST'],
+    ['Transfer-Encoding and Content-Length', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n`, 400, 'BAD_REQUEST'],
+    ['two Content-Length', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello`, 400, 'BAD_REQUEST'],
+    ['a negative Content-Length', `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: -1\r\n\r\n`, 400, 'BAD_REQUEST'],
+    ['a NUL in a header', `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-A: a\u0000b\r\n\r\n`, 400, 'BAD_REQUEST'],
     ['no Host', 'GET /.well-known/oauth-protected-resource HTTP/1.1\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['method FOO', 'FOO / HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['HTTP/9.9', 'GET / HTTP/9.9\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['method FOO', `FOO / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`, 400, 'BAD_REQUEST'],
+    ['HTTP/9.9', `GET / HTTP/9.9\r\nHost: 127.0.0.1:${port}\r\n\r\n`, 400, 'BAD_REQUEST'],
     ['a garbage request line', 'garbage\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['headers too large', `GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'HEADERS_TOO_LARGE'],
+    ['headers too large', `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'HEADERS_TOO_LARGE'],
   ]
   for (const [label, request, status, code] of cases) {
     const r = await rawExchange(port, request, { ms: 2000 })
     serviceBody(t, parseRaw(r.text), status, code, label)
   }
   // TE: gzip, chunked with an empty body reaches the routes, which answer in the contract's shape too (no token: 401).
-  const te = parseRaw((await rawExchange(port, 'POST /mcp HTTP/1.1\r\nHost: x\r\nTE: gzip, chunked\r\nContent-Length: 0\r\n\r\n', { ms: 2000 })).text)
+  const te = parseRaw((await rawExchange(port, `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nTE: gzip, chunked\r\nContent-Length: 0\r\n\r\n`, { ms: 2000 })).text)
   serviceBody(t, te, 401, 'INVALID_TOKEN', 'TE: gzip, chunked')
   const after = await post(server.mcpUrl, initializeMessage(), { authorization: `Bearer ${server.apiKey}` })
   t.equal(after.status, 200, 'the server serves on')
@@ -239,7 +239,8 @@ t.test('requests Node\'s parser refuses get the contract\'s body and both header
 // that answer, used to get a second answer on the same connection (a response to no request).
 t.test('a request answered before its malformed body is read gets exactly one answer', async (t) => {
   const server = await startServer(t)
-  const r = await rawExchange(portOf(server), 'POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n', { ms: 2000 })
+  const port = portOf(server)
+  const r = await rawExchange(port, `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n`, { ms: 2000 })
   t.equal(r.text.match(/^HTTP\/1\.1 /gm)?.length, 1, 'one status line')
   serviceBody(t, parseRaw(r.text), 401, 'INVALID_TOKEN', 'no credential')
   t.ok(r.closedByServer, 'and the connection closes (the parser cannot go on after a malformed body)')
@@ -254,7 +255,7 @@ t.test('Authorization: the scheme is case-insensitive; two headers are refused',
   const other = await createMember(server, { role: 'viewer' })
   const port = portOf(server)
   const body = JSON.stringify(initializeMessage())
-  const both = `POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nAuthorization: Bearer ${other.key}\r\nAuthorization: Bearer ${server.apiKey}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  const both = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nAuthorization: Bearer ${other.key}\r\nAuthorization: Bearer ${server.apiKey}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
   const r = parseRaw((await rawExchange(port, both, { ms: 2000 })).text)
   serviceBody(t, r, 400, 'BAD_REQUEST', 'two Authorization headers')
   t.match(r.body.error.message, /exactly one Authorization header/)
@@ -277,7 +278,7 @@ t.test('a client that stops reading a verbose deployment is cut off; the run goe
   // The attack: confirm a deployment printing about 60 MB, then never read the stream again.
   const port = portOf(server)
   const body = JSON.stringify({ jsonrpc: '2.0', id: 'loud-1', method: 'tools/call', params: { name: 'service_deployments_create', arguments: { app_id: app.id }, _meta: { progressToken: 'p' } } })
-  const request = `POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nAuthorization: ${headers.authorization}\r\nMcp-Session-Id: ${headers['mcp-session-id']}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  const request = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nAuthorization: ${headers.authorization}\r\nMcp-Session-Id: ${headers['mcp-session-id']}\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
   const socket = connect(port, '127.0.0.1')
   socket.on('error', () => {})
   let received = ''

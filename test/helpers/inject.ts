@@ -123,7 +123,7 @@ async function answer(app: FastifyInstance, opts: Dispatcher.DispatchOptions, ha
     const res = await app.inject({
       method: opts.method as 'GET',
       url: opts.path,
-      headers: headersOf(opts.headers),
+      headers: withHost(headersOf(opts.headers), opts.origin),
       ...(payload !== undefined ? { payload } : {}),
     })
     if (aborted) return handler.onError?.(aborted)
@@ -151,6 +151,15 @@ function headersOf(headers: Dispatcher.DispatchOptions['headers']): Headers {
   else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') for (const [k, v] of headers as Iterable<[string, unknown]>) put(k, v)
   else for (const [k, v] of Object.entries(headers)) put(k, v)
   return out
+}
+
+/**
+ * The Host a socket request carries: undici sends the origin's host unless the caller set one. Inject would send
+ * `localhost:80`, which is not the inject server's base address (a loopback base checks Host on /mcp).
+ */
+function withHost(headers: Headers, origin: Dispatcher.DispatchOptions['origin']): Headers {
+  if (headers.host !== undefined || origin === undefined) return headers
+  return { ...headers, host: new URL(String(origin)).host }
 }
 
 async function bodyOf(body: Dispatcher.DispatchOptions['body']): Promise<string | Buffer | undefined> {

@@ -4,6 +4,7 @@ import t, { type Test } from 'tap'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { SERVICE_MCP_VERSION } from '../../src/version.js'
+import { INJECT_BASE_URL } from '../helpers/logged-app.js'
 
 const KEY = 'service_mcp_' + 'T'.repeat(43)
 const ACCEPT = 'application/json, text/event-stream'
@@ -13,7 +14,8 @@ const LEAK = /\bat .+:\d+|\.ts:\d+|\.js:\d+|node:internal|node_modules|SELECT|IN
 async function app(t: Test): Promise<FastifyInstance> {
   const config = loadConfig({
     env: {},
-    overrides: { database: ':memory:', logLevel: 'silent', bootstrapApiKey: KEY, bootstrapPassword: 'correct horse battery' },
+    // The base address inject's requests name (Host: localhost:80): a loopback base address checks Host on /mcp.
+    overrides: { database: ':memory:', logLevel: 'silent', baseUrl: INJECT_BASE_URL, bootstrapApiKey: KEY, bootstrapPassword: 'correct horse battery' },
   })
   const a = await buildApp({ config, logger: false })
   t.teardown(() => a.close())
@@ -79,7 +81,7 @@ t.test('HTTP error bodies', async (t) => {
     commonHeaders(t, res)
     const challenge = String(res.headers['www-authenticate'] ?? '')
     t.match(challenge, /^Bearer /)
-    t.match(challenge, /resource_metadata="http:\/\/127\.0\.0\.1:3000\/\.well-known\/oauth-protected-resource\/mcp"/)
+    t.match(challenge, /resource_metadata="http:\/\/localhost\/\.well-known\/oauth-protected-resource\/mcp"/)
     t.notMatch(challenge, /error=/, 'no error attribute when no token was sent')
   })
 

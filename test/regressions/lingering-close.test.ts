@@ -16,7 +16,8 @@ const MAX_BODY = 16 * 1024
 async function refusedWhileSending(t: Test, lingerMs: number, sendMs: number) {
   const server = await startServer(t, { config: { maxBodyBytes: MAX_BODY, lingerMs } })
   // Half-open, as a proxy is: the server's FIN does not stop it from sending the rest of the body it was given.
-  const socket: Socket = connect({ port: Number(new URL(server.url).port), host: '127.0.0.1', allowHalfOpen: true })
+  const port = Number(new URL(server.url).port)
+  const socket: Socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
   const closed = new Promise((resolve) => socket.once('close', resolve))
   const errors: string[] = []
   socket.on('error', (err: NodeJS.ErrnoException) => errors.push(err.code ?? err.message))
@@ -25,7 +26,7 @@ async function refusedWhileSending(t: Test, lingerMs: number, sendMs: number) {
   socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')))
   socket.write([
     'POST /mcp HTTP/1.1',
-    'Host: 127.0.0.1',
+    `Host: 127.0.0.1:${port}`,
     `Authorization: Bearer ${OWNER_KEY}`,
     'Content-Type: application/json',
     'Accept: application/json, text/event-stream',

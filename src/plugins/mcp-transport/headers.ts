@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import { fail } from '../../errors/service-error.js'
 import { messageJson } from '../../lib/message-json.js'
+import { ownOrigins } from '../../lib/own-origins.js'
 import type { JsonRpcMessage } from '../../rpc/types.js'
 
 export interface Acceptance {
@@ -46,18 +47,22 @@ export function isJsonContentType(header: string | undefined): boolean {
   return header.split(';')[0]!.trim().toLowerCase() === 'application/json'
 }
 
-function allowedOrigin(config: Config, origin: string): boolean {
-  return origin === config.baseOrigin || config.allowedOrigins.includes(origin)
-}
-
 /**
- * DNS-rebinding defence and CORS: a request with an Origin must come from the base address or an allowed origin;
- * allowed browser origins get CORS headers that expose Mcp-Session-Id and WWW-Authenticate.
+ * DNS-rebinding defence and CORS: a request with an Origin must come from the base address (any loopback name of a
+ * loopback one) or an allowed origin, and for a loopback base address its Host must name this server (a rebound name
+ * is refused even on a request a browser sends without Origin). Allowed browser origins get CORS headers that expose
+ * Mcp-Session-Id and WWW-Authenticate. Which origins and hosts are ours: lib/own-origins.ts,
+ * docs/decisions/http-errors.md.
  */
-export function checkOrigin(config: Config, request: FastifyRequest, reply: FastifyReply): void {
+export function checkOriginAndHost(config: Config, request: FastifyRequest, reply: FastifyReply): void {
+  const own = ownOrigins(config)
   const origin = request.headers.origin
+  if (origin !== undefined && !own.isAllowed(origin)) throw fail('FORBIDDEN_ORIGIN', { details: { origin } })
+  const host = request.headers.host
+  if (!own.acceptsHost(host)) {
+    throw fail('FORBIDDEN_ORIGIN', { message: `The Host of this request is not a name of this server: call it by ${config.baseUrl}`, details: { host } })
+  }
   if (origin === undefined) return
-  if (!allowedOrigin(config, origin)) throw fail('FORBIDDEN_ORIGIN', { details: { origin } })
   reply.header('access-control-allow-origin', origin)
   reply.header('vary', 'Origin')
   reply.header('access-control-expose-headers', 'Mcp-Session-Id, WWW-Authenticate, X-Request-Id, X-Service-MCP-Version, MCP-Protocol-Version, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining')

@@ -8,7 +8,7 @@ import { Intake } from '../../rpc/intake.js'
 import { fromFastifyError, logFailure, sendServiceError } from '../http.js'
 import { PLUGIN } from '../names.js'
 import { classify } from './classify.js'
-import { checkOrigin, isJsonContentType, parseAccept, preflightHeaders, sendJsonRpc } from './headers.js'
+import { checkOriginAndHost, isJsonContentType, parseAccept, preflightHeaders, sendJsonRpc } from './headers.js'
 import { legacyFrontEnd } from './legacy.js'
 import { modernFrontEnd } from './modern.js'
 
@@ -30,7 +30,7 @@ const AUTHENTICATED_METHODS = new Set(['GET', 'POST', 'DELETE'])
 
 /**
  * Streamable HTTP at /mcp, one endpoint for both protocol eras. The entry does what every request shares, in this
- * order: Origin (403) and credential (401) and the per-member and per-organization limits (429) before the body is
+ * order: Origin and Host (403), credential (401), the per-member and per-organization limits (429) before the body is
  * read (limits shared through Redis: a POST's are checked where the intake admits its messages, together with
  * what their methods declare, in one round trip: rpc/intake.ts); body size (413) and media type (415) while it is read; then
  * Accept (406) and JSON (400/-32700). It then
@@ -51,7 +51,7 @@ const transportPlugin: FastifyPluginAsync = async (fastify) => {
 
   // `done` rather than a promise, as in http.ts: no microtask hop on every request.
   fastify.addHook('onRequest', (request, reply, done) => {
-    checkOrigin(config, request, reply)
+    checkOriginAndHost(config, request, reply)
     // Preflights carry no credentials, and an unsupported method is answered 405 whoever asks.
     if (!AUTHENTICATED_METHODS.has(request.method)) return done()
     // Node keeps the first of repeated Authorization headers and drops the rest: a request with two is ambiguous

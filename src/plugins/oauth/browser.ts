@@ -5,6 +5,7 @@ import { normalizeEmail } from '../../db/repos/users.js'
 import { fail, type ServiceError } from '../../errors/service-error.js'
 import { systemClock, type Clock } from '../../lib/clock.js'
 import { constantTimeEqual, randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
+import { ownOrigins } from '../../lib/own-origins.js'
 import { clientAddressKey } from '../../limits/client-address.js'
 import { signInRefusal, signInThrottleSettings } from '../../limits/named.js'
 import type { SignInGatekeeper } from '../../limits/shared-sign-in-throttle.js'
@@ -147,12 +148,13 @@ export class BrowserState {
   /** Refuses a form POST that is cross-origin or lacks the right CSRF token. */
   checkForm(request: FastifyRequest, purpose: string, token: unknown): string {
     // Our pages send Referrer-Policy: no-referrer, under which browsers send `Origin: null` even on a same-origin
-    // form post; Sec-Fetch-Site (which no page can forge) then tells where it came from.
+    // form post; Sec-Fetch-Site (which no page can forge) then tells where it came from. A page opened by another
+    // loopback name of a loopback base address is ours too (lib/own-origins.ts, docs/decisions/http-errors.md).
     const origin = request.headers.origin
     const site = request.headers['sec-fetch-site']
     const sameOrigin = origin === undefined
       ? site === undefined || site === 'same-origin'
-      : origin === this.#config.baseOrigin || (origin === 'null' && site === 'same-origin')
+      : ownOrigins(this.#config).isBase(origin) || (origin === 'null' && site === 'same-origin')
     if (!sameOrigin) throw fail('CSRF_FAILED', { message: 'This form was sent from another site' })
     const browserId = this.existingBrowserId(request)
     if (!browserId || typeof token !== 'string' || !constantTimeEqual(token, this.csrfToken(browserId, purpose))) {
