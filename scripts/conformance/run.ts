@@ -15,11 +15,12 @@
  *
  * Exit code 0 when all three runs pass, 1 otherwise. The servers are always stopped.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { childEnv, execute, killAll, track } from '../lib/children.js'
+import { ensurePinnedInstall } from '../lib/pinned-install.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const manifests = join(root, 'conformance', 'installs')
@@ -51,80 +52,11 @@ function log(line = ''): void {
   process.stdout.write(line + '\n')
 }
 
-/** The environment of a child: ours without npm's, SERVICE_* settings or Node options (each child gets its own). */
-function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) {
-    if (/^npm_/i.test(k) || k.startsWith('SERVICE_') || k === 'NODE_OPTIONS' || k.startsWith('TAP')) continue
-    env[k] = v
-  }
-  return { ...env, ...extra }
-}
-
-/** Runs a command to completion; resolves with its exit code and output (also streamed when `echo`). */
-function execute(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number; echo?: boolean }): Promise<{ code: number | null; output: string; timedOut: boolean }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] })
-    running.add(child)
-    let output = ''
-    let timedOut = false
-    const take = (chunk: Buffer) => {
-      output += chunk.toString('utf8')
-      if (options.echo) process.stdout.write(chunk)
-    }
-    child.stdout!.on('data', take)
-    child.stderr!.on('data', take)
-    const timer = setTimeout(() => {
-      timedOut = true
-      child.kill('SIGKILL')
-    }, options.timeoutMs)
-    child.on('error', (err) => {
-      clearTimeout(timer)
-      running.delete(child)
-      reject(err)
-    })
-    child.on('close', (code) => {
-      clearTimeout(timer)
-      running.delete(child)
-      resolve({ code, output, timedOut })
-    })
-  })
-}
-
-/** Children still running: stopped when this process is interrupted. */
-const running = new Set<ChildProcess>()
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    for (const child of running) child.kill('SIGKILL')
-    process.exit(130)
-  })
-}
-
-/**
- * Installs `name` (conformance/installs/<name>: package.json and package-lock.json) into conformance/.install/<name>
- * with `npm ci`, unless the same manifest and lockfile are installed there already. Returns the folder.
- */
+/** Installs `name` (conformance/installs/<name>) into conformance/.install/<name>, unless installed already. */
 async function ensureInstalled(name: string, probe: string): Promise<string> {
-  const source = join(manifests, name)
   const dir = join(installRoot, name)
-  const files = ['package.json', 'package-lock.json']
-  const stamp = createHash('sha256').update(files.map((f) => readFileSync(join(source, f), 'utf8')).join('\0')).digest('hex')
-  const stampFile = join(dir, '.installed')
-  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp && existsSync(join(dir, probe))) {
-    log(`  ${name}: reused (${relative(root, dir)})`)
-    return dir
-  }
-  const started = Date.now()
-  rmSync(dir, { recursive: true, force: true })
-  mkdirSync(dir, { recursive: true })
-  for (const f of files) copyFileSync(join(source, f), join(dir, f))
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
-  const result = await execute(npm, ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, env: childEnv(), timeoutMs: 10 * 60_000 })
-  if (result.code !== 0 || !existsSync(join(dir, probe))) {
-    throw new Error(`npm ci of ${name} in ${relative(root, dir)} failed (exit ${result.code}${result.timedOut ? ', timed out' : ''}):\n${result.output}`)
-  }
-  writeFileSync(stampFile, stamp)
-  log(`  ${name}: installed in ${((Date.now() - started) / 1000).toFixed(1)} s (${relative(root, dir)})`)
+  const done = await ensurePinnedInstall({ source: join(manifests, name), target: dir, probe })
+  log(`  ${name}: ${done.reused ? 'reused' : `installed in ${done.seconds.toFixed(1)} s`} (${relative(root, dir)})`)
   return dir
 }
 
@@ -155,12 +87,9 @@ function startProfile(): Promise<Served> {
     env: childEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  running.add(child)
+  track(child)
   let output = ''
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => {
-    running.delete(child)
-    resolve(code)
-  }))
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return
     child.kill('SIGTERM')
@@ -300,7 +229,7 @@ main().then(
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(`conformance: ${err instanceof Error ? err.message : String(err)}\n`)
-    for (const child of running) child.kill('SIGKILL')
+    killAll()
     process.exit(1)
   },
 )

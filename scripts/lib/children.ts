@@ -34,9 +34,14 @@ export interface ExecuteOptions {
 const running = new Set<ChildProcess>()
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
-    for (const child of running) child.kill('SIGKILL')
+    killAll()
     process.exit(130)
   })
+}
+
+/** Kills every child still running (a script that fails stops what it started). */
+export function killAll(): void {
+  for (const child of running) child.kill('SIGKILL')
 }
 
 /** Keeps `child` in the set killed on interruption until it closes. */
