@@ -12,6 +12,7 @@ import discoveryPlugin from './plugins/discovery.js'
 import elicitationPlugin from './plugins/elicitation/index.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import healthPlugin from './plugins/health.js'
+import landingPlugin from './plugins/landing.js'
 import metricsPlugin from './plugins/metrics.js'
 import tracingPlugin from './plugins/tracing.js'
 import accessLogPlugin from './plugins/access-log.js'
@@ -127,6 +128,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(accessLogPlugin)
   await app.register(authPlugin)
   await app.register(oauthPlugin)
+  await app.register(landingPlugin)
   await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)
   await app.register(serverDiscoverPlugin)

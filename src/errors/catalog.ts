@@ -49,6 +49,12 @@ export const catalog = {
     action: 'Authorize again requesting the scope named in WWW-Authenticate',
     oauth: 'insufficient_scope',
   },
+  /** /metrics: its credential is the operator's SERVICE_METRICS_TOKEN, never an access token or API key. */
+  METRICS_TOKEN_REQUIRED: {
+    status: 401,
+    message: 'GET /metrics needs Authorization: Bearer <SERVICE_METRICS_TOKEN>',
+    action: 'Send Authorization: Bearer <the value of SERVICE_METRICS_TOKEN> (in Prometheus: authorization.credentials of the scrape job); OAuth tokens and API keys are not accepted here',
+  },
 
   /** Transport */
   SESSION_NOT_FOUND: {

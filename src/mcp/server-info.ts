@@ -18,8 +18,9 @@ export interface Implementation {
 const DESCRIPTION = 'Apps, env vars, deployments, members and audit of your organization, behind OAuth and API keys.'
 
 // A data: URI rather than a link: a client shows it without fetching anything from anywhere (the spec asks clients to
-// be wary of icon URLs from other domains), and it needs no route. An SVG without scripts, 48×48, both themes.
-const ICON_SVG =
+// be wary of icon URLs from other domains), and it needs no route. An SVG without scripts, 48×48, both themes. The
+// pages use it too, as their favicon (web/favicon.ts).
+export const ICON_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 48 48" width="48" height="48">' +
   '<rect width="48" height="48" rx="10" fill="#1f6feb"/>' +
   '<path d="M14 17h20M14 24h20M14 31h12" stroke="#fff" stroke-width="4" stroke-linecap="round"/></svg>'

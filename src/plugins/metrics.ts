@@ -42,7 +42,7 @@ const metricsPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.get('/metrics', async (request, reply) => {
     if (token !== null && !bearerMatches(request, token)) {
       reply.header('www-authenticate', 'Bearer realm="metrics"')
-      throw fail('INVALID_TOKEN', { message: 'GET /metrics needs Authorization: Bearer <SERVICE_METRICS_TOKEN>' })
+      throw fail('METRICS_TOKEN_REQUIRED')
     }
     reply.header('cache-control', 'no-store').type(metrics.registry.contentType)
     return metrics.registry.metrics()

@@ -23,4 +23,5 @@ export const PLUGIN = {
   metrics: 'mcp-metrics',
   tracing: 'mcp-tracing',
   accessLog: 'mcp-access-log',
+  landing: 'mcp-landing',
 } as const

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto'
+import { COPY_SCRIPT } from './copy-script.js'
+import { FAVICON_PATH } from './favicon.js'
 
 /** Markup that is already safe to embed: the output of `html` or a trusted constant wrapped by `raw`. */
 export class SafeHtml {
@@ -80,7 +82,14 @@ button.block{display:block;width:100%;margin-top:1.25rem}
 form.inline{display:inline}
 .notice,.error{margin:1rem 0;padding:.75rem 1rem;border:1px solid var(--notice-border);border-radius:.375rem;background:var(--notice-bg);overflow-wrap:anywhere}
 .error{border-color:var(--error-border);background:var(--error-bg)}
-.secret{display:block;margin-top:.5rem;padding:.5rem .75rem;background:var(--code-bg);border:1px solid var(--border);border-radius:.375rem;word-break:break-all;user-select:all}
+.secret,.copy-text{display:block;margin-top:.5rem;padding:.5rem .75rem;background:var(--code-bg);border:1px solid var(--border);border-radius:.375rem;word-break:break-all;user-select:all}
+.copyable{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin-top:.5rem}
+.copyable .secret,.copyable .copy-text{flex:1 1 16rem;min-width:0;margin:0}
+.copy-status{margin:.25rem 0 0;font-size:.875rem;color:var(--muted)}
+[hidden]{display:none!important}
+.field-label{display:block;font-weight:600;margin:1rem 0 .25rem}
+.org-meta{white-space:nowrap}
+.role{display:inline-block;padding:0 .5rem;font-size:.8125rem;line-height:1.5;border:1px solid var(--border);border-radius:999px;color:var(--muted)}
 .table-wrap{overflow-x:auto;margin:.5rem 0;border:1px solid var(--border);border-radius:.375rem}
 table{width:100%;border-collapse:collapse;font-size:.875rem}
 th,td{padding:.5rem .625rem;text-align:left;vertical-align:top;border-bottom:1px solid var(--border);white-space:nowrap}
@@ -109,9 +118,12 @@ table.stack td:empty{display:none}
 /** CSP source expression allowing exactly STYLESHEET as an inline `<style>`. */
 export const STYLESHEET_HASH = 'sha256-' + createHash('sha256').update(STYLESHEET, 'utf8').digest('base64')
 
-/** A complete HTML5 document. No scripts: the pages work with forms alone. */
-export function layout(opts: { title: string; body: SafeHtml; wide?: boolean }): string {
-  // STYLESHEET goes in verbatim: one changed byte and the CSP hash no longer matches.
+/**
+ * A complete HTML5 document. The pages work with forms alone; `copy` adds the one script (COPY_SCRIPT), which only turns
+ * on the page's Copy buttons.
+ */
+export function layout(opts: { title: string; body: SafeHtml; wide?: boolean; copy?: boolean }): string {
+  // STYLESHEET and COPY_SCRIPT go in verbatim: one changed byte and the CSP hash no longer matches.
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -119,13 +131,15 @@ export function layout(opts: { title: string; body: SafeHtml; wide?: boolean }):
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${opts.title}</title>
+<link rel="icon" href="${FAVICON_PATH}" type="image/svg+xml">
 <style>${raw(STYLESHEET)}</style>
 </head>
 <body>
 <main${opts.wide === true ? raw(' class="wide"') : ''}>
 ${opts.body}
 </main>
-</body>
+${opts.copy === true && html`<script>${raw(COPY_SCRIPT)}</script>
+`}</body>
 </html>
 `.value
 }

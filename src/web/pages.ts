@@ -3,6 +3,8 @@ import { html, layout, type SafeHtml } from './html.js'
 export interface SignInPageData {
   action: string
   csrf: string
+  /** The server the account is on (serverLabel): a person should know where they type their password. */
+  server: string
   email?: string
   error?: string
   clientName?: string
@@ -38,6 +40,15 @@ export interface ConsentPageData {
    */
   preselected?: string
   userEmail: string
+  /** The server the application wants to act on (serverLabel). */
+  server: string
+}
+
+export interface LandingPageData {
+  /** The server (serverLabel). */
+  server: string
+  /** The address to give an MCP client: the base URL's /mcp. */
+  mcpUrl: string
 }
 
 export interface ErrorPageData {
@@ -105,6 +116,24 @@ export interface AccountPageData {
   now?: number
 }
 
+/**
+ * How the pages name this server to a person: the base URL without its scheme (`mcp.example.com`,
+ * `127.0.0.1:3000`, or `example.com/team` behind a path).
+ */
+export function serverLabel(baseUrl: string): string {
+  const url = new URL(baseUrl)
+  return url.host + url.pathname.replace(/\/+$/, '')
+}
+
+/**
+ * Text to copy (the element `id`) and its Copy button. The button stays hidden unless the page's script (COPY_SCRIPT,
+ * layout's `copy`) runs; the text is selectable either way. The paragraph after the row says what the click did.
+ */
+function copyable(id: string, className: string, text: string, label: string): SafeHtml {
+  return html`<div class="copyable"><code class="${className}" id="${id}">${text}</code><button type="button" class="secondary small" data-copy="${id}" hidden>${label}</button></div>
+<p class="copy-status" role="status"></p>`
+}
+
 function csrfField(csrf: string): SafeHtml {
   return html`<input type="hidden" name="csrf" value="${csrf}">`
 }
@@ -119,6 +148,8 @@ export function signInPage(p: SignInPageData): string {
   const hasEmail = p.email !== undefined && p.email !== ''
   // After a failed attempt the email is kept, so the cursor goes straight to the password.
   const body = html`<h1>Sign in</h1>
+<p>to your account on</p>
+<p class="host mono" id="server-host">${p.server}</p>
 ${p.clientName !== undefined && html`<p class="muted">to continue to <strong>${p.clientName}</strong></p>`}
 ${p.error !== undefined && html`<div class="error" role="alert">${p.error}</div>`}
 <form method="post" action="${p.action}">
@@ -136,10 +167,25 @@ function grantable(o: ConsentOrganization): boolean {
   return o.grantable !== false
 }
 
+/**
+ * An organization and the member's role in it: the name, then the slug and the role (a badge) as one part that never
+ * breaks inside. A narrow line wraps after the name, instead of leaving the role alone after a dangling "·".
+ */
+function organization(name: string, slug: string, role: string): SafeHtml {
+  return html`<span class="org"><strong>${name}</strong> <span class="org-meta"><span class="mono muted">${slug}</span> <span class="role">${role}</span></span></span>`
+}
+
+/** The one organization a form acts in when the member has no other: shown under a label, sent as a hidden field. */
+function onlyOrganization(membershipId: string, shown: SafeHtml): SafeHtml {
+  return html`<span class="field-label">Organization</span>
+<p>${shown}</p>
+<input type="hidden" name="membership" value="${membershipId}">`
+}
+
 /** One organization to choose: disabled when its role can grant nothing asked for; its narrowing said beside it. */
 function organizationChoice(o: ConsentOrganization, checked: boolean): SafeHtml {
   const state = !grantable(o) ? html` disabled` : checked ? html` checked` : ''
-  return html`<label class="choice"><input type="radio" name="membership" value="${o.membershipId}"${state}><span><strong>${o.name}</strong> <span class="mono muted">${o.slug}</span> · ${o.role}${o.notice !== undefined && html`<br><span class="small">${o.notice}</span>`}</span></label>
+  return html`<label class="choice"><input type="radio" name="membership" value="${o.membershipId}"${state}><span>${organization(o.name, o.slug, o.role)}${o.notice !== undefined && html`<br><span class="small">${o.notice}</span>`}</span></label>
 `
 }
 
@@ -151,9 +197,9 @@ export function consentPage(p: ConsentPageData): string {
   if (first === undefined) {
     orgChooser = html`<div class="error" role="alert">You are not a member of any organization, so this application cannot be authorized.</div>`
   } else if (others.length === 0) {
-    orgChooser = html`<p>Organization: <strong>${first.name}</strong> <span class="mono muted">${first.slug}</span> · ${first.role}</p>
+    orgChooser = html`${onlyOrganization(first.membershipId, organization(first.name, first.slug, first.role))}
 ${first.notice !== undefined && html`<div class="${grantable(first) ? 'notice' : 'error'}" role="status" id="scope-notice">${first.notice}</div>
-`}<input type="hidden" name="membership" value="${first.membershipId}">`
+`}`
   } else {
     orgChooser = html`<fieldset>
 <legend>Organization</legend>
@@ -163,7 +209,7 @@ ${p.organizations.map((o) => organizationChoice(o, o === chosen))}</fieldset>`
   const body = html`<h1>Authorize ${p.clientName}</h1>
 <p>The application at</p>
 <p class="host mono" id="redirect-host">${p.redirectHost}</p>
-<p>wants to access this server as <strong>${p.userEmail}</strong>. Continue only if you recognise this address: you will be sent back to it.</p>
+<p>wants to access your account on <strong class="mono" id="server-host">${p.server}</strong> as <strong>${p.userEmail}</strong>. Continue only if you recognise the application's address: you will be sent back to it.</p>
 <h2>It will be able to</h2>
 <ul>
 ${p.scopes.map((s) => html`<li><span class="mono">${s.name}</span>: ${s.description}</li>
@@ -178,6 +224,25 @@ ${firstGrantable !== undefined && html`<button type="submit" name="decision" val
 </form>
 <p class="small muted">Client ID: <span class="mono">${p.clientId}</span></p>`
   return layout({ title: `Authorize ${p.clientName}`, body })
+}
+
+/**
+ * `/` for a browser: what this is, the address to give an MCP client, where to manage keys and where the documentation
+ * is. The README is named, not linked: the server knows no address of it that would hold for every self-hoster.
+ */
+export function landingPage(p: LandingPageData): string {
+  const body = html`<h1>MCP server</h1>
+<p class="host mono" id="server-host">${p.server}</p>
+<p>A remote <a href="https://modelcontextprotocol.io">Model Context Protocol</a> server: AI applications connect to it and use its tools for a member of an organization, with that member's role.</p>
+<h2>Connect a client</h2>
+<p>Give your MCP client this address:</p>
+${copyable('mcp-url', 'copy-text', p.mcpUrl, 'Copy address')}
+<p class="small muted">A client that speaks OAuth opens a sign-in page of this server in your browser; any other client sends an API key as <code>Authorization: Bearer service_mcp_…</code>.</p>
+<h2>Your account</h2>
+<p><a href="/account">Sign in to your account</a> to create API keys and to see the applications you authorized.</p>
+<h2>Documentation</h2>
+<p><code>README.md</code>, which comes with the server (in its source repository and its npm package), says how to run, configure and connect to it.</p>`
+  return layout({ title: `MCP server at ${p.server}`, body, copy: true })
 }
 
 export function errorPage(p: ErrorPageData): string {
@@ -246,8 +311,13 @@ function clientRow(c: AccountClient): SafeHtml {
 `
 }
 
+/** An organization as an `<option>`, which holds text only. */
 function membershipLabel(m: AccountMembership): string {
   return `${m.organizationName} (${m.organizationSlug}) · ${m.role}`
+}
+
+function membershipOrganization(m: AccountMembership): SafeHtml {
+  return organization(m.organizationName, m.organizationSlug, m.role)
 }
 
 function createKeyForm(p: AccountPageData): SafeHtml {
@@ -255,8 +325,7 @@ function createKeyForm(p: AccountPageData): SafeHtml {
   if (first === undefined) return html`<p class="muted">You need to be a member of an organization to create a key.</p>`
   const membership =
     others.length === 0
-      ? html`<p>Organization: <strong>${membershipLabel(first)}</strong></p>
-<input type="hidden" name="membership" value="${first.membershipId}">`
+      ? onlyOrganization(first.membershipId, membershipOrganization(first))
       : html`<label for="key-membership">Organization</label>
 <select id="key-membership" name="membership">
 ${p.memberships.map((m) => html`<option value="${m.membershipId}">${membershipLabel(m)}</option>
@@ -286,7 +355,7 @@ ${p.notice !== undefined && html`<div class="notice" role="status">${p.notice}</
 ${
   p.memberships.length > 0 &&
   html`<ul class="small">
-${p.memberships.map((m) => html`<li>${m.organizationName} <span class="mono muted">${m.organizationSlug}</span> · ${m.role}</li>
+${p.memberships.map((m) => html`<li>${membershipOrganization(m)}</li>
 `)}</ul>`
 }
 <h2>API keys</h2>
@@ -295,7 +364,7 @@ ${
   html`<div class="notice" role="status">
 <strong>Copy your new key now — it will not be shown again</strong>
 <p class="small">Name: ${p.newKey.name}</p>
-<code class="secret" id="new-key">${p.newKey.key}</code>
+${copyable('new-key', 'secret', p.newKey.key, 'Copy key')}
 </div>`
 }
 ${
@@ -319,5 +388,5 @@ ${
 ${p.clients.map((c) => clientRow(c))}</tbody>
 </table></div>`
 }`
-  return layout({ title: 'Your account', body, wide: true })
+  return layout({ title: 'Your account', body, wide: true, copy: p.newKey !== undefined })
 }

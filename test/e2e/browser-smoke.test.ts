@@ -18,7 +18,7 @@ async function startPageServer(t: { teardown(fn: () => unknown): void }) {
   const posts: string[] = []
   let port = 0
   const server = createServer((req, res) => {
-    const page = signInPage({ action: '/signin', csrf: CSRF, clientName: 'Smoke <Client>' })
+    const page = signInPage({ action: '/signin', csrf: CSRF, server: 'smoke.example', clientName: 'Smoke <Client>' })
     if (req.method === 'GET' && (req.url === '/' || req.url === '/bad-hash')) {
       const headers = pageHeaders()
       if (req.url === '/bad-hash') {

@@ -72,8 +72,11 @@ t.test('SERVICE_METRICS_TOKEN: 401 in the catalog shape without it or with anoth
     const res = await scrape(server, token)
     t.equal(res.status, 401, `token ${JSON.stringify(token)}`)
     const body = JSON.parse(res.text)
-    t.equal(body.error.code, 'INVALID_TOKEN')
+    t.equal(body.error.code, 'METRICS_TOKEN_REQUIRED')
     t.match(body.error.message, /SERVICE_METRICS_TOKEN/)
+    // The action names the credential /metrics takes: not an OAuth token (the catalog's INVALID_TOKEN said so).
+    t.match(body.error.action, /^Send Authorization: Bearer <the value of SERVICE_METRICS_TOKEN>/)
+    t.notMatch(body.error.action, /obtain a token through OAuth/)
     t.equal(res.headers['www-authenticate'], 'Bearer realm="metrics"')
     t.match(res.headers['x-request-id'], /^[0-9a-f-]{36}$/)
   }

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
+import { prefersHtml } from '../../src/web/accept.js'
+import { COPY_SCRIPT, COPY_SCRIPT_HASH } from '../../src/web/copy-script.js'
 import { pageHeaders } from '../../src/web/headers.js'
 import { escapeHtml, html, raw, SafeHtml, STYLESHEET, STYLESHEET_HASH } from '../../src/web/html.js'
 import {
@@ -7,6 +9,8 @@ import {
   confirmPage,
   consentPage,
   errorPage,
+  landingPage,
+  serverLabel,
   signInPage,
   type AccountPageData,
   type ConsentPageData,
@@ -28,6 +32,7 @@ const consentData = (orgs: ConsentPageData['organizations']): ConsentPageData =>
     { name: 'mcp:write', description: 'Create, change and delete' },
   ],
   organizations: orgs,
+  server: 'mcp.example.com',
 })
 
 const accountData = (over: Partial<AccountPageData> = {}): AccountPageData => ({
@@ -96,7 +101,7 @@ const accountData = (over: Partial<AccountPageData> = {}): AccountPageData => ({
 
 function allPages(): Record<string, string> {
   return {
-    signIn: signInPage({ action: '/signin', csrf: 'c', clientName: EVIL, email: EVIL, error: EVIL }),
+    signIn: signInPage({ action: '/signin', csrf: 'c', server: EVIL, clientName: EVIL, email: EVIL, error: EVIL }),
     consentOne: consentPage(consentData([{ membershipId: 'm1', name: EVIL, slug: 'acme', role: 'owner' }])),
     consentMany: consentPage(
       consentData([
@@ -109,6 +114,7 @@ function allPages(): Record<string, string> {
     confirm: confirmPage({ question: EVIL, consequence: EVIL, action: '/account/keys/k/revoke', csrf: 'c', confirmLabel: EVIL, cancelHref: '/account' }),
     account: accountPage(accountData({ newKey: { name: EVIL, key: 'service_mcp_' + 'K'.repeat(43) }, notice: EVIL })),
     accountEmpty: accountPage(accountData({ keys: [], clients: [], memberships: [] })),
+    landing: landingPage({ server: EVIL, mcpUrl: EVIL }),
   }
 }
 
@@ -123,13 +129,19 @@ t.test('escapeHtml and the html tag', async (t) => {
   t.equal(html`<a title="${`" onclick="x`}">`.value, '<a title="&quot; onclick=&quot;x">')
 })
 
-t.test('every page is a complete document without scripts or style attributes', async (t) => {
+/** The pages with something to copy: the one script, nothing else. */
+const WITH_COPY = new Set(['account', 'landing'])
+
+t.test('every page is a complete document without other scripts than the Copy buttons\' or style attributes', async (t) => {
   for (const [name, page] of Object.entries(allPages())) {
     t.ok(page.startsWith('<!doctype html>\n<html lang="en">'), `${name}: doctype and lang`)
     t.match(page, '<meta charset="utf-8">', `${name}: charset`)
     t.match(page, '<meta name="viewport" content="width=device-width,initial-scale=1">', `${name}: viewport`)
     t.match(page, '<meta name="referrer" content="no-referrer">', `${name}: referrer`)
-    t.notMatch(page, /<script/i, `${name}: no script element`)
+    t.match(page, '<link rel="icon" href="/favicon.svg" type="image/svg+xml">', `${name}: the icon`)
+    const scripts = page.match(/<script[\s\S]*?<\/script>/gi) ?? []
+    t.same(scripts, WITH_COPY.has(name) ? [`<script>${COPY_SCRIPT}</script>`] : [], `${name}: ${WITH_COPY.has(name) ? 'only the copy script' : 'no script element'}`)
+    t.equal(page.split(/<script/i).length - 1, scripts.length, `${name}: no other script element`)
     t.notMatch(page, /\sstyle=/i, `${name}: no style attribute (the CSP would block it)`)
     t.notMatch(page, /\son[a-z]+=/i, `${name}: no event handler attribute`)
     t.equal(page.split('<style>').length, 2, `${name}: exactly one style element`)
@@ -140,7 +152,7 @@ t.test('every page is a complete document without scripts or style attributes', 
 })
 
 t.test('the CSP hash matches the embedded stylesheet', async (t) => {
-  const page = signInPage({ action: '/signin', csrf: 'c' })
+  const page = signInPage({ action: '/signin', csrf: 'c', server: 's' })
   const embedded = /<style>([\s\S]*?)<\/style>/.exec(page)?.[1]
   t.equal(embedded, STYLESHEET)
   const hash = 'sha256-' + createHash('sha256').update(embedded ?? '', 'utf8').digest('base64')
@@ -150,9 +162,21 @@ t.test('the CSP hash matches the embedded stylesheet', async (t) => {
   t.match(csp, "default-src 'none'")
   t.match(csp, "frame-ancestors 'none'")
   t.notMatch(csp, 'form-action', 'form-action would block the consent redirect in Chromium')
-  t.notMatch(csp, 'script-src')
   t.notMatch(STYLESHEET, /<\/style/i)
   t.notMatch(STYLESHEET, /url\(|@import/, 'no external resources')
+})
+
+t.test('the CSP allows the copy script by its hash, and nothing else', async (t) => {
+  const page = landingPage({ server: 's', mcpUrl: 'http://s/mcp' })
+  const embedded = /<script>([\s\S]*?)<\/script>/.exec(page)?.[1]
+  t.equal(embedded, COPY_SCRIPT)
+  const hash = 'sha256-' + createHash('sha256').update(embedded ?? '', 'utf8').digest('base64')
+  t.equal(hash, COPY_SCRIPT_HASH)
+  const csp = pageHeaders()['content-security-policy'] ?? ''
+  t.match(csp, `script-src '${hash}'`)
+  t.notMatch(csp, /unsafe-inline|unsafe-eval|strict-dynamic|'self'[^;]*;.*script|script-src[^;]*'self'/, 'no other way for a script to run')
+  t.notMatch(COPY_SCRIPT, /<\/script/i)
+  t.notMatch(COPY_SCRIPT, /fetch\(|XMLHttpRequest|import\(|eval\(|innerHTML/, 'it loads nothing and writes no markup')
 })
 
 t.test('page headers', async (t) => {
@@ -163,15 +187,17 @@ t.test('page headers', async (t) => {
     'x-frame-options': 'DENY',
     'referrer-policy': 'no-referrer',
     'x-content-type-options': 'nosniff',
-    'content-security-policy': `default-src 'none'; style-src '${STYLESHEET_HASH}'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
+    'content-security-policy': `default-src 'none'; style-src '${STYLESHEET_HASH}'; script-src '${COPY_SCRIPT_HASH}'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
     'cross-origin-opener-policy': 'same-origin',
   })
 })
 
 t.test('sign-in page', async (t) => {
-  const page = signInPage({ action: '/authorize/signin?r=1&x=2', csrf: 'tok"en', clientName: EVIL, error: 'Wrong email or password.' })
+  const page = signInPage({ action: '/authorize/signin?r=1&x=2', csrf: 'tok"en', server: 'mcp.example.com', clientName: EVIL, error: 'Wrong email or password.' })
   t.match(page, '<title>Sign in</title>')
   t.match(page, '<h1>Sign in</h1>')
+  t.match(page, '<p>to your account on</p>\n<p class="host mono" id="server-host">mcp.example.com</p>', 'names the server the password is for')
+  t.match(signInPage({ action: '/signin', csrf: 'c', server: EVIL }), `id="server-host">${EVIL_ESCAPED}</p>`, 'as text')
   t.match(page, `to continue to <strong>${EVIL_ESCAPED}</strong>`)
   t.notMatch(page, EVIL)
   t.match(page, 'action="/authorize/signin?r=1&amp;x=2"')
@@ -181,11 +207,11 @@ t.test('sign-in page', async (t) => {
   t.match(page, '<div class="error" role="alert">Wrong email or password.</div>')
   t.match(page, /<button type="submit"[^>]*>Sign in<\/button>/)
 
-  const plain = signInPage({ action: '/signin', csrf: 'c' })
+  const plain = signInPage({ action: '/signin', csrf: 'c', server: 's' })
   t.notMatch(plain, 'to continue to')
   t.notMatch(plain, 'role="alert"')
 
-  const again = signInPage({ action: '/signin', csrf: 'c', email: EVIL })
+  const again = signInPage({ action: '/signin', csrf: 'c', server: 's', email: EVIL })
   t.match(again, `value="${EVIL_ESCAPED}"`)
   t.notMatch(again, EVIL)
   t.match(again, /id="password"[^>]*autofocus/, 'a kept email moves the focus to the password')
@@ -198,7 +224,9 @@ t.test('consent page', async (t) => {
   t.match(one, `<h1>Authorize ${EVIL_ESCAPED}</h1>`)
   t.notMatch(one, EVIL)
   t.match(one, '<p class="host mono" id="redirect-host">app.example.com</p>')
-  t.match(one, '<strong>dev@acme.test</strong>')
+  t.match(one, 'wants to access your account on <strong class="mono" id="server-host">mcp.example.com</strong> as <strong>dev@acme.test</strong>', 'names the server and the account')
+  t.match(one, '<span class="field-label">Organization</span>\n<p><span class="org"><strong>Acme</strong> <span class="org-meta"><span class="mono muted">acme</span> <span class="role">owner</span></span></span></p>', 'the one organization, its role a badge')
+  t.notMatch(one, ' · ', 'no separator left to dangle at the start of a line')
   t.match(one, '<span class="mono">mcp:read</span>: List and read')
   t.match(one, '<span class="mono">mcp:write</span>: Create, change and delete')
   t.match(one, '<input type="hidden" name="membership" value="mem&quot;1">')
@@ -215,7 +243,7 @@ t.test('consent page', async (t) => {
       { membershipId: 'm2', name: EVIL, slug: 'beta', role: 'viewer' },
     ]),
   )
-  t.match(many, '<input type="radio" name="membership" value="m1" checked>')
+  t.match(many, '<input type="radio" name="membership" value="m1" checked><span><span class="org"><strong>Acme</strong> <span class="org-meta"><span class="mono muted">acme</span> <span class="role">owner</span></span></span></span>')
   t.match(many, '<input type="radio" name="membership" value="m2">')
   t.equal(many.split(' checked').length - 1, 1, 'only the first is checked')
   const chosen = consentPage({ ...consentData([
@@ -280,7 +308,9 @@ t.test('account page', async (t) => {
   t.match(page, /<form method="post" action="\/account\/signout"[^>]*><input type="hidden" name="csrf" value="csrf-token">/)
   t.match(page, '<div class="notice" role="status">Key created.</div>')
   t.match(page, 'Copy your new key now — it will not be shown again')
-  t.match(page, `<code class="secret" id="new-key">${newKey}</code>`)
+  t.match(page, `<div class="copyable"><code class="secret" id="new-key">${newKey}</code><button type="button" class="secondary small" data-copy="new-key" hidden>Copy key</button></div>\n<p class="copy-status" role="status"></p>`, 'the key, and a Copy button hidden until the script shows it')
+  t.match(page, `<script>${COPY_SCRIPT}</script>`, 'with the script')
+  t.notMatch(accountPage(accountData()), '<script', 'no script without a key to copy')
   t.equal(page.split(newKey).length - 1, 1, 'the new key appears once')
   t.notMatch(accountPage(accountData()), 'id="new-key"', 'no key box without a new key')
 
@@ -315,7 +345,8 @@ t.test('account page', async (t) => {
 
   t.match(page, '<form method="post" action="/account/keys">')
   t.match(page, /<input id="key-name" name="name" type="text" required maxlength="100"/)
-  t.match(page, '<input type="hidden" name="membership" value="mem_1">')
+  t.match(page, '<span class="field-label">Organization</span>\n<p><span class="org"><strong>Acme</strong> <span class="org-meta"><span class="mono muted">acme</span> <span class="role">developer</span></span></span></p>\n<input type="hidden" name="membership" value="mem_1">', 'the one organization of the form, under its label')
+  t.match(page, '<li><span class="org"><strong>Acme</strong> <span class="org-meta"><span class="mono muted">acme</span> <span class="role">developer</span></span></span></li>', 'the memberships list alike')
   t.notMatch(page, '<select')
   t.match(page, '<input type="checkbox" name="scope" value="mcp:read" checked>')
   t.match(page, '<input type="checkbox" name="scope" value="mcp:write">')
@@ -338,4 +369,34 @@ t.test('account page', async (t) => {
   t.match(empty, 'No applications are authorized to use your account.')
   t.notMatch(empty, '<table')
   t.notMatch(empty, 'action="/account/keys"', 'no create form without a membership')
+})
+
+t.test('landing page', async (t) => {
+  const page = landingPage({ server: '127.0.0.1:3000', mcpUrl: 'http://127.0.0.1:3000/mcp' })
+  t.match(page, '<title>MCP server at 127.0.0.1:3000</title>')
+  t.match(page, '<p class="host mono" id="server-host">127.0.0.1:3000</p>')
+  t.match(page, '<div class="copyable"><code class="copy-text" id="mcp-url">http://127.0.0.1:3000/mcp</code><button type="button" class="secondary small" data-copy="mcp-url" hidden>Copy address</button></div>', 'the MCP URL, with a Copy button')
+  t.match(page, '<a href="/account">Sign in to your account</a>')
+  t.match(page, '<code>README.md</code>', 'where the documentation is')
+  t.notMatch(page, '<form', 'nothing to post')
+  const evil = landingPage({ server: EVIL, mcpUrl: EVIL })
+  t.notMatch(evil, EVIL)
+  t.match(evil, `id="mcp-url">${EVIL_ESCAPED}</code>`)
+})
+
+t.test('serverLabel: the base URL without its scheme', async (t) => {
+  t.equal(serverLabel('http://127.0.0.1:3000'), '127.0.0.1:3000')
+  t.equal(serverLabel('https://mcp.example.com'), 'mcp.example.com')
+  t.equal(serverLabel('https://mcp.example.com:8443'), 'mcp.example.com:8443')
+  t.equal(serverLabel('https://example.com/team'), 'example.com/team')
+  t.equal(serverLabel('http://[::1]:3000'), '[::1]:3000')
+})
+
+t.test('prefersHtml: a browser page load, not an API client', async (t) => {
+  const chromium = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7'
+  const firefox = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8'
+  for (const accept of [chromium, firefox, 'text/html', 'TEXT/HTML', 'application/json;q=0.5, text/html']) t.ok(prefersHtml(accept), accept)
+  for (const accept of [undefined, '', '*/*', 'application/json', 'application/json, text/event-stream', 'text/*', 'application/json, text/html', 'text/html;q=0', 'text/html;q=0.4, application/json;q=0.5', 'text/html;q=x', 'text/html;q=2']) {
+    t.notOk(prefersHtml(accept), String(accept))
+  }
 })

@@ -15,7 +15,7 @@ import { preferredMembership } from '../../oauth/preferred-organization.js'
 import { redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
 import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
-import { consentPage, errorPage, signInPage } from '../../web/pages.js'
+import { consentPage, errorPage, serverLabel, signInPage } from '../../web/pages.js'
 import { formFields } from './api.js'
 import type { BrowserState } from './browser.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
@@ -254,11 +254,18 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       organizations,
       ...(preselected !== undefined ? { preselected } : {}),
       userEmail: user.email,
+      server: serverLabel(config.baseUrl),
     }))
   }
 
   function showSignIn(reply: FastifyReply, p: Pending, extra: { email?: string; error?: string } = {}, status = 200): FastifyReply {
-    return sendPage(reply, status, signInPage({ action: `/oauth/interaction/${p.id}/signin`, csrf: browser.csrfToken(p.browserId, p.id), clientName: p.client.name, ...extra }))
+    return sendPage(reply, status, signInPage({
+      action: `/oauth/interaction/${p.id}/signin`,
+      csrf: browser.csrfToken(p.browserId, p.id),
+      server: serverLabel(config.baseUrl),
+      clientName: p.client.name,
+      ...extra,
+    }))
   }
 
   fastify.get('/oauth/interaction/:id', async (request, reply) => {
