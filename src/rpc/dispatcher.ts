@@ -299,6 +299,11 @@ export class Dispatcher {
     return prepared.def.describe?.(prepared.params) ?? prepared.message.method
   }
 
+  /** The definitions of every request method that exists in `era` (what the documentation must list). */
+  methods(era: Era): RequestMethod[] {
+    return [...this.requests.values()].filter((def) => def.eras.includes(era))
+  }
+
   /** The method's definition when it exists in `era`. */
   definition(method: string, era: Era): RequestMethod | undefined {
     const def = this.requests.get(method)
