@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { fail } from '../errors/service-error.js'
+import { ServiceError } from '../errors/service-error.js'
 import { formatEvent, HEARTBEAT_FRAME, type StreamMirror } from '../lib/sse.js'
 import { errorResponse } from '../rpc/dispatcher.js'
 import { messageJson } from '../lib/message-json.js'
@@ -248,7 +248,7 @@ class Follower {
   #ownerDied(): void {
     this.#log.warn({ stream: this.#streamId, owner: this.#owner.p }, 'the process running a resumed call stream died: its unanswered requests get an error')
     for (const id of this.#unanswered) {
-      const error = fail('SERVICE_UNAVAILABLE', { message: 'The server process running this call stopped before it finished; its work was recorded as interrupted. Check its outcome before calling again' })
+      const error = new ServiceError('SERVICE_UNAVAILABLE', { message: 'The server process running this call stopped before it finished; its work was recorded as interrupted. Check its outcome before calling again' })
       this.#write(formatEvent(`${this.#streamId}:${++this.#afterSeq}`, messageJson(errorResponse(id, error))))
     }
     this.#unanswered.clear()

@@ -56,8 +56,18 @@ export class ServiceError extends Error {
   }
 }
 
-export function fail(code: ErrorCode, options?: FailOptions): ServiceError {
-  return new ServiceError(code, options)
+/**
+ * Throws the catalog error `code`: a handler's way to fail. It throws rather than returns, so `fail('X')` written
+ * without `throw` still stops the handler, and TypeScript treats the code after it as unreachable (a value checked by
+ * `if (!app) fail('RESOURCE_NOT_FOUND')` is narrowed). `throw fail('X')` reads the same and does the same. Code that
+ * needs the error as a value (to return, reject or pass on) builds it with `new ServiceError(code, options)`.
+ * (docs/decisions/tool-failures.md)
+ */
+export function fail(code: ErrorCode, options?: FailOptions): never {
+  const error = new ServiceError(code, options)
+  // The stack starts where the handler failed, not in here.
+  Error.captureStackTrace(error, fail)
+  throw error
 }
 
 export function isServiceError(value: unknown): value is ServiceError {

@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import type { Config } from '../config.js'
 import type { ErrorCode } from '../errors/catalog.js'
 import { toServiceBody } from '../errors/render.js'
-import { fail } from '../errors/service-error.js'
+import { ServiceError } from '../errors/service-error.js'
 import { MemoryHeldOpen } from '../limits/held-open.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 
@@ -131,7 +131,7 @@ export function clientErrorHandler(this: { log: { debug(obj: unknown, msg: strin
   }
   const code = codeOf(err)
   const message = code === 'BAD_REQUEST' ? DESCRIPTIONS[err.code ?? ''] ?? 'The request is malformed' : undefined
-  const failure = fail(code, message === undefined ? {} : { message, details: { reason: err.code ?? 'parse error' } })
+  const failure = new ServiceError(code, message === undefined ? {} : { message, details: { reason: err.code ?? 'parse error' } })
   const body = JSON.stringify(toServiceBody(failure))
   const requestId = randomUUID()
   this.log.debug({ errorCode: code, reason: err.code, requestId, address: socket.remoteAddress }, 'request refused by the HTTP parser')

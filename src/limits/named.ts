@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js'
 import type { Config } from '../config.js'
-import { fail, type LimiterName, type ServiceError } from '../errors/service-error.js'
+import { type LimiterName, ServiceError } from '../errors/service-error.js'
 import type { RateDecision } from './fixed-windows.js'
 import type { SignInThrottleSettings } from './sign-in-throttle.js'
 
@@ -36,7 +36,7 @@ export function requestRefusal(
   limiter: LimiterName,
   message = `Too many requests: ${scope} allows ${decision.limit} per window`,
 ): ServiceError {
-  return fail('RATE_LIMITED', {
+  return new ServiceError('RATE_LIMITED', {
     limiter,
     message,
     retryAfter: decision.retryAfter,
@@ -91,7 +91,7 @@ export function oauthAuthorize(config: Config): NamedWindow {
  * Redis, and never counted in memory.
  */
 export function pendingAuthorizationsRefusal(config: Config, retryAfter: number): ServiceError {
-  return fail('RATE_LIMITED', {
+  return new ServiceError('RATE_LIMITED', {
     limiter: 'pending_authorizations',
     message: `Too many sign-ins are in progress from your network. Finish or cancel one of them, or try again in ${inWords(retryAfter)}.`,
     retryAfter,
@@ -105,7 +105,7 @@ export const listenStreams = {
   capacity: (config: Config) => config.listenMaxPerMember,
   refusal(config: Config): ServiceError {
     const max = config.listenMaxPerMember
-    return fail('RATE_LIMITED', {
+    return new ServiceError('RATE_LIMITED', {
       limiter: 'listen_streams',
       message: `A member may keep ${max} subscriptions/listen streams open; close one first`,
       retryAfter: 60,
@@ -128,7 +128,7 @@ export function signInThrottleSettings(config: Config): SignInThrottleSettings {
 /** The sign-in throttle's refusal: a 429 whose message tells the person what to wait for, and how long. */
 export function signInRefusal(by: 'account' | 'address', retryAfter: number): ServiceError {
   const whose = by === 'account' ? 'for this account' : 'from your network'
-  return fail('RATE_LIMITED', {
+  return new ServiceError('RATE_LIMITED', {
     limiter: by === 'account' ? 'sign_in_account' : 'sign_in_address',
     message: `Too many failed sign-ins ${whose}; try again in ${inWords(retryAfter)}.`,
     retryAfter,

@@ -1,5 +1,6 @@
 import type { Tracer, TracerProvider } from '@opentelemetry/api'
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base'
+import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 
@@ -27,7 +28,8 @@ export interface ServerTracer {
 }
 
 /**
- * The tracer of one server, or null when tracing is off. The provider is the server's own, never registered as the
+ * The tracer of one server, or null when tracing is off; `log` is the server's logger, where SERVICE_TRACING=console
+ * writes each span as a line (log-span-exporter.ts). The provider is the server's own, never registered as the
  * global one: an embedder's OpenTelemetry setup (its global provider, context manager, propagators) stays untouched,
  * and two servers in one process trace independently. The SDK is loaded only when tracing is on.
  *
@@ -36,7 +38,7 @@ export interface ServerTracer {
  * OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION and the certificate variables (and their _TRACES_ forms). Not the
  * endpoint: SERVICE_OTLP_ENDPOINT always names it.
  */
-export async function openTracer(config: Config, options: TracingOptions = {}): Promise<ServerTracer | null> {
+export async function openTracer(config: Config, log: FastifyBaseLogger, options: TracingOptions = {}): Promise<ServerTracer | null> {
   if (options.tracerProvider) return { tracer: options.tracerProvider.getTracer(TRACER_NAME, SERVICE_MCP_VERSION), shutdown: async () => {} }
   const processors = [...(options.spanProcessors ?? [])]
   if (config.tracing === 'off' && processors.length === 0) return null
@@ -45,7 +47,8 @@ export async function openTracer(config: Config, options: TracingOptions = {}): 
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http')
     processors.push(new sdk.BatchSpanProcessor(new OTLPTraceExporter({ url: config.otlpEndpoint })))
   } else if (config.tracing === 'console') {
-    processors.push(new sdk.SimpleSpanProcessor(new sdk.ConsoleSpanExporter()))
+    const { LogSpanExporter } = await import('./log-span-exporter.js')
+    processors.push(new sdk.SimpleSpanProcessor(new LogSpanExporter(log)))
   }
   const { detectResources, envDetector, resourceFromAttributes } = await import('@opentelemetry/resources')
   const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = await import('@opentelemetry/semantic-conventions')

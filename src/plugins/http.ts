@@ -38,19 +38,19 @@ export function fromFastifyError(err: FastifyError | Error): ServiceError {
   const code = (err as FastifyError).code
   switch (code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return fail('PAYLOAD_TOO_LARGE')
+      return new ServiceError('PAYLOAD_TOO_LARGE')
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_TYPE':
-      return fail('UNSUPPORTED_MEDIA_TYPE')
+      return new ServiceError('UNSUPPORTED_MEDIA_TYPE')
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return fail('BAD_REQUEST', { message: 'The body is not valid JSON' })
+      return new ServiceError('BAD_REQUEST', { message: 'The body is not valid JSON' })
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return fail('BAD_REQUEST', { message: 'Content-Length does not match the body' })
+      return new ServiceError('BAD_REQUEST', { message: 'Content-Length does not match the body' })
     default:
       break
   }
-  if (err.name === 'SyntaxError' || (err as FastifyError).statusCode === 400) return fail('BAD_REQUEST', { message: 'The request is malformed' })
+  if (err.name === 'SyntaxError' || (err as FastifyError).statusCode === 400) return new ServiceError('BAD_REQUEST', { message: 'The request is malformed' })
   return toServiceError(err)
 }
 
@@ -117,7 +117,7 @@ const httpPlugin: FastifyPluginAsync<{ config: Config; clock?: Clock }> = async 
     }
     done()
   })
-  fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, fail('NOT_FOUND')))
+  fastify.setNotFoundHandler((request, reply) => sendServiceError(request, reply, new ServiceError('NOT_FOUND')))
   fastify.setErrorHandler((err, request, reply) => sendServiceError(request, reply, err))
 }
 

@@ -10,7 +10,7 @@ import { PLUGIN } from './names.js'
  * down when the server closes, after the connections (and so every span) have ended.
  */
 const tracingPlugin: FastifyPluginAsync<{ options?: TracingOptions }> = async (fastify, opts) => {
-  const opened = await openTracer(fastify.config, opts.options)
+  const opened = await openTracer(fastify.config, fastify.log, opts.options)
   if (opened === null) return
   // Loaded here, not at the top: its OpenTelemetry API, core and semantic conventions are 80 modules that a server
   // without traces never needs (about 150 ms of every start, and of every test process that builds a server).

@@ -1,4 +1,4 @@
-import { fail, type ServiceError } from '../errors/service-error.js'
+import { ServiceError } from '../errors/service-error.js'
 import { systemClock, type Clock, type ClockTimer } from '../lib/clock.js'
 import { ServerStopping, SessionEnded, type CallAbort } from './call-abort.js'
 import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, RequestId } from './types.js'
@@ -192,15 +192,15 @@ export class CallTable {
     const calls = this.#sessions.get(sessionId)
     const pending = message.id === null ? undefined : calls?.pending.get(message.id)
     if (!calls || !pending || message.id === null) {
-      return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(message.id)} is awaiting an answer in this session` })
+      return new ServiceError('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(message.id)} is awaiting an answer in this session` })
     }
     if (pending.membershipId !== membershipId) {
-      return fail('INVALID_REQUEST', { message: 'This answer does not come from the member the request was sent to' })
+      return new ServiceError('INVALID_REQUEST', { message: 'This answer does not come from the member the request was sent to' })
     }
     if (!message.error && pending.accept) {
       const problem = pending.accept(message.result ?? {})
       if (problem !== null) {
-        return fail('INVALID_REQUEST', { message: `The answer to ${pending.method} ${JSON.stringify(message.id)} does not match what was asked: ${problem}` })
+        return new ServiceError('INVALID_REQUEST', { message: `The answer to ${pending.method} ${JSON.stringify(message.id)} does not match what was asked: ${problem}` })
       }
     }
     calls.pending.delete(message.id)

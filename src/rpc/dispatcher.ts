@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Principal } from '../auth/principal.js'
 import type { DeclaredLimit } from '../limits/fixed-windows.js'
 import { toRpcError } from '../errors/render.js'
-import { fail, isServiceError, type ServiceError } from '../errors/service-error.js'
+import { isServiceError, ServiceError } from '../errors/service-error.js'
 import { CallAbort } from './call-abort.js'
 import { systemClock, type Clock } from '../lib/clock.js'
 import { CallTable, type AskOptions } from './calls.js'
@@ -279,7 +279,7 @@ export class Dispatcher {
   /** The -32601 error of a method that does not exist in `era`, saying so when it belongs to the 2025 revisions. */
   unknownMethod(method: string, era: Era): ServiceError {
     const why = era === 'modern' && this.#legacyOnly(method) ? ` (${method} belongs to the 2025 session revisions, not to 2026-07-28)` : ''
-    return fail('METHOD_NOT_FOUND', { message: `Unknown method: ${method}${why}`, details: { method } })
+    return new ServiceError('METHOD_NOT_FOUND', { message: `Unknown method: ${method}${why}`, details: { method } })
   }
 
   #legacyOnly(method: string): boolean {
@@ -297,6 +297,11 @@ export class Dispatcher {
   /** What a call is, in messages about it: the method's own description, or its name. */
   describe(prepared: PreparedRequest): string {
     return prepared.def.describe?.(prepared.params) ?? prepared.message.method
+  }
+
+  /** The definitions of every request method that exists in `era` (what the documentation must list). */
+  methods(era: Era): RequestMethod[] {
+    return [...this.requests.values()].filter((def) => def.eras.includes(era))
   }
 
   /** The method's definition when it exists in `era`. */
@@ -326,10 +331,10 @@ export class Dispatcher {
   /** Method (in the request's era) then params. Returns the prepared call, or the refusal to answer instead. */
   prepare(message: JsonRpcRequest, era: Era): PreparedRequest | Refused {
     const def = this.definition(message.method, era)
-    if (!def) return refused(message.id, fail('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}` }))
+    if (!def) return refused(message.id, new ServiceError('METHOD_NOT_FOUND', { message: `Unknown method: ${message.method}` }))
     const params = message.params ?? {}
     if (!passes(def.params, params)) {
-      return refused(message.id, fail('INVALID_PARAMS', { message: `Invalid params for ${message.method}`, details: validationDetails(def.params.errors) }))
+      return refused(message.id, new ServiceError('INVALID_PARAMS', { message: `Invalid params for ${message.method}`, details: validationDetails(def.params.errors) }))
     }
     return { message, def, params }
   }
@@ -343,7 +348,7 @@ export class Dispatcher {
     const { message, def, params } = prepared
     const sessionId = ctx.exchange.session?.id ?? null
     if (!this.#calls.begin(sessionId, message.id, controller)) {
-      return refused(message.id, fail('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
+      return refused(message.id, new ServiceError('INVALID_REQUEST', { message: `Request id ${JSON.stringify(message.id)} is already in use by a request in progress` }))
     }
     const callCtx = new RunningCall(ctx, message.id, controller, this.#calls)
     try {

@@ -1,4 +1,4 @@
-import { fail, type ServiceError } from '../errors/service-error.js'
+import { ServiceError } from '../errors/service-error.js'
 import { CallAbort, ServerStopping } from './call-abort.js'
 
 /**
@@ -13,7 +13,7 @@ import { CallAbort, ServerStopping } from './call-abort.js'
  * call as its method describes it (Dispatcher.describe: `tools/call <tool>`).
  */
 export function stoppedByShutdown(what: string): ServiceError {
-  return fail('SERVICE_UNAVAILABLE', {
+  return new ServiceError('SERVICE_UNAVAILABLE', {
     message: `The server is shutting down and stopped this ${what} before it finished; call again once it is back`,
   })
 }

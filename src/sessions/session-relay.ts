@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Principal, Scope } from '../auth/principal.js'
 import type { Bus } from '../coordination/bus.js'
 import type { ProcessInbox } from '../coordination/inbox.js'
-import { fail, type ServiceError } from '../errors/service-error.js'
+import { ServiceError } from '../errors/service-error.js'
 import { CancelledByClient } from '../rpc/call-abort.js'
 import type { Dispatcher } from '../rpc/dispatcher.js'
 import type { JsonRpcResponse, LogLevel, RequestId } from '../rpc/types.js'
@@ -105,7 +105,7 @@ export class SessionRelay {
     const verdict = await this.options.inbox.ask<Verdict>(asker, ANSWER, forwarded, this.options.forwardTimeoutMs)
     // No verdict: the process that asked is gone, and its question with it.
     if (verdict === undefined) return notAwaited(forwarded.message.id)
-    return verdict.refusal === null ? null : fail('INVALID_REQUEST', { message: verdict.refusal })
+    return verdict.refusal === null ? null : new ServiceError('INVALID_REQUEST', { message: verdict.refusal })
   }
 
   /** The process that asked: resolves its question with the forwarded answer, or says why not. */
@@ -144,7 +144,7 @@ export class SessionRelay {
 }
 
 function notAwaited(id: RequestId | null): ServiceError {
-  return fail('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(id)} is awaiting an answer in this session` })
+  return new ServiceError('INVALID_REQUEST', { message: `No request with id ${JSON.stringify(id)} is awaiting an answer in this session` })
 }
 
 /** The process that asked a question, from the JSON-RPC id it gave it (`<n>.<process id>`). */

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Repos } from '../db/repos/index.js'
 import type { SessionRow } from '../db/repos/sessions.js'
-import { fail } from '../errors/service-error.js'
+import { ServiceError } from '../errors/service-error.js'
 import { systemClock, type Clock, type ClockTimer } from '../lib/clock.js'
 import { newSessionId } from '../lib/crypto.js'
 import { isLegacyProtocolVersion, LOG_LEVELS, type LegacyProtocolVersion, type LogLevel } from '../rpc/types.js'
@@ -180,7 +180,7 @@ export class SessionStore {
     this.log.error({ err, session: row.id, membership: row.membershipId }, 'could not save a new session: its initialize fails')
     const session = this.live.get(row.id)
     if (session) this.drop(session, 'session could not be stored')
-    this.settle(row.id, fail('SERVICE_UNAVAILABLE', { message: 'The session could not be stored; nothing was kept. Retry later', retryAfter: 5, cause: err }))
+    this.settle(row.id, new ServiceError('SERVICE_UNAVAILABLE', { message: 'The session could not be stored; nothing was kept. Retry later', retryAfter: 5, cause: err }))
   }
 
   private settle(id: string, err?: Error): void {

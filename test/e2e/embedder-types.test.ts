@@ -2,14 +2,15 @@
 /**
  * An embedder's TypeScript project type-checks against the package's public declarations with `skipLibCheck: false`
  * and `strict`: the declarations are built from src (as `npm run build` emits them) into a throwaway package, and a
- * throwaway ESM project (module NodeNext) that depends on it compiles the README's embedding examples and a file that
- * uses the typed parts of the API (ctx.repos, server.app). Drizzle's declarations do not type-check on their own, so
+ * throwaway ESM project (module NodeNext) that depends on it compiles the embedding examples of README.md and docs/
+ * (every ```ts block importing 'service-mcp': an example that stops compiling fails here) and a file that uses the
+ * typed parts of the API (ctx.repos, fail(), server.app). Drizzle's declarations do not type-check on their own, so
  * the public ones must never reach them (src/db/types.ts). A file misusing the API must fail: the check is real.
  * One tsc program holds them all, the misuse included: with library checks on, checking the declarations is most of
  * tsc's work, and a second program for the misuse alone doubled it. Its errors are told apart by file.
  */
 import { execFile } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import t, { type Test } from 'tap'
@@ -68,7 +69,10 @@ const STRICT_PROJECT = {
   },
 }
 
-/** Uses what the README documents beyond the examples: typed repositories in a handler, and `server.app`. */
+/**
+ * Uses what the README documents beyond the examples: typed repositories in a handler, `fail()` as a statement (its
+ * declared `never` narrows `app`, so the line after it compiles only when fail() cannot return), and `server.app`.
+ */
 const EMBEDDER = `import { createServer, defineTool, builtinTools, fail, ServerStopping, SessionEnded, type ToolContext } from 'service-mcp'
 
 export const appNames = defineTool<{ limit: number }, { names: string[] }>({
@@ -87,7 +91,21 @@ export const appNames = defineTool<{ limit: number }, { names: string[] }>({
   },
 })
 
-const server = await createServer({ tools: [...builtinTools, appNames] })
+export const appName = defineTool<{ id: string }, { name: string }>({
+  name: 'team_app_name',
+  title: 'App name',
+  description: 'The name of one app.',
+  inputSchema: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  scope: 'mcp:read',
+  role: 'viewer',
+  async handler(args, ctx) {
+    const app = await ctx.repos.apps.byId(ctx.principal.organizationId, args.id)
+    if (!app) fail('RESOURCE_NOT_FOUND')
+    return { name: app.name }
+  },
+})
+
+const server = await createServer({ tools: [...builtinTools, appNames, appName] })
 server.app.tools.remove('team_app_names')
 server.app.tools.add(appNames)
 server.app.resources.updated('service://apps/app_1', 'org_1')
@@ -111,9 +129,22 @@ export const wrong = defineTool<Record<string, never>, { n: number }>({
 `
 
 interface Checked {
-  /** Diagnostics of the project (the README examples, embedder.ts and misuse.ts), and tsc's exit code. */
+  /** Diagnostics of the project (the documented examples, embedder.ts and misuse.ts), and tsc's exit code. */
   checked: { code: number; output: string }
-  readmeFiles: string[]
+  exampleFiles: string[]
+}
+
+/**
+ * The embedding examples of the documentation: every ```ts block of README.md and of the pages under docs/ that imports
+ * 'service-mcp', each named after its page (`README-2.ts` is the README's second).
+ */
+function documentedExamples(): Array<{ file: string; code: string }> {
+  const docs = readdirSync(join(root, 'docs'), { recursive: true, encoding: 'utf8' }).filter((p) => p.endsWith('.md')).map((p) => join('docs', p))
+  return ['README.md', ...docs.sort()].flatMap((page) => {
+    const blocks = [...readFileSync(join(root, page), 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)
+    const stem = page.replace(/\.md$/, '').replace(/[/\\]/g, '-')
+    return blocks.filter((code) => code.includes("from 'service-mcp'")).map((code, i) => ({ file: `${stem}-${i + 1}.ts`, code }))
+  })
 }
 
 /** Builds the package's declarations, sets up the embedder project, runs tsc on it; the tests below read the results. */
@@ -146,24 +177,21 @@ async function check(t: Test): Promise<Checked> {
   symlinkSync(pkg, join(app, 'node_modules', 'service-mcp'), 'dir')
   symlinkSync(join(root, 'node_modules', '@types', 'node'), join(app, 'node_modules', '@types', 'node'), 'dir')
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'embedder', private: true, type: 'module' }))
-  const readme = readFileSync(join(root, 'README.md'), 'utf8')
-  const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((code) => code.includes("from 'service-mcp'"))
+  const examples = documentedExamples()
   // An example may import packages of its own (the tracing one imports OpenTelemetry's exporter): the embedder installs
   // them beside service-mcp, so they are linked in from this checkout, which has them as service-mcp's dependencies.
-  for (const spec of new Set(examples.flatMap((code) => [...code.matchAll(/from '([^'.][^']*)'/g)].map((m) => packageOf(m[1]!))))) {
+  for (const spec of new Set(examples.flatMap(({ code }) => [...code.matchAll(/from '([^'.][^']*)'/g)].map((m) => packageOf(m[1]!))))) {
     if (spec === 'service-mcp' || spec.startsWith('node:')) continue
-    t.ok(Object.hasOwn(manifest.dependencies, spec), `${spec}, imported by a README example, is a dependency of service-mcp`)
+    t.ok(Object.hasOwn(manifest.dependencies, spec), `${spec}, imported by a documented example, is a dependency of service-mcp`)
     mkdirSync(dirname(join(app, 'node_modules', spec)), { recursive: true })
     if (!existsSync(join(app, 'node_modules', spec))) symlinkSync(join(root, 'node_modules', spec), join(app, 'node_modules', spec), 'dir')
   }
-  const readmeFiles = examples.map((code, i) => {
-    writeFileSync(join(app, `readme-${i + 1}.ts`), code)
-    return `readme-${i + 1}.ts`
-  })
+  for (const { file, code } of examples) writeFileSync(join(app, file), code)
+  const exampleFiles = examples.map(({ file }) => file)
   writeFileSync(join(app, 'embedder.ts'), EMBEDDER)
   writeFileSync(join(app, 'misuse.ts'), MISUSE)
-  writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ ...STRICT_PROJECT, files: [...readmeFiles, 'embedder.ts', 'misuse.ts'] }))
-  return { checked: await run(['-p', 'tsconfig.json'], app), readmeFiles }
+  writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ ...STRICT_PROJECT, files: [...exampleFiles, 'embedder.ts', 'misuse.ts'] }))
+  return { checked: await run(['-p', 'tsconfig.json'], app), exampleFiles }
 }
 
 /** The lines of tsc's output that report an error in `file`. */
@@ -192,9 +220,9 @@ t.test('an embedder\'s strict tsc with skipLibCheck: false passes on the public 
   t.ok(errors.some((l) => /misuse\.ts\(10,\d+\): error TS2339: Property 'countEverything' does not exist/.test(l)), 'the unknown repository method: ctx.repos is typed')
 })
 
-t.test('the README\'s embedding examples type-check as written', async (t) => {
-  const { checked, readmeFiles } = await results(t)
-  t.ok(readmeFiles.length >= 2, `the README's examples that import service-mcp (${readmeFiles.length})`)
-  for (const file of readmeFiles) t.strictSame(errorsIn(checked.output, file), [], `no error in ${file}`)
+t.test('the embedding examples of the README and docs/ type-check as written', async (t) => {
+  const { checked, exampleFiles } = await results(t)
+  t.ok(exampleFiles.length >= 4, `the documented examples that import service-mcp (${exampleFiles.join(', ')})`)
+  for (const file of exampleFiles) t.strictSame(errorsIn(checked.output, file), [], `no error in ${file}`)
   t.strictSame(errorsBesideMisuse(checked.output), [], 'nothing else fails to compile')
 })

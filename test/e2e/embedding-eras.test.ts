@@ -16,7 +16,7 @@ import {
   TaskCancelled,
   type ToolContext,
 } from '../../src/index.js'
-import { decision, confirmCall, elicitingSession, readToEnd } from '../helpers/confirm.js'
+import { decision, confirmCall, elicitingSession, isAnswerTo, isElicitation, openLiveCall, readToEnd } from '../helpers/confirm.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { answerOf, confirmAnswer, ELICITING, MODERN, modernCall, modernLive, modernPost, WITH_TASKS } from '../helpers/modern.js'
 import { defaultOrganization } from '../helpers/seed.js'
@@ -508,4 +508,45 @@ t.test('a tool throwing fail(INVALID_PARAMS) gets a tool result in both eras', a
   const modern = await modernCall(server.mcpUrl, server.apiKey, 'team_picky')
   t.equal(modern.status, 200)
   t.equal(failureOf(t, answerOf(modern).result, 'INVALID_PARAMS').message, 'not today', 'stateless: a tool result')
+})
+
+// Regression: the README writes failures as `fail('RESOURCE_NOT_FOUND')`, and a handler that wrote it without `throw`
+// went on: it asked for the confirmation of a change to what it had just found absent. fail() throws now, and
+// TypeScript knows it (`{ removed: note }` below compiles only because `note` cannot be undefined past the fail() line).
+t.test('fail() written without throw stops the tool in both eras: the failure is the answer, nothing is asked', async (t) => {
+  const notes = new Map([['kept', 'a note']])
+  const remove = defineTool<{ name: string }, { removed: string }>({
+    name: 'team_remove_note',
+    title: 'Remove a note',
+    description: 'Removes a note after asking.',
+    inputSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'], additionalProperties: false },
+    outputSchema: { type: 'object', properties: { removed: { type: 'string' } }, required: ['removed'] },
+    scope: 'mcp:read',
+    role: 'viewer',
+    confirm: true,
+    async handler(args, ctx) {
+      const note = notes.get(args.name)
+      if (note === undefined) fail('RESOURCE_NOT_FOUND', { message: `No note named ${args.name}` })
+      await ctx.confirm(`Remove the note ${args.name}?`)
+      notes.delete(args.name)
+      return { removed: note }
+    },
+  })
+  const server = await startServer(t, { tools: [...builtinTools, remove] })
+
+  const session = await elicitingSession(server)
+  const id = rid()
+  const live = await openLiveCall(t, server.mcpUrl, session.headers, callTool('team_remove_note', { name: 'absent' }, id))
+  // The first thing the call sends: its answer, or (the bug) the question.
+  const first = await until(() => messagesOf(live).find((m) => isElicitation(m) || isAnswerTo(id)(m)), 5000, 'the call\'s answer')
+  if (isElicitation(first)) return t.fail('session: the tool asked for a confirmation instead of failing')
+  t.equal(failureOf(t, first.result, 'RESOURCE_NOT_FOUND').message, 'No note named absent', 'session: the failure is the answer')
+
+  const modern = answerOf(await modernCall(server.mcpUrl, server.apiKey, 'team_remove_note', { name: 'absent' }, { capabilities: ELICITING }))?.result
+  t.equal(modern?.resultType, 'complete', 'stateless: no input_required round')
+  t.equal(failureOf(t, modern, 'RESOURCE_NOT_FOUND').message, 'No note named absent', 'stateless: the failure is the answer')
+
+  // The same tool on a note that exists does ask: what stopped it above was fail().
+  const asks = answerOf(await modernCall(server.mcpUrl, server.apiKey, 'team_remove_note', { name: 'kept' }, { capabilities: ELICITING }))?.result
+  t.equal(asks?.resultType, 'input_required', 'a note that exists is asked about')
 })

@@ -1,4 +1,6 @@
+import { readdirSync, readFileSync } from 'node:fs'
 import { connect } from 'node:net'
+import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { request as undiciRequest } from 'undici'
 import { builtinTools, createServer, defineTool } from '../../src/index.js'
@@ -22,6 +24,7 @@ import {
   WITH_TASKS,
   type ModernOptions,
 } from '../helpers/modern.js'
+import { ROOT } from '../helpers/root.js'
 import { messagesOf, sleep } from '../helpers/stream.js'
 import { startServer, tempDatabase } from '../helpers/server.js'
 
@@ -501,6 +504,20 @@ t.test('ladder: Mcp-Name for tasks/get mirrors params.taskId', async (t) => {
   t.same(rpcError(t, wrong.reply, 400, wrong.id, -32020, 'HEADER_MISMATCH', 'tasks/get wrong Mcp-Name').data.details, { header: 'Mcp-Name', body: 'params.taskId' })
   const unknown = await send('tasks/get', { taskId: 'task-1' }, { capabilities: WITH_TASKS })
   rpcError(t, unknown.reply, 200, unknown.id, -32602, 'INVALID_PARAMS', 'unknown task id')
+})
+
+// The README says which requests carry Mcp-Name; the method declarations (`mirroredName`) decide. It once named
+// tools/call and tasks/* only, while resources/read and prompts/get required it too.
+t.test('the documentation names exactly the methods whose Mcp-Name the server requires', async (t) => {
+  const required = server.app.rpc.methods('modern').filter((def) => def.mirroredName !== undefined).map((def) => def.method)
+  t.ok(required.includes('tools/call'), `the declarations were read (${required.join(', ')})`)
+  const pages = ['README.md', ...readdirSync(join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).filter((p) => p.endsWith('.md')).map((p) => join('docs', p))]
+  // The paragraph (or numbered item) saying `Mcp-Name` (= …): the methods it names are its backticked `a/b` words.
+  const paragraphs = pages.flatMap((page) => readFileSync(join(ROOT, page), 'utf8').split(/\n\s*\n|\n(?=\d+\. )/))
+  const sentence = paragraphs.filter((p) => p.includes('`Mcp-Name` (='))
+  t.equal(sentence.length, 1, 'one paragraph of the README or docs/ says which requests carry Mcp-Name')
+  const documented = [...(sentence[0] ?? '').matchAll(/`([a-z]+(?:\/[a-zA-Z]+)+)`/g)].map((m) => m[1]!)
+  t.strictSame([...documented].sort(), [...required].sort(), 'the methods it names are those declaring the mirrored name')
 })
 
 t.test('ladder: unknown and removed methods → 404 -32601', async (t) => {

@@ -50,7 +50,7 @@ t.test('catalog codes the contract names', async (t) => {
 })
 
 t.test('ServiceError', async (t) => {
-  const e = fail('RATE_LIMITED', { retryAfter: 7, headers: { 'retry-after': '7' }, details: { limit: 10 }, cause: new Error('inner') })
+  const e = new ServiceError('RATE_LIMITED', { retryAfter: 7, headers: { 'retry-after': '7' }, details: { limit: 10 }, cause: new Error('inner') })
   t.ok(e instanceof ServiceError)
   t.ok(e instanceof Error)
   t.ok(isServiceError(e))
@@ -62,53 +62,70 @@ t.test('ServiceError', async (t) => {
   t.same(e.details, { limit: 10 })
   t.equal(e.retryAfter, 7)
   t.same(e.headers, { 'retry-after': '7' })
-  t.equal(fail('CONFLICT', { message: 'App billing already exists' }).message, 'App billing already exists')
-  t.equal(fail('CONFLICT').details, null)
+  t.equal(new ServiceError('CONFLICT', { message: 'App billing already exists' }).message, 'App billing already exists')
+  t.equal(new ServiceError('CONFLICT').details, null)
+})
+
+// A handler that writes `fail('X')` without `throw` must stop there (docs/decisions/tool-failures.md).
+t.test('fail throws the ServiceError itself, its stack starting at the caller', async (t) => {
+  function findApp(): string {
+    fail('RESOURCE_NOT_FOUND', { message: 'No app app_9' })
+  }
+  let thrown: unknown
+  try {
+    findApp()
+  } catch (err) {
+    thrown = err
+  }
+  if (!isServiceError(thrown)) return t.fail(`a ServiceError is thrown, not ${String(thrown)}`)
+  t.equal(thrown.code, 'RESOURCE_NOT_FOUND')
+  t.equal(thrown.message, 'No app app_9')
+  t.match(thrown.stack, /^ServiceError: No app app_9\n\s+at findApp /, 'the first frame is the function that failed')
 })
 
 t.test('toServiceBody', async (t) => {
-  const body = toServiceBody(fail('SESSION_NOT_FOUND', { details: { hint: 'x' } }))
+  const body = toServiceBody(new ServiceError('SESSION_NOT_FOUND', { details: { hint: 'x' } }))
   t.same(body, { error: { code: 'SESSION_NOT_FOUND', message: catalog.SESSION_NOT_FOUND.message, details: { hint: 'x' }, action: catalog.SESSION_NOT_FOUND.action } })
   t.same(Object.keys(body), ['error'])
   t.same(Object.keys(body.error).sort(), ['action', 'code', 'details', 'message'])
-  t.equal(toServiceBody(fail('NOT_FOUND')).error.details, null, 'details is null, not absent')
-  t.notOk(JSON.stringify(toServiceBody(fail('NOT_FOUND', { cause: new Error('SELECT * FROM users') }))).includes('SELECT'), 'the cause is never sent')
+  t.equal(toServiceBody(new ServiceError('NOT_FOUND')).error.details, null, 'details is null, not absent')
+  t.notOk(JSON.stringify(toServiceBody(new ServiceError('NOT_FOUND', { cause: new Error('SELECT * FROM users') }))).includes('SELECT'), 'the cause is never sent')
 })
 
 t.test('toOAuthBody', async (t) => {
-  t.same(toOAuthBody(fail('INVALID_TOKEN')), { error: 'invalid_token', error_description: catalog.INVALID_TOKEN.message })
-  t.same(toOAuthBody(fail('INSUFFICIENT_SCOPE')), { error: 'insufficient_scope', error_description: catalog.INSUFFICIENT_SCOPE.message })
-  t.same(toOAuthBody(fail('BAD_REQUEST', { message: 'redirect_uri is missing' })), { error: 'invalid_request', error_description: 'redirect_uri is missing' })
+  t.same(toOAuthBody(new ServiceError('INVALID_TOKEN')), { error: 'invalid_token', error_description: catalog.INVALID_TOKEN.message })
+  t.same(toOAuthBody(new ServiceError('INSUFFICIENT_SCOPE')), { error: 'insufficient_scope', error_description: catalog.INSUFFICIENT_SCOPE.message })
+  t.same(toOAuthBody(new ServiceError('BAD_REQUEST', { message: 'redirect_uri is missing' })), { error: 'invalid_request', error_description: 'redirect_uri is missing' })
   const masked = toOAuthBody(new Error('SQLITE_BUSY: database is locked'))
   t.same(masked, { error: 'server_error', error_description: 'Internal error' })
 })
 
 t.test('toRpcError', async (t) => {
-  t.same(toRpcError(fail('INVALID_PARAMS', { details: [{ path: '/x', message: 'is required' }] })), {
+  t.same(toRpcError(new ServiceError('INVALID_PARAMS', { details: [{ path: '/x', message: 'is required' }] })), {
     code: -32602,
     message: 'Invalid params',
     data: { code: 'INVALID_PARAMS', action: catalog.INVALID_PARAMS.action, details: [{ path: '/x', message: 'is required' }] },
   })
-  const noDetails = toRpcError(fail('METHOD_NOT_FOUND'))
+  const noDetails = toRpcError(new ServiceError('METHOD_NOT_FOUND'))
   t.equal(noDetails.code, -32601)
   t.notOk(noDetails.data && 'details' in noDetails.data, 'no details key when there are none')
-  t.equal(toRpcError(fail('SESSION_NOT_FOUND')).code, -32001)
-  t.equal(toRpcError(fail('PARSE_ERROR')).code, -32700)
-  t.equal(toRpcError(fail('CONFLICT')).code, -32000, 'codes without an rpc number fall back to -32000')
-  t.equal(toRpcError(fail('CONFLICT')).data?.code, 'CONFLICT', 'but keep their own code in data')
+  t.equal(toRpcError(new ServiceError('SESSION_NOT_FOUND')).code, -32001)
+  t.equal(toRpcError(new ServiceError('PARSE_ERROR')).code, -32700)
+  t.equal(toRpcError(new ServiceError('CONFLICT')).code, -32000, 'codes without an rpc number fall back to -32000')
+  t.equal(toRpcError(new ServiceError('CONFLICT')).data?.code, 'CONFLICT', 'but keep their own code in data')
 })
 
 t.test('toToolResult', async (t) => {
-  const r = toToolResult(fail('RESOURCE_NOT_FOUND'))
+  const r = toToolResult(new ServiceError('RESOURCE_NOT_FOUND'))
   t.equal(r.isError, true)
   t.equal(r.content.length, 1)
   t.equal(r.content[0]!.type, 'text')
   t.equal(r.content[0]!.text, JSON.stringify({ code: 'RESOURCE_NOT_FOUND', message: catalog.RESOURCE_NOT_FOUND.message }))
   t.same(JSON.parse(r.content[0]!.text), { code: 'RESOURCE_NOT_FOUND', message: catalog.RESOURCE_NOT_FOUND.message })
   t.same(r._meta, { guidance: { action: catalog.RESOURCE_NOT_FOUND.action } })
-  const limited = toToolResult(fail('RATE_LIMITED', { retryAfter: 12 }))
+  const limited = toToolResult(new ServiceError('RATE_LIMITED', { retryAfter: 12 }))
   t.same(limited._meta, { guidance: { action: catalog.RATE_LIMITED.action, retryAfter: 12 } })
-  const custom = toToolResult(fail('CONFLICT', { message: 'An app named billing already exists' }))
+  const custom = toToolResult(new ServiceError('CONFLICT', { message: 'An app named billing already exists' }))
   t.equal(custom.content[0]!.text, JSON.stringify({ code: 'CONFLICT', message: 'An app named billing already exists' }))
 })
 
@@ -116,7 +133,7 @@ t.test('masking: a plain Error and INTERNAL_ERROR never leak', async (t) => {
   const secrets = [
     new Error('SELECT password_hash FROM users WHERE email = ?'),
     new TypeError("Cannot read properties of undefined (reading 'id')"),
-    fail('INTERNAL_ERROR', { message: 'SQLITE_CONSTRAINT: UNIQUE constraint failed: apps.name at /srv/src/db/repos/apps.ts:42', details: { sql: 'INSERT INTO apps' } }),
+    new ServiceError('INTERNAL_ERROR', { message: 'SQLITE_CONSTRAINT: UNIQUE constraint failed: apps.name at /srv/src/db/repos/apps.ts:42', details: { sql: 'INSERT INTO apps' } }),
     'a thrown string with SELECT',
     { some: 'object', sql: 'UPDATE users SET x = 1' },
     null,
@@ -142,7 +159,7 @@ t.test('masking: a plain Error and INTERNAL_ERROR never leak', async (t) => {
 t.test('exposed errors pass through unchanged', async (t) => {
   for (const code of codes) {
     if (catalog[code].status >= 500) continue
-    const e = fail(code)
+    const e = new ServiceError(code)
     t.equal(toServiceError(e), e, code)
   }
 })

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { lastingCredential, type Principal } from '../../auth/principal.js'
-import { fail, type ServiceError } from '../../errors/service-error.js'
+import { fail, ServiceError } from '../../errors/service-error.js'
 import { randomSecret } from '../../lib/crypto.js'
 import { checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import { argumentsDigest } from '../../mrtr/canonical.js'
@@ -116,7 +116,7 @@ const sameKeys = (a: Record<string, unknown>, b: Record<string, unknown>) => {
 }
 
 function refused(message: string, param = 'requestState'): AnswerRefused {
-  return new AnswerRefused(fail('INVALID_PARAMS', { message, details: { param } }))
+  return new AnswerRefused(new ServiceError('INVALID_PARAMS', { message, details: { param } }))
 }
 
 /** Each answer checked against its request (-32602 for the first that does not fit); unknown keys are left out. */

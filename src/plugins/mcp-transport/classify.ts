@@ -1,4 +1,4 @@
-import { fail, type ServiceError } from '../../errors/service-error.js'
+import { ServiceError } from '../../errors/service-error.js'
 import { isModernProtocolVersion, type JsonRpcNotification, type JsonRpcRequest, type RequestId } from '../../rpc/types.js'
 
 /**
@@ -68,7 +68,7 @@ function isRequestShape(value: Record<string, unknown>): boolean {
 export function classify(body: unknown, protocolVersionHeader: string | undefined, opensSession: (method: string) => boolean): Route {
   if (Array.isArray(body)) {
     if (body.some(hasClaim)) {
-      return { era: 'reject', id: null, error: fail('INVALID_REQUEST', { message: 'A batch must not contain 2026-07-28 requests: send each one in its own POST' }) }
+      return { era: 'reject', id: null, error: new ServiceError('INVALID_REQUEST', { message: 'A batch must not contain 2026-07-28 requests: send each one in its own POST' }) }
     }
     return { era: 'legacy' }
   }
@@ -82,7 +82,7 @@ export function classify(body: unknown, protocolVersionHeader: string | undefine
       return {
         era: 'reject',
         id: readableId(body),
-        error: fail('HEADER_MISMATCH', {
+        error: new ServiceError('HEADER_MISMATCH', {
           message: `${body.method} is the session handshake of the 2025 revisions, but MCP-Protocol-Version names ${protocolVersionHeader}: a 2026-07-28 client sends no ${body.method}`,
           details: { header: 'MCP-Protocol-Version', value: protocolVersionHeader },
         }),
@@ -101,7 +101,7 @@ export function classify(body: unknown, protocolVersionHeader: string | undefine
     return {
       era: 'reject',
       id: readableId(body),
-      error: fail('INVALID_PARAMS', {
+      error: new ServiceError('INVALID_PARAMS', {
         message: `MCP-Protocol-Version names ${protocolVersionHeader}, but the request lacks what every request of that revision carries: params.${missing.join(', ')}`,
         details: { missing: missing.map((k) => (k === '_meta' ? 'params._meta' : `params._meta["${k}"]`)) },
       }),

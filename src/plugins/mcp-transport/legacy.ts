@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Principal } from '../../auth/principal.js'
 import { SharedStreams } from '../../coordination/shared-streams.js'
-import { fail, type ServiceError } from '../../errors/service-error.js'
+import { fail, ServiceError } from '../../errors/service-error.js'
 import { newStreamId, parseEventId, SseStream, writeStreamHead } from '../../lib/sse.js'
 import { errorResponse, NULL_SINK, type MessageSink, type PreparedRequest } from '../../rpc/dispatcher.js'
 import { HANDSHAKE_EXCHANGE, LegacyExchange } from '../../rpc/exchange.js'
@@ -117,7 +117,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
       },
     }, undefined, (failure) => failure.code === 'SERVICE_UNAVAILABLE')
     if (overHttp) throw overHttp
-    if (!session || !response) return sendJsonRpc(reply, response ?? errorResponse(message.id, fail('INTERNAL_ERROR')))
+    if (!session || !response) return sendJsonRpc(reply, response ?? errorResponse(message.id, new ServiceError('INTERNAL_ERROR')))
     request.log.info({ session: session.id, version: session.protocolVersion, credential: principal.kind }, 'session created')
     if (acceptsJson) return sendJsonRpc(reply.header('mcp-session-id', session.id), response)
     const sse = openStream(request, reply, session, 'call')
@@ -152,7 +152,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
     // and notifications are handled in order; then each request's precheck runs.
     const answers: Array<JsonRpcResponse | PreparedRequest> = []
     for (const c of classified) {
-      if (c.kind === 'invalid') answers.push(errorResponse(c.id, fail('INVALID_REQUEST', { details: c.details })))
+      if (c.kind === 'invalid') answers.push(errorResponse(c.id, new ServiceError('INVALID_REQUEST', { details: c.details })))
       else if (c.kind === 'request') answers.push(prepareInSession(c.message, intake))
     }
     const calls = answers.filter((a): a is PreparedRequest => 'def' in a)
@@ -228,7 +228,7 @@ export function legacyFrontEnd(fastify: FastifyInstance): LegacyFrontEnd {
   function prepareInSession(message: JsonRpcRequest, intake: Intake): PreparedRequest | JsonRpcResponse {
     const prepared = intake.prepare(message)
     if (!('def' in prepared)) return prepared.response
-    if (prepared.def.sessionless) return intake.refuse(message, 200, fail('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` })).response
+    if (prepared.def.sessionless) return intake.refuse(message, 200, new ServiceError('INVALID_REQUEST', { message: `${message.method} is not allowed in an existing session` })).response
     return prepared
   }
 

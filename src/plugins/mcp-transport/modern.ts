@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { catalog, type ErrorSpec } from '../../errors/catalog.js'
-import { fail, type ServiceError } from '../../errors/service-error.js'
+import { ServiceError } from '../../errors/service-error.js'
 import { SseStream } from '../../lib/sse.js'
 import { ClientDisconnected } from '../../rpc/call-abort.js'
 import { errorResponse, type CacheHint, type MessageSink, type PreparedRequest, type RequestMethod } from '../../rpc/dispatcher.js'
@@ -112,24 +112,24 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
   function envelope(meta: Record<string, unknown>): Refused | null {
     if (validateMeta(meta) === true) return null
     const details = validationDetails(validateMeta.errors).map((d) => ({ ...d, path: `/params/_meta${d.path === '/' ? '' : d.path}` }))
-    return new Refused(400, fail('INVALID_PARAMS', { message: `Invalid request metadata: ${describeDetails(details)}`, details }))
+    return new Refused(400, new ServiceError('INVALID_PARAMS', { message: `Invalid request metadata: ${describeDetails(details)}`, details }))
   }
 
   /** Steps: the headers that are present agree with the body; the revision is one we serve. */
   function revision(request: FastifyRequest, message: JsonRpcRequest, version: string): Refused | null {
     const header = headerValue(request.headers, 'mcp-protocol-version')
     if (header !== undefined && header !== version) {
-      return new Refused(400, fail('HEADER_MISMATCH', {
+      return new Refused(400, new ServiceError('HEADER_MISMATCH', {
         message: `MCP-Protocol-Version (${header}) differs from params._meta["${PROTOCOL_VERSION_META_KEY}"] (${version})`,
         details: { header: 'MCP-Protocol-Version', body: `params._meta["${PROTOCOL_VERSION_META_KEY}"]` },
       }))
     }
     const method = headerValue(request.headers, 'mcp-method')
     if (method !== undefined && method !== message.method) {
-      return new Refused(400, fail('HEADER_MISMATCH', { message: `Mcp-Method (${method}) differs from the body's method (${message.method})`, details: { header: 'Mcp-Method', body: 'method' } }))
+      return new Refused(400, new ServiceError('HEADER_MISMATCH', { message: `Mcp-Method (${method}) differs from the body's method (${message.method})`, details: { header: 'Mcp-Method', body: 'method' } }))
     }
     if (!isModernProtocolVersion(version)) {
-      return new Refused(400, fail('UNSUPPORTED_PROTOCOL_VERSION', {
+      return new Refused(400, new ServiceError('UNSUPPORTED_PROTOCOL_VERSION', {
         message: `Protocol revision ${version} is not served here; use one of ${MODERN_PROTOCOL_VERSIONS.join(', ')} (the 2025 revisions are reached through initialize)`,
         details: { supported: [...MODERN_PROTOCOL_VERSIONS], requested: version },
       }))
@@ -143,7 +143,7 @@ export function modernFrontEnd(fastify: FastifyInstance): ModernFrontEnd {
     if (!def) return new Refused(404, rpc.unknownMethod(message.method, 'modern'))
     const missing = def.requires ? missingCapabilities(def.requires, capabilities) : null
     if (missing) {
-      return new Refused(400, fail('MISSING_CLIENT_CAPABILITY', {
+      return new Refused(400, new ServiceError('MISSING_CLIENT_CAPABILITY', {
         message: `${message.method} needs client capabilities this request did not declare`,
         details: { requiredCapabilities: missing },
       }))

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { fail, type ServiceError } from '../../errors/service-error.js'
+import { ServiceError } from '../../errors/service-error.js'
 import type { ParamHeader } from '../../rpc/header-mirror.js'
 import { valueAt } from '../tools/param-headers.js'
 
@@ -44,7 +44,7 @@ export function headerValue(headers: IncomingHttpHeaders, name: string): string 
 }
 
 function mismatch(message: string, details: Record<string, unknown>): ServiceError {
-  return fail('HEADER_MISMATCH', { message, details })
+  return new ServiceError('HEADER_MISMATCH', { message, details })
 }
 
 /**

@@ -5,7 +5,7 @@ import type { TxRepos } from '../../db/repos/index.js'
 import type { MembershipView } from '../../db/repos/memberships.js'
 import type { OAuthClient } from '../../db/repos/oauth-clients.js'
 import { toOAuthBody } from '../../errors/render.js'
-import { fail, isServiceError, type ServiceError } from '../../errors/service-error.js'
+import { fail, isServiceError, ServiceError } from '../../errors/service-error.js'
 import { randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { clientAddressKey } from '../../limits/client-address.js'
 import { oauthAuthorize, pendingAuthorizationsRefusal } from '../../limits/named.js'
@@ -314,7 +314,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     if (!(await repos.authorizations.consumeRequest(p.row.id, clock.now()))) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
     if (decision === 'deny' || !membership) {
       request.log.info({ client: p.client.id }, 'authorization denied')
-      return redirectError(reply, p.row.redirectUri, p.row.state, fail('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
+      return redirectError(reply, p.row.redirectUri, p.row.state, new ServiceError('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
     }
     const code = randomSecret(32)
     const now = clock.now()

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { canUse, type Audience } from '../../auth/principal.js'
 import { roleAllows } from '../../lib/roles.js'
-import { fail, isServiceError } from '../../errors/service-error.js'
+import { fail, isServiceError, ServiceError } from '../../errors/service-error.js'
 import type { ServerEvent } from '../../lib/event-bus.js'
 import { forRevision, resourceContentsProblem, type ResourceContents } from '../../mcp/content.js'
 import { listMethod } from '../../rpc/list-method.js'
@@ -74,7 +74,7 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     audienceOf,
   } satisfies Resources)
 
-  const notFound = (uri: string) => fail('RESOURCE_NOT_FOUND', { message: `Resource not found: ${uri}`, details: { uri } })
+  const notFound = (uri: string) => new ServiceError('RESOURCE_NOT_FOUND', { message: `Resource not found: ${uri}`, details: { uri } })
 
   /** Every entry the caller may list: the static resources, then what each template lists, in registration order. */
   async function entries(ctx: CallContext): Promise<ResourceEntry[]> {

@@ -6,7 +6,7 @@ import type { Repos } from '../../db/repos/index.js'
 import type { Abandoned } from '../../db/types.js'
 import type { ProcessRegistry } from '../../coordination/process-registry.js'
 import { toToolResult } from '../../errors/render.js'
-import { fail, isServiceError } from '../../errors/service-error.js'
+import { isServiceError, ServiceError } from '../../errors/service-error.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import type { RequestId } from '../../rpc/types.js'
 import type { Exchange } from '../../rpc/exchange.js'
@@ -36,7 +36,7 @@ export const STATELESS_SCOPE = '-'
  * a result) gets: the operation may or may not have happened, and only its own traces can tell.
  */
 export function interruptedResult(tool: string): ToolResult {
-  return toToolResult(fail('OPERATION_FAILED', {
+  return toToolResult(new ServiceError('OPERATION_FAILED', {
     message: `The server stopped and restarted while this ${tool} call was in progress: the operation may or may not have completed. ` +
       'Check its effect before calling again with a new request id (for a deployment: service_deployments_list, then service_deployments_logs)',
   }))
@@ -47,14 +47,14 @@ export function interruptedResult(tool: string): ToolResult {
  * Recorded at start for calls a previous process left pending (only a call recorded running may have run).
  */
 export function nothingRanResult(tool: string): ToolResult {
-  return toToolResult(fail('OPERATION_FAILED', {
+  return toToolResult(new ServiceError('OPERATION_FAILED', {
     message: `The server stopped before this ${tool} call started: nothing ran. Call again with a new request id to run it`,
   }))
 }
 
 /** What a call gets when its record cannot be written before it runs (a full or read-only disk): it does not run. */
 function notRecorded(cause: unknown): Error {
-  return fail('SERVICE_UNAVAILABLE', {
+  return new ServiceError('SERVICE_UNAVAILABLE', {
     message: 'The call could not be recorded, so it did not run: nothing was changed. Retry later with the same request id',
     retryAfter: 5,
     cause,
@@ -477,7 +477,7 @@ function describe(record: Pick<IdempotencyRecord, 'tool' | 'status'>, key: Idemp
 /** 409: a live call holds the id. */
 function stillHeld(record: Pick<IdempotencyRecord, 'tool' | 'status'>, key: IdempotencyKey): Error {
   const { which, details } = describe(record, key)
-  return fail('IDEMPOTENCY_CONFLICT', {
+  return new ServiceError('IDEMPOTENCY_CONFLICT', {
     message: `A call of ${record.tool} with ${which} is still ${record.status === 'running' ? 'running' : 'pending'}`,
     details,
   })
@@ -485,7 +485,7 @@ function stillHeld(record: Pick<IdempotencyRecord, 'tool' | 'status'>, key: Idem
 
 /** 409: the id was used for a call of another tool. */
 function otherTool(record: IdempotencyRecord): Error {
-  return fail('IDEMPOTENCY_CONFLICT', {
+  return new ServiceError('IDEMPOTENCY_CONFLICT', {
     message: `Request id ${record.requestId} was already used in this session for a call of ${record.tool}; send a new id for a new call`,
     details: describe(record, record).details,
   })

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { roleAllows } from '../../lib/roles.js'
 import { toToolResult } from '../../errors/render.js'
-import { fail, isServiceError } from '../../errors/service-error.js'
+import { fail, isServiceError, ServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
 import { writeAudit } from '../../lib/audit.js'
 import { loadEnvKey } from '../../db/env-key.js'
@@ -243,7 +243,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     const version = ctx.exchange.protocolVersion
     const broken = (what: string, details: unknown) => {
       ctx.log.error({ tool: tool.def.name, details }, what)
-      return fail('INTERNAL_ERROR')
+      return new ServiceError('INTERNAL_ERROR')
     }
     const structured = output instanceof ToolResult ? output.structuredContent : output
     if (tool.validateOutput && tool.validateOutput(structured) !== true) {

@@ -2,7 +2,7 @@ import type { Principal } from '../../../auth/principal.js'
 import type { Config } from '../../../config.js'
 import type { App } from '../../../db/repos/apps.js'
 import type { Repos } from '../../../db/repos/index.js'
-import { fail } from '../../../errors/service-error.js'
+import { fail, ServiceError } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
@@ -21,7 +21,7 @@ export async function requireApp(repos: Pick<Repos, 'apps'>, principal: Principa
 }
 
 export function appNotFound() {
-  return fail('RESOURCE_NOT_FOUND', { message: 'No app with this id in your organization' })
+  return new ServiceError('RESOURCE_NOT_FOUND', { message: 'No app with this id in your organization' })
 }
 
 /** Pipelines are configured by the operator; a tool only picks one of them by name. */

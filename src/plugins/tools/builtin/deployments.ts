@@ -1,6 +1,6 @@
 import type { App } from '../../../db/repos/apps.js'
 import type { Deployment, DeploymentLogLine } from '../../../db/repos/deployments.js'
-import { fail } from '../../../errors/service-error.js'
+import { fail, ServiceError } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
 import { CancelledByClient, TaskCancelled } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
@@ -47,7 +47,7 @@ const LAST_LINES = 20
 const LOGS_CURSOR = 'deployment_logs'
 
 function deploymentNotFound() {
-  return fail('RESOURCE_NOT_FOUND', { message: 'No deployment with this id in your organization' })
+  return new ServiceError('RESOURCE_NOT_FOUND', { message: 'No deployment with this id in your organization' })
 }
 
 async function requireDeployment(ctx: ToolContext, deploymentId: string): Promise<Deployment> {
@@ -264,7 +264,7 @@ export const deploymentsCancel = defineTool<{ deployment_id: string }, { deploym
   async handler(args, ctx) {
     const { principal } = ctx
     const d = await requireDeployment(ctx, args.deployment_id)
-    const ended = (status: string) => fail('CONFLICT', { message: `Deployment ${d.id} is ${status}: only a queued or running deployment can be cancelled` })
+    const ended = (status: string) => new ServiceError('CONFLICT', { message: `Deployment ${d.id} is ${status}: only a queued or running deployment can be cancelled` })
     if (!isActive(d)) throw ended(d.status)
     if (!(await ctx.pipelines.cancelAnywhere(principal.organizationId, d, `cancelled by user ${principal.userId} with service_deployments_cancel`))) {
       // It ended between the read and the cancel (a row left active by another process is marked at start).

@@ -1,5 +1,5 @@
 import { envVarAad } from '../../../db/repos/env-vars.js'
-import { fail } from '../../../errors/service-error.js'
+import { ServiceError } from '../../../errors/service-error.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
@@ -48,7 +48,7 @@ export const envUnset = defineTool<{ app_id: string; name: string }, { app_id: s
   async handler(args, ctx) {
     const { principal, repos } = ctx
     const app = await requireApp(repos, principal, args.app_id)
-    const missing = () => fail('RESOURCE_NOT_FOUND', { message: `App ${app.name} has no env var ${args.name}` })
+    const missing = () => new ServiceError('RESOURCE_NOT_FOUND', { message: `App ${app.name} has no env var ${args.name}` })
     if (!(await repos.envVars.exists(principal.organizationId, app.id, args.name))) throw missing()
     await ctx.confirm(`Remove env var ${args.name} from app ${app.name} (${app.id})?`)
     // Removed (or the app deleted) while the user was asked: nothing left to remove.
