@@ -167,7 +167,7 @@ export const catalog = {
   METHOD_NOT_FOUND: {
     status: 200,
     message: 'Unknown method',
-    action: 'Call a method this server supports: server/discover lists the capabilities of a 2026-07-28 request; initialize lists those of a session (the README lists the methods of each)',
+    action: 'Call a method this server supports: server/discover lists the capabilities of a 2026-07-28 request; initialize lists those of a session (docs/protocol.md lists the methods of each)',
     rpc: -32601,
   },
   INVALID_PARAMS: {

@@ -129,7 +129,7 @@ const httpPlugin: FastifyPluginAsync<{ config: Config; clock?: Clock }> = async 
  * without our headers and body shape, and for every route alike, so it is off (app.ts).
  *
  * The refusal comes before any handler: nothing of the request ran, so a proxy may send it to another process, a POST
- * too (docs/deploy/nginx.conf does). Every HTTP 503 the server sends keeps that promise (the README's "Error codes").
+ * too (docs/deploy/nginx.conf does). Every HTTP 503 the server sends keeps that promise (docs/protocol.md, "Error codes").
  */
 function refuseWhileStopping(request: FastifyRequest, reply: FastifyReply, config: Config): void {
   reply.header('connection', 'close')

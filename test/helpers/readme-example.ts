@@ -6,15 +6,15 @@ import { pathToFileURL } from 'node:url'
 import { FROM_BUILD, ROOT, SERVER_ENTRY } from './root.js'
 
 /**
- * Runs the README's code block under `### <heading>` as written, except that it imports the package as the suite does
+ * Runs the code block under `### <heading>` of docs/embedding.md (where the README sends embedders) as written, except that it imports the package as the suite does
  * (SERVER_ENTRY) and exports the `server` it starts: the README's examples are documented API. The server gets a
  * throwaway database and `apiKey` as its owner's key; it is closed when the test ends.
  */
 export async function runReadmeExample(t: Test, heading: string, apiKey: string): Promise<{ mcpUrl: string }> {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const readme = readFileSync(join(ROOT, 'docs', 'embedding.md'), 'utf8')
   const escaped = heading.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
   const block = new RegExp(`### ${escaped}\\s+\`\`\`ts\\n([\\s\\S]*?)\`\`\``).exec(readme)?.[1]
-  if (!block) throw new Error(`README has no ts example under "### ${heading}"`)
+  if (!block) throw new Error(`docs/embedding.md has no ts example under "### ${heading}"`)
   const entry = pathToFileURL(SERVER_ENTRY).href
   const source = block.replace("from 'service-mcp'", `from '${entry}'`) + '\nexport { server }\n'
   const dir = mkdtempSync(join(tmpdir(), 'readme-example-'))
@@ -38,6 +38,6 @@ export async function runReadmeExample(t: Test, heading: string, apiKey: string)
 async function erasedTypes(source: string): Promise<string> {
   const ts = (await import('typescript')).default
   const out = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 }, reportDiagnostics: true })
-  if (out.diagnostics?.length) throw new Error(`the README example does not compile: ${ts.flattenDiagnosticMessageText(out.diagnostics[0]!.messageText, '\n')}`)
+  if (out.diagnostics?.length) throw new Error(`the docs/embedding.md example does not compile: ${ts.flattenDiagnosticMessageText(out.diagnostics[0]!.messageText, '\n')}`)
   return out.outputText
 }

@@ -336,4 +336,11 @@ t.test('LICENSE and CHANGELOG', async (t) => {
   t.equal(pack.status, 0, 'npm pack --dry-run')
   const files = (JSON.parse(pack.stdout)[0].files as Array<{ path: string }>).map((f) => f.path)
   for (const file of ['LICENSE', 'CHANGELOG.md', 'README.md']) t.ok(files.includes(file), `${file} is in the package`)
+  // The README is short and sends readers to docs/: every page it links ships too, and exists.
+  const linked = [...read('README.md').matchAll(/\]\((docs\/[^)#\s]+\.md)[^)]*\)/g)].map((m) => m[1]!).filter((p) => !p.startsWith('docs/decisions/'))
+  t.ok(linked.length >= 8, `the README links its docs pages (${linked.length})`)
+  for (const page of new Set(linked)) {
+    t.ok(existsSync(new URL(page, root)), `${page} exists`)
+    t.ok(files.includes(page), `${page} is in the package`)
+  }
 })
