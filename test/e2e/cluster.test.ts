@@ -17,7 +17,7 @@ import { postgresClient } from '../helpers/backends.js'
 import { startServe, type Served } from '../helpers/cli.js'
 import { EXAMPLE } from '../helpers/modern-runs.js'
 import { deploymentEnv, distinctPorts } from '../helpers/processes.js'
-import { findBinary, startNginx } from '../helpers/proxy.js'
+import { findBinary, PUBLIC_BASE, startNginx } from '../helpers/proxy.js'
 import { OWNER_KEY } from '../helpers/server.js'
 import { sleep, until } from '../helpers/stream.js'
 
@@ -53,6 +53,9 @@ t.test('three processes behind nginx round-robin, real clients, one process kill
   if (!nginx) throw new Error('nginx is missing: .ci/run installs it (Debian package nginx)')
   const ports = await distinctPorts(3)
   const { database, env } = await deploymentEnv(t, {
+    // Every process behind the balancer has its public address (docs/several-processes.md); a loopback default
+    // would make each refuse the proxy's Host as a DNS-rebinding attempt (docs/decisions/http-errors.md).
+    SERVICE_BASE_URL: PUBLIC_BASE,
     SERVICE_LEASE_MS: String(LEASE_MS),
     SERVICE_LOG_LEVEL: 'debug',
     SERVICE_HEARTBEAT_MS: '1000',

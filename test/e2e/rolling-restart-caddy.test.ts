@@ -17,7 +17,7 @@ import t from 'tap'
 import { Agent, request } from 'undici'
 import { postgresClient } from '../helpers/backends.js'
 import { startServe, type Served } from '../helpers/cli.js'
-import { findBinary, startCaddy } from '../helpers/proxy.js'
+import { findBinary, PUBLIC_BASE, startCaddy } from '../helpers/proxy.js'
 import { answered, deploymentEnv, distinctPorts } from '../helpers/processes.js'
 import { OWNER_KEY } from '../helpers/server.js'
 import { until } from '../helpers/stream.js'
@@ -30,7 +30,10 @@ t.test('a process restarted behind Caddy: no GET sees its 503, no acknowledged w
   const caddy = findBinary('caddy')
   if (!caddy) throw new Error('caddy is missing: .ci/run installs it (Debian package caddy)')
   const ports = await distinctPorts(2)
-  const { database, env } = await deploymentEnv(t, { SERVICE_STOP_SETTLE_MS: '5000', SERVICE_ACCESS_LOG: 'true' })
+  const { database, env } = await deploymentEnv(t, {
+    // Every process behind the balancer has its public address (docs/several-processes.md); a loopback default
+    // would make each refuse the proxy's Host as a DNS-rebinding attempt (docs/decisions/http-errors.md).
+    SERVICE_BASE_URL: PUBLIC_BASE, SERVICE_STOP_SETTLE_MS: '5000', SERVICE_ACCESS_LOG: 'true' })
   const started: Served[] = await Promise.all(ports.map((port) => startServe(env(port))))
   t.teardown(() => {
     for (const s of started) s.child.kill('SIGKILL')

@@ -22,7 +22,7 @@ import t from 'tap'
 import { request } from 'undici'
 import { postgresClient } from '../helpers/backends.js'
 import { startServe, type Served } from '../helpers/cli.js'
-import { findBinary, startNginx } from '../helpers/proxy.js'
+import { findBinary, PUBLIC_BASE, startNginx } from '../helpers/proxy.js'
 import { answered, deploymentEnv, distinctPorts } from '../helpers/processes.js'
 import { OWNER_KEY } from '../helpers/server.js'
 import { until } from '../helpers/stream.js'
@@ -49,7 +49,10 @@ t.test('a rolling restart of three processes behind nginx: the clients see nothi
   const nginx = findBinary('nginx')
   if (!nginx) throw new Error('nginx is missing: .ci/run installs it (Debian package nginx)')
   const ports = await distinctPorts(3)
-  const { database, env } = await deploymentEnv(t, { SERVICE_STOP_SETTLE_MS: String(SETTLE_MS), SERVICE_ACCESS_LOG: 'true' })
+  const { database, env } = await deploymentEnv(t, {
+    // Every process behind the balancer has its public address (docs/several-processes.md); a loopback default
+    // would make each refuse the proxy's Host as a DNS-rebinding attempt (docs/decisions/http-errors.md).
+    SERVICE_BASE_URL: PUBLIC_BASE, SERVICE_STOP_SETTLE_MS: String(SETTLE_MS), SERVICE_ACCESS_LOG: 'true' })
   const processes: Process[] = await Promise.all(ports.map(async (port) => ({ port, served: await startServe(env(port)) })))
   const everyServed: Served[] = processes.map((p) => p.served)
   t.teardown(() => {
