@@ -1,4 +1,3 @@
-// test-backends: none (reads markdown files)
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import t from 'tap'

@@ -38,6 +38,8 @@ t.test('a misspelt declaration stops the pass instead of changing what runs', as
 
 t.test('the repository itself: every declaration reads right, and the pass keeps most files', async (t) => {
   const { run, leftOut } = postgresPassFiles()
-  t.ok(run.length > leftOut.length * 3, `${run.length} files run, ${leftOut.length} left out`)
+  // Most files reach storage through a server and belong in the pass; the ones left out (browsers, proxies, processes
+  // of their own, in-memory apps) stay a minority: more than two files in three run on PostgreSQL.
+  t.ok(run.length * 3 > (run.length + leftOut.length) * 2, `${run.length} files run, ${leftOut.length} left out`)
   t.ok(run.includes('test/e2e/resume.test.ts'), 'a file that reaches storage through a server is in the pass')
 })
