@@ -9,11 +9,12 @@ import { join } from 'node:path'
 import { parseScopes, SCOPES } from './auth/principal.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { backupDatabase, restoreDatabase } from './db/sqlite/backup.js'
-import { databaseFailure, openDatabase, type DatabaseError } from './db/sqlite/client.js'
+import { storageFailure as storageFailureOf } from './db/open.js'
 import { checkEnvKey, resetEnvKey, valuesPhrase } from './db/env-key.js'
 import { openRepos } from './db/open-repos.js'
 import type { Repos } from './db/repos/index.js'
-import { isPostgresUrl, maskedUrl } from './lib/database-url.js'
+import { isPostgresUrl } from './lib/database-url.js'
+import { maskCredentials } from './lib/mask-credentials.js'
 import { isRole, ROLES, type Role } from './lib/roles.js'
 import { hashPassword, randomSecret } from './lib/crypto.js'
 import { envKeyLocation } from './lib/secret-box.js'
@@ -192,9 +193,11 @@ async function serve(flags: string[]): Promise<void> {
     await server.close().catch(() => {})
     throw err
   }
+  // Before the line that says it listens: whoever waits for that line may stop it at once, and a SIGTERM that comes
+  // before a handler ends the process without a clean stop.
+  server.closeOnSignals()
   if (conformance) process.stderr.write(conformance.banner())
   server.app.log.info({ url: `${url}/mcp` }, 'MCP server listening')
-  server.closeOnSignals()
 }
 
 async function backup(config: Config, words: string[], own: Record<string, string>): Promise<void> {
@@ -259,7 +262,7 @@ const CREDENTIAL_CHANGES = new Set(['keys revoke', 'users disable', 'users enabl
 
 /** Warnings of the storage and of the barrier (a server that did not acknowledge a change), on stderr. */
 function warn(message: string): void {
-  process.stderr.write(`service-mcp: ${message}\n`)
+  process.stderr.write(`service-mcp: ${maskCredentials(message)}\n`)
 }
 
 async function admin(config: Config, words: string[], own: Record<string, string>): Promise<void> {
@@ -411,7 +414,7 @@ async function main(argv: string[]): Promise<void> {
   const config = loadConfig({ argv: configFlags, requireEnvKey: words[0] === 'env-key' })
   if (words[0] === 'migrate') {
     await (await openRepos(config)).close()
-    return out(`migrations applied to ${maskedUrl(config.database)}`)
+    return out(`migrations applied to ${maskCredentials(config.database)}`)
   }
   if ((words[0] === 'backup' || words[0] === 'restore') && isPostgresUrl(config.database)) {
     throw new UsageError(`${words[0]} copies a SQLite file; on PostgreSQL use its own tools (pg_dump, pg_restore)`)
@@ -426,25 +429,26 @@ async function main(argv: string[]): Promise<void> {
  * A storage failure of any command (an admin command on a full disk, a corrupt file) as the one-line DatabaseError
  * naming the file and SERVICE_DATABASE; undefined for anything else.
  */
-function storageFailure(argv: string[], err: unknown): DatabaseError | undefined {
+function storageFailure(argv: string[], err: unknown): Error | undefined {
   let database: string
   try {
     database = loadConfig({ argv: parseArgs(argv).configFlags, requireEnvKey: false }).database
   } catch {
     return undefined
   }
-  return databaseFailure(database, err)
+  return storageFailureOf(database, err)
 }
 
 main(process.argv.slice(2)).catch((caught: unknown) => {
   const err = caught instanceof ConfigError || caught instanceof UsageError ? caught : storageFailure(process.argv.slice(2), caught) ?? caught
   if (err instanceof UsageError || err instanceof ConfigError) {
     // One line, whatever the message holds: exit code 2 means "fix the command or the settings".
-    process.stderr.write(`service-mcp: ${err.message.replace(/\s*\n\s*/g, ' ')}\n`)
+    process.stderr.write(`service-mcp: ${maskCredentials(err.message.replace(/\s*\n\s*/g, ' '))}\n`)
     if (err instanceof AreaUsageError) process.stderr.write(`Usage:\n${err.lines.join('\n')}\n`)
     else if (err instanceof UsageError) process.stderr.write('Run service-mcp help for usage.\n')
     process.exit(2)
   }
-  process.stderr.write(`service-mcp: ${(err as Error).stack ?? String(err)}\n`)
+  // A driver's error may quote a URL of the settings, password included.
+  process.stderr.write(`service-mcp: ${maskCredentials((err as Error).stack ?? String(err))}\n`)
   process.exit(1)
 })

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { ConfigError } from '../config.js'
-import { maskedUrl } from '../lib/database-url.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { redisBus, type Bus } from './bus.js'
 
 /** How long a start waits for Redis before it gives up with a sentence naming SERVICE_REDIS_URL. */
@@ -37,7 +37,7 @@ export async function connectRedis(url: string, prefix: string, name: string, on
   } catch (err) {
     redis.disconnect()
     subscriber.disconnect()
-    throw new ConfigError(`Redis ${maskedUrl(url)} (SERVICE_REDIS_URL) cannot be reached: ${(err as Error).message}`, { cause: err })
+    throw new ConfigError(`Redis ${maskCredentials(url)} (SERVICE_REDIS_URL) cannot be reached: ${(err as Error).message}`, { cause: err })
   }
   const bus = redisBus(redis, subscriber, prefix)
   let closed: Promise<void> | undefined

@@ -4,7 +4,7 @@ import fp from 'fastify-plugin'
 import { localBus, type Bus } from '../coordination/bus.js'
 import { ProcessInbox } from '../coordination/inbox.js'
 import { newProcessId } from '../coordination/process-registry.js'
-import { maskedUrl } from '../lib/database-url.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { releaseOnFailedStart } from '../lib/failed-start.js'
 import { PLUGIN } from './names.js'
 
@@ -46,7 +46,7 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
     fastify.decorate('coordination', { processId, shared: false, redis: null, bus, inbox, key: (name: string) => prefix + name })
     return
   }
-  const where = maskedUrl(config.redisUrl)
+  const where = maskCredentials(config.redisUrl)
   // Loaded only with SERVICE_REDIS_URL: a process alone never loads ioredis (about 0.25 s of CPU at every start).
   const { connectRedis } = await import('../coordination/redis.js')
   // ioredis reconnects on its own; what it reports meanwhile is logged.
