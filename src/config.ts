@@ -34,6 +34,7 @@ interface RawConfig {
   redisUrl: string
   redisPrefix: string
   leaseMs: number
+  readyRedisTimeoutMs: number
   configFile: string
   logLevel: string
   accessLog: boolean
@@ -175,6 +176,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'redisUrl', env: 'SERVICE_REDIS_URL', flag: '--redis-url', kind: 'string', default: '', doc: 'Redis (`redis://` or `rediss://`) that several processes serving one PostgreSQL database coordinate through; empty: one process serves the database' },
   { key: 'redisPrefix', env: 'SERVICE_REDIS_PREFIX', flag: '--redis-prefix', kind: 'string', default: 'service-mcp:', doc: 'Prefix of every Redis key and channel the server uses (several deployments can share one Redis)' },
   { key: 'leaseMs', env: 'SERVICE_LEASE_MS', flag: '--lease-ms', kind: 'int', default: 15_000, min: 3, doc: 'A process renews its lease in the database three times per this period; a process whose lease lapsed is dead, and its deployments, confirmed calls and tasks are recovered as interrupted (15 s)' },
+  { key: 'readyRedisTimeoutMs', env: 'SERVICE_READY_REDIS_TIMEOUT_MS', flag: '--ready-redis-timeout-ms', kind: 'int', default: 1_000, min: 1, doc: 'With SERVICE_REDIS_URL: how long `GET /readyz` waits for Redis to answer a PING before it reports the process unready (1 s)' },
   { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase; an unknown key stops the start)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
   { key: 'accessLog', env: 'SERVICE_ACCESS_LOG', flag: '--access-log', kind: 'bool', default: false, doc: 'Log one info line per finished response: request id, method, path (no query), status, duration, client address, user agent, JSON-RPC method' },

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis'
 import { ConfigError } from '../config.js'
+import type { Clock } from '../lib/clock.js'
 import { maskCredentials } from '../lib/mask-credentials.js'
 import { redisBus, type Bus } from './bus.js'
 
@@ -11,6 +12,11 @@ export interface RedisLink {
   readonly redis: Redis
   /** Publish/subscribe on a connection of its own. */
   readonly bus: Bus
+  /**
+   * Whether Redis answers a PING on the command connection within `timeoutMs` of `clock` (the readiness check). Never
+   * throws; a connection that is not up answers false at once, without queueing a PING for later.
+   */
+  answers(timeoutMs: number, clock: Clock): Promise<boolean>
   close(): Promise<void>
 }
 
@@ -44,6 +50,17 @@ export async function connectRedis(url: string, prefix: string, name: string, on
   return {
     redis,
     bus,
+    answers: (timeoutMs, clock) => {
+      if (redis.status !== 'ready') return Promise.resolve(false)
+      return new Promise((resolve) => {
+        const timer = clock.setTimeout(() => resolve(false), timeoutMs)
+        const settle = (answered: boolean) => {
+          clock.clearTimer(timer)
+          resolve(answered)
+        }
+        redis.ping().then(() => settle(true), () => settle(false))
+      })
+    },
     close: () => (closed ??= (async () => {
       await bus.close()
       subscriber.disconnect()

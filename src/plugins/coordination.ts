@@ -22,6 +22,11 @@ export interface Coordination {
   readonly shared: boolean
   /** Redis's command connection; null without SERVICE_REDIS_URL. */
   readonly redis: Redis | null
+  /**
+   * Whether Redis answers within `timeoutMs` of the server's clock (coordination/redis.ts); null without
+   * SERVICE_REDIS_URL. The readiness check asks it (plugins/health.ts).
+   */
+  readonly redisAnswers: ((timeoutMs: number) => Promise<boolean>) | null
   readonly bus: Bus
   /** Questions to another process, and this process's answers (coordination/inbox.ts). */
   readonly inbox: ProcessInbox
@@ -43,7 +48,7 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
     const bus = localBus()
     const inbox = new ProcessInbox(bus, processId, fastify.log)
     await inbox.start()
-    fastify.decorate('coordination', { processId, shared: false, redis: null, bus, inbox, key: (name: string) => prefix + name })
+    fastify.decorate('coordination', { processId, shared: false, redis: null, redisAnswers: null, bus, inbox, key: (name: string) => prefix + name })
     return
   }
   const where = maskCredentials(config.redisUrl)
@@ -56,7 +61,8 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
   bus.onResubscribed(() => fastify.log.info({ redis: where }, 'Redis subscription back'))
   const inbox = new ProcessInbox(bus, processId, fastify.log)
   await inbox.start()
-  fastify.decorate('coordination', { processId, shared: true, redis, bus, inbox, key: (name: string) => prefix + name })
+  const redisAnswers = (timeoutMs: number) => link.answers(timeoutMs, fastify.clock)
+  fastify.decorate('coordination', { processId, shared: true, redis, redisAnswers, bus, inbox, key: (name: string) => prefix + name })
   const close = async () => {
     inbox.stop()
     await link.close()
