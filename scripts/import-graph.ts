@@ -113,7 +113,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['rpc'],
   ['sessions', 'mcp', 'mrtr'],
   ['plugins', 'web'],
-  ['app.ts', 'bootstrap.ts', 'index.ts', 'cli.ts'],
+  ['app.ts', 'bootstrap.ts', 'index.ts', 'cli.ts', 'cli'],
   ['conformance'],
 ]
 

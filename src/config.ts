@@ -1,7 +1,9 @@
 import { readFileSync, statSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { isAbsolute, join, resolve } from 'node:path'
-import { isPostgresUrl, maskedUrl, unusableDatabaseUrl } from './lib/database-url.js'
+import { classifyDatabase, type DatabaseTarget } from './lib/database-url.js'
+import { closeMatch, editDistance } from './lib/closest.js'
+import { maskCredentials } from './lib/mask-credentials.js'
 import { packageRoot } from './lib/package-root.js'
 
 /**
@@ -32,6 +34,7 @@ interface RawConfig {
   redisUrl: string
   redisPrefix: string
   leaseMs: number
+  readyRedisTimeoutMs: number
   configFile: string
   logLevel: string
   accessLog: boolean
@@ -173,6 +176,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'redisUrl', env: 'SERVICE_REDIS_URL', flag: '--redis-url', kind: 'string', default: '', doc: 'Redis (`redis://` or `rediss://`) that several processes serving one PostgreSQL database coordinate through; empty: one process serves the database' },
   { key: 'redisPrefix', env: 'SERVICE_REDIS_PREFIX', flag: '--redis-prefix', kind: 'string', default: 'service-mcp:', doc: 'Prefix of every Redis key and channel the server uses (several deployments can share one Redis)' },
   { key: 'leaseMs', env: 'SERVICE_LEASE_MS', flag: '--lease-ms', kind: 'int', default: 15_000, min: 3, doc: 'A process renews its lease in the database three times per this period; a process whose lease lapsed is dead, and its deployments, confirmed calls and tasks are recovered as interrupted (15 s)' },
+  { key: 'readyRedisTimeoutMs', env: 'SERVICE_READY_REDIS_TIMEOUT_MS', flag: '--ready-redis-timeout-ms', kind: 'int', default: 1_000, min: 1, doc: 'With SERVICE_REDIS_URL: how long `GET /readyz` waits for Redis to answer a PING before it reports the process unready (1 s)' },
   { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase; an unknown key stops the start)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },
   { key: 'accessLog', env: 'SERVICE_ACCESS_LOG', flag: '--access-log', kind: 'bool', default: false, doc: 'Log one info line per finished response: request id, method, path (no query), status, duration, client address, user agent, JSON-RPC method' },
@@ -245,9 +249,30 @@ export interface Config extends RawConfig {
   baseOrigin: string
 }
 
+/**
+ * A setting that stops the start (exit code 2): its message, a sentence naming the setting, is shown to the operator
+ * as it is, so it never carries a credential a setting holds (lib/mask-credentials.ts), whoever wrote it.
+ */
 export class ConfigError extends Error {
   override name = 'ConfigError'
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(maskCredentials(message), options)
+  }
 }
+
+/** What SERVICE_DATABASE names (lib/database-url.ts); a ConfigError when it can be used as none. */
+export function databaseTarget(database: string): DatabaseTarget {
+  const target = classifyDatabase(database)
+  if (target.kind === 'unusable') throw new ConfigError(target.unusable)
+  return target
+}
+
+/**
+ * The env key of a PostgreSQL database is given, never defaulted: a URL has no folder to keep an env.key beside, and
+ * every process serving the database must seal with the same key (docs/decisions/storage.md).
+ */
+export const POSTGRES_NEEDS_ENV_KEY = 'SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)'
 
 function parseValue(s: Setting, raw: unknown, source: string): unknown {
   const where = source === s.env ? s.env : `${source} (${s.env})`
@@ -333,7 +358,10 @@ export function parseFlags(argv: readonly string[]): Record<string, string> {
     const eq = arg.indexOf('=')
     const name = eq === -1 ? arg : arg.slice(0, eq)
     const setting = known.get(name)
-    if (!setting) throw new ConfigError(`Unknown option ${name}. Known options: ${[...known.keys()].join(', ')}`)
+    if (!setting) {
+      const close = closeMatch(name, [...known.keys()])
+      throw new ConfigError(`Unknown option ${name}${close ? `; did you mean ${close}?` : ''} (the options are the settings' flags of the configuration table)`)
+    }
     let value: string | undefined
     if (eq !== -1) value = arg.slice(eq + 1)
     else if ((setting.kind === 'bool' || setting.kind === 'proxy') && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))) value = 'true'
@@ -428,18 +456,15 @@ export function loadConfig(options: {
     }
   }
   // A URL other than PostgreSQL's is not a file name either: taken as one, it would create folders named after its scheme.
-  const unusable = unusableDatabaseUrl(cfg.database)
-  if (unusable !== undefined) throw new ConfigError(unusable)
-  // The default key file lives beside the database file; a database URL has no folder, and every process serving one
-  // database must seal with the same key anyway.
-  if (isPostgresUrl(cfg.database) && !cfg.envKey && !cfg.envKeyFile && options.requireEnvKey !== false) {
-    throw new ConfigError('SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)')
+  const database = databaseTarget(cfg.database)
+  if (database.kind === 'postgres' && !cfg.envKey && !cfg.envKeyFile && options.requireEnvKey !== false) {
+    throw new ConfigError(POSTGRES_NEEDS_ENV_KEY)
   }
   if (cfg.redisUrl && !/^rediss?:\/\//i.test(cfg.redisUrl)) {
-    throw new ConfigError(`SERVICE_REDIS_URL ${JSON.stringify(maskedUrl(cfg.redisUrl))} must be a redis:// or rediss:// URL`)
+    throw new ConfigError(`SERVICE_REDIS_URL ${JSON.stringify(cfg.redisUrl)} must be a redis:// or rediss:// URL`)
   }
   // Several processes share what one database holds: a SQLite file is one process's (its lock file says so).
-  if (cfg.redisUrl && !isPostgresUrl(cfg.database)) {
+  if (cfg.redisUrl && database.kind !== 'postgres') {
     throw new ConfigError('SERVICE_REDIS_URL lets several processes serve one database, which must then be PostgreSQL (SERVICE_DATABASE=postgres://…): a SQLite file is served by one process')
   }
   if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
@@ -475,19 +500,6 @@ function closestSetting(key: string): string {
     if (d < bestDistance) [best, bestDistance] = [s.key, d]
   }
   return best
-}
-
-/** Levenshtein distance. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    }
-    previous = current
-  }
-  return previous[b.length]!
 }
 
 /**

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp, type BuildOptions } from './app.js'
 import { prepareBootstrap, printFirstStart, type BootstrapResult } from './bootstrap.js'
 import { adoptListeningPort, checkPipelineFolders, ConfigError, loadConfig, type Config } from './config.js'
-import { databaseFailure } from './db/sqlite/client.js'
+import { storageFailure } from './db/open.js'
 import { releaseFailedStart } from './lib/failed-start.js'
 
 export { defineTool, toolResult, ToolResult } from './plugins/tools/define.js'
@@ -104,7 +104,7 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
     // a storage failure on the way (a full disk at bootstrap, a read-only file at recovery) is the DatabaseError naming
     // the file and SERVICE_DATABASE.
     await releaseFailedStart(config)
-    throw (options.database ? undefined : databaseFailure(config.database, err)) ?? err
+    throw (options.database ? undefined : storageFailure(config.database, err)) ?? err
   }
   const close = () => app.close()
   return {
@@ -131,7 +131,7 @@ export async function createServer(options: CreateServerOptions = {}): Promise<M
         // A listen() that fails leaves nothing listening; a full disk here is the DatabaseError naming the file.
         opened()
         await app.close().catch(() => {})
-        throw (options.database ? undefined : databaseFailure(config.database, err)) ?? err
+        throw (options.database ? undefined : storageFailure(config.database, err)) ?? err
       }
       opened()
       if (result) onBootstrap(result)

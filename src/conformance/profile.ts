@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, loadConfig, type Config, type McpServer } from '../index.js'
 import { parseFlags, SETTINGS } from '../config.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { conformancePrompts } from './fixtures/prompts.js'
 import { conformanceResources } from './fixtures/resources.js'
 import { conformanceTools, type ListChanges } from './fixtures/tools.js'
@@ -67,7 +68,7 @@ export async function createConformanceServer(options: ConformanceOptions = {}):
   // Everything is checked as usual first (a bad value, a host that is not loopback: exit 2); profile included.
   const configured = loadConfig({ env, argv: options.argv ?? [], overrides: { profile: 'conformance' } })
   const ignored: string[] = []
-  if (configured.database !== ':memory:' && configured.database !== defaultOf('database')) ignored.push(`SERVICE_DATABASE ${JSON.stringify(configured.database)}`)
+  if (configured.database !== ':memory:' && configured.database !== defaultOf('database')) ignored.push(`SERVICE_DATABASE ${JSON.stringify(maskCredentials(configured.database))}`)
   if (configured.envKey) ignored.push('SERVICE_ENV_KEY')
   if (configured.envKeyFile) ignored.push(`SERVICE_ENV_KEY_FILE ${JSON.stringify(configured.envKeyFile)}`)
   if (configured.bootstrapApiKey) ignored.push('SERVICE_BOOTSTRAP_API_KEY')

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import { ConfigError } from '../config.js'
-import { maskedUrl } from '../lib/database-url.js'
+import type { Clock } from '../lib/clock.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { redisBus, type Bus } from './bus.js'
 
 /** How long a start waits for Redis before it gives up with a sentence naming SERVICE_REDIS_URL. */
@@ -11,6 +12,11 @@ export interface RedisLink {
   readonly redis: Redis
   /** Publish/subscribe on a connection of its own. */
   readonly bus: Bus
+  /**
+   * Whether Redis answers a PING on the command connection within `timeoutMs` of `clock` (the readiness check). Never
+   * throws; a connection that is not up answers false at once, without queueing a PING for later.
+   */
+  answers(timeoutMs: number, clock: Clock): Promise<boolean>
   close(): Promise<void>
 }
 
@@ -37,13 +43,24 @@ export async function connectRedis(url: string, prefix: string, name: string, on
   } catch (err) {
     redis.disconnect()
     subscriber.disconnect()
-    throw new ConfigError(`Redis ${maskedUrl(url)} (SERVICE_REDIS_URL) cannot be reached: ${(err as Error).message}`, { cause: err })
+    throw new ConfigError(`Redis ${maskCredentials(url)} (SERVICE_REDIS_URL) cannot be reached: ${(err as Error).message}`, { cause: err })
   }
   const bus = redisBus(redis, subscriber, prefix)
   let closed: Promise<void> | undefined
   return {
     redis,
     bus,
+    answers: (timeoutMs, clock) => {
+      if (redis.status !== 'ready') return Promise.resolve(false)
+      return new Promise((resolve) => {
+        const timer = clock.setTimeout(() => resolve(false), timeoutMs)
+        const settle = (answered: boolean) => {
+          clock.clearTimer(timer)
+          resolve(answered)
+        }
+        redis.ping().then(() => settle(true), () => settle(false))
+      })
+    },
     close: () => (closed ??= (async () => {
       await bus.close()
       subscriber.disconnect()

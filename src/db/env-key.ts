@@ -1,5 +1,5 @@
-import { resolve } from 'node:path'
-import { ConfigError } from '../config.js'
+import { ConfigError, databaseTarget } from '../config.js'
+import { describeDatabase } from '../lib/database-url.js'
 import { createEnvKey, envKeyLocation, readEnvKey, SecretBox, type EnvKeyLocation } from '../lib/secret-box.js'
 import { envVarAad } from './repos/env-vars.js'
 import type { Repos, TxRepos } from './repos/index.js'
@@ -39,10 +39,6 @@ function holdsSealed(sealed: Sealed): boolean {
   return sealed.check !== undefined || sealed.values > 0
 }
 
-function describeDatabase(path: string): string {
-  return path === ':memory:' || path.startsWith('file:') ? `database ${path} (SERVICE_DATABASE)` : `database ${resolve(path)} (SERVICE_DATABASE)`
-}
-
 export function valuesPhrase(n: number): string {
   return n === 1 ? '1 env var value' : `${n} env var values`
 }
@@ -64,7 +60,7 @@ export interface KeySubject {
 
 function databaseSubject(config: Config): KeySubject {
   return {
-    name: describeDatabase(config.database),
+    name: describeDatabase(databaseTarget(config.database)),
     noun: 'database',
     why: 'The database was probably restored or moved without its env.key.',
     lost: (sealed) => sealed.values > 0

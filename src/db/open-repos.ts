@@ -1,6 +1,6 @@
 import type { Config } from '../config.js'
 import { ConfigError } from '../config.js'
-import { maskedUrl } from '../lib/database-url.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { newId } from '../lib/crypto.js'
 import type { Bus } from '../coordination/bus.js'
 import { openStorage } from './open.js'
@@ -20,11 +20,12 @@ type Where = Pick<Config, 'database' | 'redisUrl' | 'redisPrefix' | 'leaseMs'>
  * server dropped its cache: over Redis beside servers coordinated through it (with their SERVICE_REDIS_URL and
  * SERVICE_REDIS_PREFIX; without them it is refused), over the database itself (db/postgres/bus.ts) beside a server that
  * serves it alone. Any other command (a list, a new key, a new user) needs neither: what it reads or adds reaches the
- * servers through the database alone.
+ * servers through the database alone. `create: false` (a command that only works on an existing database): a SQLite
+ * file that does not exist is refused, and nothing is created.
  */
-export async function openRepos(where: Where, warn: (message: string) => void = () => {}, options: { changesCredentials?: boolean } = {}): Promise<{ repos: Repos; close(): Promise<void> }> {
+export async function openRepos(where: Where, warn: (message: string) => void = () => {}, options: { changesCredentials?: boolean; create?: boolean } = {}): Promise<{ repos: Repos; close(): Promise<void> }> {
   const { database } = where
-  const storage = await openStorage(database, { poolSize: 2, onConnectionError: (err) => warn(`${maskedUrl(database)}: ${err.message}`) })
+  const storage = await openStorage(database, { poolSize: 2, create: options.create !== false, onConnectionError: (err) => warn(`${maskCredentials(database)}: ${err.message}`) })
   const close = () => storage.close()
   const { shared } = storage
   if (!shared) return { repos: storage.repos(), close }
@@ -33,7 +34,7 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
     const servers = await shared.coordinatedServers()
     if (servers === 0) return await withBarrier(where, storage, await databaseLink(where, shared, warn), 'database', warn)
     if (!where.redisUrl) {
-      throw new ConfigError(`Database ${maskedUrl(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis, which cache credentials: a command that changes one needs SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX as they have them, so that the change reaches them`)
+      throw new ConfigError(`Database ${maskCredentials(database)} (SERVICE_DATABASE) is served by ${servers} process${servers === 1 ? '' : 'es'} coordinated through Redis, which cache credentials: a command that changes one needs SERVICE_REDIS_URL and SERVICE_REDIS_PREFIX as they have them, so that the change reaches them`)
     }
     return await withBarrier(where, storage, await redisLink(where, warn), 'redis', warn)
   } catch (err) {
@@ -50,7 +51,7 @@ export async function openRepos(where: Where, warn: (message: string) => void = 
 function noCredentialChanges(database: string): CredentialChanges {
   return {
     bump() {
-      throw new Error(`a command of the command line not declared as changing credentials changed one on ${maskedUrl(database)} without telling the servers (a bug: declare it with changesCredentials)`)
+      throw new Error(`a command of the command line not declared as changing credentials changed one on ${maskCredentials(database)} without telling the servers (a bug: declare it with changesCredentials)`)
     },
     takeChanged: () => true,
   }
@@ -85,9 +86,9 @@ async function withBarrier(where: Where, storage: Storage, link: Link, over: 're
     const { live: servers, missing } = await barrier.probe()
     if (servers.length > 0 && missing.length === servers.length) {
       const through = over === 'redis'
-        ? `through Redis ${maskedUrl(where.redisUrl)} (SERVICE_REDIS_URL) with prefix ${JSON.stringify(where.redisPrefix)} (SERVICE_REDIS_PREFIX)`
+        ? `through Redis ${maskCredentials(where.redisUrl)} (SERVICE_REDIS_URL) with prefix ${JSON.stringify(where.redisPrefix)} (SERVICE_REDIS_PREFIX)`
         : 'through the database (LISTEN/NOTIFY; a server of an older version does not listen)'
-      throw new ConfigError(`None of the ${servers.length} server process${servers.length === 1 ? '' : 'es'} serving ${maskedUrl(where.database)} answered ${through} within ${where.leaseMs} ms (SERVICE_LEASE_MS): give the command line the servers' own values; nothing was changed`)
+      throw new ConfigError(`None of the ${servers.length} server process${servers.length === 1 ? '' : 'es'} serving ${maskCredentials(where.database)} answered ${through} within ${where.leaseMs} ms (SERVICE_LEASE_MS): give the command line the servers' own values; nothing was changed`)
     }
   } catch (err) {
     barrier.stop()
@@ -105,10 +106,10 @@ interface Link {
 
 async function redisLink(where: Where, warn: (message: string) => void): Promise<Link> {
   const { connectRedis } = await import('../coordination/redis.js')
-  return connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskedUrl(where.redisUrl)}: ${err.message}`))
+  return connectRedis(where.redisUrl, where.redisPrefix, 'service-mcp:cli', (err) => warn(`Redis ${maskCredentials(where.redisUrl)}: ${err.message}`))
 }
 
 async function databaseLink(where: Where, shared: SharedDatabase, warn: (message: string) => void): Promise<Link> {
-  const bus = await shared.bus('cli bus', (err) => warn(`${maskedUrl(where.database)}: ${err.message}`))
+  const bus = await shared.bus('cli bus', (err) => warn(`${maskCredentials(where.database)}: ${err.message}`))
   return { bus, close: () => bus.close() }
 }

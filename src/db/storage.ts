@@ -45,6 +45,11 @@ export interface OpenOptions {
   lock?: { mode: 'exclusive' | 'shared'; events?: LockEvents }
   /** PostgreSQL: the pool's size (default 10). */
   poolSize?: number
+  /**
+   * False for what works only on an existing database (the command line's lists, for one): a SQLite file that does not
+   * exist is then a DatabaseError naming SERVICE_DATABASE, and nothing (file, folder) is created. Default true.
+   */
+  create?: boolean
 }
 
 /** What happens to a server's PostgreSQL lock while it runs: each is told once per loss. */

@@ -1,7 +1,8 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs'
-import { dirname, join, resolve } from 'node:path'
-import { ConfigError, isEnvKey } from '../config.js'
+import { dirname, resolve } from 'node:path'
+import { ConfigError, databaseTarget, isEnvKey, POSTGRES_NEEDS_ENV_KEY } from '../config.js'
+import type { SqliteFile } from './database-url.js'
 import { makeFolders } from './folders.js'
 
 const VERSION = 'v1'
@@ -39,8 +40,9 @@ export class SecretBox {
 }
 
 /**
- * Where the env-var key comes from: SERVICE_ENV_KEY when set; else the key file (SERVICE_ENV_KEY_FILE, default
- * `env.key` beside the database); a throwaway database without a key file gets a throwaway key, held in memory.
+ * Where the env-var key comes from: SERVICE_ENV_KEY when set; else the key file, SERVICE_ENV_KEY_FILE, by default
+ * `env.key` beside a SQLite database file; an in-memory database without a key file gets a throwaway key, held in
+ * memory. A PostgreSQL database has no default: its key is given (config.ts, docs/decisions/storage.md).
  * Which key belongs to which database is db/env-key.ts's business.
  */
 export type EnvKeyLocation =
@@ -51,9 +53,19 @@ export type EnvKeyLocation =
 
 export function envKeyLocation(config: { envKey: string; envKeyFile: string; database: string }): EnvKeyLocation {
   if (config.envKey) return { kind: 'setting', describe: 'SERVICE_ENV_KEY' }
-  if (config.database === ':memory:' && !config.envKeyFile) return { kind: 'throwaway', describe: 'of this in-memory database (a throwaway one)' }
-  const file = resolve(config.envKeyFile || join(dirname(config.database), 'env.key'))
-  const setting = config.envKeyFile ? 'SERVICE_ENV_KEY_FILE' : 'SERVICE_ENV_KEY_FILE, by default env.key beside SERVICE_DATABASE'
+  if (config.envKeyFile) return keyFile(resolve(config.envKeyFile), 'SERVICE_ENV_KEY_FILE')
+  const database = databaseTarget(config.database)
+  if (database.kind === 'postgres') throw new ConfigError(POSTGRES_NEEDS_ENV_KEY)
+  if (database.kind === 'memory') return { kind: 'throwaway', describe: 'of this in-memory database (a throwaway one)' }
+  return keyFile(besideDatabase(database.file), 'SERVICE_ENV_KEY_FILE, by default env.key beside SERVICE_DATABASE')
+}
+
+/** The default key file: `env.key` in the folder of the database file. */
+function besideDatabase(file: SqliteFile): string {
+  return resolve(dirname(file), 'env.key')
+}
+
+function keyFile(file: string, setting: string): EnvKeyLocation {
   return { kind: 'file', file, describe: `file ${file} (${setting})` }
 }
 

@@ -4,7 +4,7 @@ import fp from 'fastify-plugin'
 import { localBus, type Bus } from '../coordination/bus.js'
 import { ProcessInbox } from '../coordination/inbox.js'
 import { newProcessId } from '../coordination/process-registry.js'
-import { maskedUrl } from '../lib/database-url.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { releaseOnFailedStart } from '../lib/failed-start.js'
 import { PLUGIN } from './names.js'
 
@@ -22,6 +22,11 @@ export interface Coordination {
   readonly shared: boolean
   /** Redis's command connection; null without SERVICE_REDIS_URL. */
   readonly redis: Redis | null
+  /**
+   * Whether Redis answers within `timeoutMs` of the server's clock (coordination/redis.ts); null without
+   * SERVICE_REDIS_URL. The readiness check asks it (plugins/health.ts).
+   */
+  readonly redisAnswers: ((timeoutMs: number) => Promise<boolean>) | null
   readonly bus: Bus
   /** Questions to another process, and this process's answers (coordination/inbox.ts). */
   readonly inbox: ProcessInbox
@@ -43,10 +48,10 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
     const bus = localBus()
     const inbox = new ProcessInbox(bus, processId, fastify.log)
     await inbox.start()
-    fastify.decorate('coordination', { processId, shared: false, redis: null, bus, inbox, key: (name: string) => prefix + name })
+    fastify.decorate('coordination', { processId, shared: false, redis: null, redisAnswers: null, bus, inbox, key: (name: string) => prefix + name })
     return
   }
-  const where = maskedUrl(config.redisUrl)
+  const where = maskCredentials(config.redisUrl)
   // Loaded only with SERVICE_REDIS_URL: a process alone never loads ioredis (about 0.25 s of CPU at every start).
   const { connectRedis } = await import('../coordination/redis.js')
   // ioredis reconnects on its own; what it reports meanwhile is logged.
@@ -56,7 +61,8 @@ const coordinationPlugin: FastifyPluginAsync = async (fastify) => {
   bus.onResubscribed(() => fastify.log.info({ redis: where }, 'Redis subscription back'))
   const inbox = new ProcessInbox(bus, processId, fastify.log)
   await inbox.start()
-  fastify.decorate('coordination', { processId, shared: true, redis, bus, inbox, key: (name: string) => prefix + name })
+  const redisAnswers = (timeoutMs: number) => link.answers(timeoutMs, fastify.clock)
+  fastify.decorate('coordination', { processId, shared: true, redis, redisAnswers, bus, inbox, key: (name: string) => prefix + name })
   const close = async () => {
     inbox.stop()
     await link.close()

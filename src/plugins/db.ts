@@ -7,7 +7,7 @@ import type { Repos } from '../db/repos/index.js'
 import { sqliteStorageOn } from '../db/sqlite/storage.js'
 import type { SharedDatabase, Storage } from '../db/storage.js'
 import type { DatabaseHandle } from '../db/types.js'
-import { maskedUrl } from '../lib/database-url.js'
+import { maskCredentials } from '../lib/mask-credentials.js'
 import { releaseOnFailedStart } from '../lib/failed-start.js'
 import { PLUGIN } from './names.js'
 
@@ -35,9 +35,9 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
 }
 
 async function openOwn(fastify: FastifyInstance, path: string): Promise<Storage> {
-  const database = maskedUrl(path)
+  const database = maskCredentials(path)
   return openStorage(path, {
-    warn: (message) => fastify.log.warn({ database: path }, message),
+    warn: (message) => fastify.log.warn({ database }, message),
     onConnectionError: (err) => fastify.log.warn({ err, database }, 'a pooled PostgreSQL connection failed'),
     lock: {
       mode: fastify.coordination.shared ? 'shared' : 'exclusive',
@@ -68,7 +68,7 @@ async function behindBarrier(fastify: FastifyInstance, storage: Storage, shared:
 
 /** The bus over the database itself (db/postgres/bus.ts), closed with the server (before the pool, registered earlier). */
 async function listeningBus(fastify: FastifyInstance, shared: SharedDatabase, url: string): Promise<Bus> {
-  const database = maskedUrl(url)
+  const database = maskCredentials(url)
   const bus = await shared.bus('bus', (err) => fastify.log.warn({ err: err.message, database }, 'the connection listening for credential changes failed; reconnecting'))
   bus.onLost(() => fastify.log.warn({ database }, 'no longer listening for credential changes: every request is verified against the database until listening again'))
   bus.onResubscribed(() => fastify.log.info({ database }, 'listening for credential changes again'))

@@ -60,11 +60,11 @@ function appNames(db: string): Set<string> {
   }
 }
 
-/** One line on stderr (and the pointer to the usage, for a usage error), exit code 2, no stack trace. */
-function refused(t: Test, run: Run, message: RegExp, what: string, usage = false): void {
+/** One line on stderr (and, for a usage error, the pointer to the help of `usage`, its command), exit code 2, no stack trace. */
+function refused(t: Test, run: Run, message: RegExp, what: string, usage?: string): void {
   t.equal(run.code, 2, `${what}: exit code 2${run.code === 2 ? '' : `\n${run.stdout}\n${run.stderr}`}`)
   const lines = run.stderr.split('\n').filter(Boolean)
-  t.same(lines.slice(1), usage ? ['Run service-mcp help for usage.'] : [], `${what}: one line on stderr`)
+  t.same(lines.slice(1), usage ? [`See service-mcp ${usage} --help.`] : [], `${what}: one line on stderr`)
   t.match(lines[0], message, `${what}: ${message}`)
   t.notMatch(run.stderr, /\n\s+at /, `${what}: no stack trace`)
 }
@@ -331,7 +331,7 @@ t.test('restore without the matching env key: refused; forced, the server refuse
   refused(t, start, /^service-mcp: The env key file .*b\/env\.key \(SERVICE_ENV_KEY_FILE, by default env\.key beside SERVICE_DATABASE\) does not match database .*b\/service\.db \(SERVICE_DATABASE\): its key check \(and its 1 env var value\) was sealed with another key\. The database was probably restored or moved without its env\.key\. Put the env\.key that belongs to this database at .*b\/env\.key \(or set SERVICE_ENV_KEY to its content\) and try again; if that key is lost, `service-mcp env-key reset --force` deletes the 1 env var value it sealed \(nothing can read them without it\) and binds the database to the current key\.$/, 'serve on the restored database')
   t.equal(start.stdout, '', 'it printed nothing else and never listened')
 
-  refused(t, await cli(['env-key', 'reset'], { SERVICE_DATABASE: target }), /env-key reset deletes the 1 env var value sealed with the lost key .* add --force if that key is really lost/, 'reset without --force', true)
+  refused(t, await cli(['env-key', 'reset'], { SERVICE_DATABASE: target }), /env-key reset deletes the 1 env var value sealed with the lost key .* add --force if that key is really lost/, 'reset without --force', 'env-key reset')
   const reset = await cli(['env-key', 'reset', '--force'], { SERVICE_DATABASE: target })
   t.equal(reset.code, 0, reset.stderr)
   t.match(reset.stdout, /deleted 1 env var value; the database is now bound to the env key file .*b\/env\.key/)

@@ -1,9 +1,10 @@
 // test-backends: sqlite-only (the command line on SQLite files it makes; postgres.test.ts and hardening-oauth.test.ts run migrate, orgs and the membership commands on PostgreSQL)
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { request } from 'undici'
+import { COMMANDS } from '../../src/cli/commands.js'
 import { openDatabase } from '../../src/db/sqlite/client.js'
 import { createRepos } from '../../src/db/sqlite/repos.js'
 import { cli, startServe, type Served } from '../helpers/cli.js'
@@ -113,7 +114,7 @@ t.test('admin commands against a temporary database', async (t) => {
       { args: ['users', 'create', 'dev@example.com', '--password', 'longenough1'], message: /already exists/ },
       { args: ['users', 'create', 'x@example.com', '--password', 'short'], message: /at least 8 characters/ },
       { args: ['orgs', 'create', 'Bad Slug'], message: /slug must be/ },
-      { args: ['orgs', 'list', '--prot', '1'], message: /Unknown option --prot/ },
+      { args: ['orgs', 'list', '--prot', '1'], message: /unknown option --prot; did you mean --port\?\nSee service-mcp orgs list --help\.\n$/ },
       { args: ['serve'], env: { SERVICE_PORT: 'abc' }, message: /SERVICE_PORT.*"abc"/ },
       { args: ['serve', '--port', '70000'], message: /--port.*70000/ },
     ]
@@ -210,4 +211,93 @@ t.test('serve: bootstrap once, then never again', async (t) => {
   // The CLI sees the bootstrapped owner in the same database.
   const users = await cli(['users', 'list'], { SERVICE_DATABASE: db })
   t.match(users.stdout, /owner@example\.com/)
+})
+
+/** An argument of the right shape for each `<…>` of a usage line (what it names need not exist). */
+function placeholder(name: string, dir: string): string {
+  const values: Record<string, string> = { '<email>': 'nobody@example.com', '<slug>': 'acme', '<org-slug>': 'acme', '<role>': 'viewer', '<key-id>': 'key_nothing', '<file>': join(dir, 'backup.db') }
+  const value = values[name]
+  if (value === undefined) throw new Error(`no placeholder for ${name}: add one`)
+  return value
+}
+
+t.test('a command that works on an existing database refuses one that does not exist, and creates nothing', async (t) => {
+  // Every command the table declares so, with its arguments: a new one is covered by declaring it.
+  const existing = COMMANDS.filter((c) => c.database === 'existing')
+  t.ok(existing.some((c) => c.name === 'keys list') && existing.some((c) => c.name === 'users list'), 'the lists are among them')
+  const runs = await Promise.all(existing.map(async (command) => {
+    const dir = tempDir(t)
+    const db = join(dir, 'mistyped', 'service.db')
+    const args = [...command.name.split(' '), ...(command.args?.match(/<[^>]+>/g) ?? []).map((name) => placeholder(name, dir))]
+    return { command, dir, db, run: await cli(args, { SERVICE_DATABASE: db }) }
+  }))
+  for (const { command, dir, db, run } of runs) {
+    const label = `service-mcp ${command.name}`
+    t.equal(run.code, 2, `${label}: exit code 2${run.code === 2 ? '' : `\n${run.stdout}${run.stderr}`}`)
+    t.equal(run.stdout, '', `${label}: nothing on stdout`)
+    t.match(run.stderr, new RegExp(`^service-mcp: Database ${db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} \\(SERVICE_DATABASE\\) does not exist[,:] `), `${label}: names the file and the setting`)
+    t.equal(run.stderr.split('\n').filter(Boolean).length, 1, `${label}: one line`)
+    t.same(readdirSync(dir), [], `${label}: no file, folder or lock file was created`)
+  }
+
+  // What works on an empty database still creates it.
+  const dir = tempDir(t)
+  const created = await cli(['users', 'create', 'dev@example.com', '--password', 'longenough1'], { SERVICE_DATABASE: join(dir, 'new', 'service.db') })
+  t.equal(created.code, 0, created.stderr)
+  t.ok(existsSync(join(dir, 'new', 'service.db')), 'users create creates the database')
+  t.ok(COMMANDS.filter((c) => c.database === 'create').map((c) => c.name).includes('migrate'), 'as migrate and serve do')
+})
+
+t.test('help: a command\'s or an area\'s, asked for in any of the ways', async (t) => {
+  const env = { SERVICE_DATABASE: join(tempDir(t), 'never.db') }
+  const asked = async (forms: string[][]) => {
+    const runs = await Promise.all(forms.map((args) => cli(args, env)))
+    for (const [i, run] of runs.entries()) {
+      t.equal(run.code, 0, `${forms[i]!.join(' ')}: exit 0`)
+      t.equal(run.stderr, '', `${forms[i]!.join(' ')}: nothing on stderr`)
+      t.equal(run.stdout, runs[0]!.stdout, `${forms[i]!.join(' ')}: the same help as ${forms[0]!.join(' ')}`)
+    }
+    return runs[0]!.stdout
+  }
+  const global = (await cli(['--help'], env)).stdout
+
+  const keys = await asked([['keys', '--help'], ['keys', '-h'], ['help', 'keys'], ['keys', 'help']])
+  t.match(keys, /^Usage: service-mcp keys <command>/)
+  for (const verb of ['create', 'list', 'revoke']) t.match(keys, new RegExp(`^ {2}keys ${verb}`, 'm'), `lists keys ${verb}`)
+  t.notMatch(keys, /users list/, 'and no other area')
+
+  const create = await asked([['keys', 'create', '--help'], ['keys', 'create', '-h'], ['help', 'keys', 'create'], ['keys', 'create', 'dev@example.com', '--help']])
+  t.match(create, /^Usage: service-mcp keys create <email> \[--org <slug>\]/)
+  for (const flag of ['--org <slug>', '--name <name>', '--scopes "mcp:read mcp:write"', '--expires-days <n>']) t.match(create, `\n  ${flag} `, `its option ${flag}`)
+  t.match(create, /--database <value> +SERVICE_DATABASE/, 'and the settings it reads')
+  t.equal(await asked([['keys', 'list', 'help'], ['keys', 'list', '--help']]) === create, false, 'another command, another help')
+
+  const serve = await asked([['serve', '--help'], ['serve', '-h'], ['help', 'serve'], ['serve', 'help']])
+  t.match(serve, /^Usage: service-mcp serve\n/)
+  t.match(serve, /serve --profile conformance/)
+  t.match(serve, /\n {2}--port <n> +SERVICE_PORT\n/, 'the settings it reads, one a line')
+  for (const help of [keys, create, serve]) t.not(help, global, 'not the global help')
+  t.notOk(existsSync(env.SERVICE_DATABASE), 'asking for help opens no database')
+})
+
+t.test('an unknown option: a short error naming it, a close match, and the command\'s help to see', async (t) => {
+  const env = { SERVICE_DATABASE: join(tempDir(t), 'never.db') }
+  const cases: Array<[string[], string]> = [
+    [['keys', 'list', '--databse', 'x.db'], 'unknown option --databse; did you mean --database?\nSee service-mcp keys list --help.'],
+    [['keys', 'create', 'dev@example.com', '--scope', 'mcp:read'], 'unknown option --scope; did you mean --scopes?\nSee service-mcp keys create --help.'],
+    [['serve', '--prot', '3000'], 'unknown option --prot; did you mean --port?\nSee service-mcp serve --help.'],
+    [['serve', '--frobnicate'], 'unknown option --frobnicate\nSee service-mcp serve --help.'],
+    [['keys', '--helpp'], 'unknown option --helpp; did you mean --help?\nSee service-mcp keys --help.'],
+    [['--prot', '1'], 'unknown option --prot; did you mean --port?\nSee service-mcp --help.'],
+    [['keys', 'list', '--force'], 'keys list takes no option --force\nSee service-mcp keys list --help.'],
+    [['keys', 'list', 'extra'], 'keys list takes no argument, got extra\nSee service-mcp keys list --help.'],
+  ]
+  const runs = await Promise.all(cases.map(([args]) => cli(args, env)))
+  for (const [i, [args, message]] of cases.entries()) {
+    const run = runs[i]!
+    t.equal(run.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(run.stdout, '', `${args.join(' ')}: nothing on stdout`)
+    t.equal(run.stderr, `service-mcp: ${message}\n`, `${args.join(' ')}: ${message}`)
+  }
+  t.notOk(existsSync(env.SERVICE_DATABASE), 'nothing was opened')
 })

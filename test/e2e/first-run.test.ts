@@ -140,13 +140,14 @@ t.test('--version, -v, -h, and an area alone', async (t) => {
     'service-mcp: keys needs a command: create, list, revoke',
     'Usage:',
     '  keys create <email> [--org <slug>] [--name <name>] [--scopes "mcp:read mcp:write"] [--expires-days <n>]',
-    '                                          Prints only the new key on stdout; it is not shown again',
-    '  keys list [--org <slug>]',
-    '  keys revoke <key-id>',
+    '                                          A new API key for a member of an organization. Prints only the new key on',
+    '                                          stdout; it is not shown again',
+    '  keys list [--org <slug>]                Every API key, shown by its prefix only',
+    '  keys revoke <key-id>                    Revoke a key; sessions bound to it end at their next request',
     '',
   ].join('\n'), 'names its commands and prints its usage lines')
   t.equal(users.code, 2)
-  t.match(users.stderr, /^service-mcp: users has no command frob; its commands are: list, create, set-password, disable, enable\nUsage:\n {2}users list\n/)
+  t.match(users.stderr, /^service-mcp: users has no command frob; its commands are: list, create, set-password, disable, enable\nUsage:\n {2}users list {2,}The users\n/)
   t.equal(frob.code, 2)
   t.match(frob.stderr, /^service-mcp: signing-keys needs a command: list, rotate\n/)
   t.notOk(existsSync(env.SERVICE_DATABASE), 'no database was opened for a usage error')

@@ -14,11 +14,16 @@ import { openRepos } from '../../src/db/open-repos.js'
  * before creating anything. Each attempt runs in an empty scratch folder, which must stay empty.
  */
 
-const REFUSED = [
-  'postgres:/service_mcp@127.0.0.1:40077/t_0123',
-  'postgresql:/localhost/mcp',
-  'mysql://user:secret@db.example.com/mcp',
-  'sqlite:/var/lib/service.db',
+const A_URL = /is a URL of a database this server cannot use/
+/** better-sqlite3 reads no URI: `file:x.db` would be a file named so, in the working folder. */
+const A_FILE_URI = /is a file: URI, which this server's SQLite does not read as one/
+const REFUSED: Array<[string, RegExp]> = [
+  ['postgres:/service_mcp@127.0.0.1:40077/t_0123', A_URL],
+  ['postgresql:/localhost/mcp', A_URL],
+  ['mysql://user:secret@db.example.com/mcp', A_URL],
+  ['sqlite:/var/lib/service.db', A_URL],
+  ['file:scratch?mode=memory', A_FILE_URI],
+  ['file:data/service.db', A_FILE_URI],
 ]
 
 /** Runs with an empty scratch folder as the working directory; returns what was created in it. */
@@ -36,9 +41,8 @@ async function inScratchFolder(t: Test, fn: () => unknown): Promise<string[]> {
   return created
 }
 
-for (const database of REFUSED) {
+for (const [database, named] of REFUSED) {
   t.test(`${database} is refused, and creates nothing`, async (t) => {
-    const named = new RegExp(`is a URL of a database this server cannot use`)
     t.same(await inScratchFolder(t, () => t.throws(() => openDatabase(database), named)), [], 'the SQLite opener')
     t.same(await inScratchFolder(t, () => t.throws(() => lockDatabase(database), named)), [], "the server's database lock")
     t.same(await inScratchFolder(t, () => t.rejects(openRepos({ database, redisUrl: '', redisPrefix: '', leaseMs: 15_000 }), named)), [], 'the command line')
@@ -61,11 +65,32 @@ t.test('a password in a refused URL is not repeated, and a PostgreSQL URL with o
   t.match(refused?.message, /"postgres:\/user:…@db\/mcp".*two slashes/)
 })
 
-t.test('file names with a colon, file: URIs and :memory: still open', async (t) => {
+t.test('file names with a colon and :memory: still open', async (t) => {
   const created = await inScratchFolder(t, () => {
     openDatabase(':memory:').close()
-    openDatabase('file:scratch-memory?mode=memory').close()
     openDatabase(join('data', 'a:b.db')).close()
   })
   t.ok(created.includes(join('data', 'a:b.db')), 'a colon inside a file name is a file name')
+})
+
+t.test('the SQLite opener and lock refuse a PostgreSQL URL, and create nothing for it', async (t) => {
+  // Taken as a path, `postgres://u:p@h/db` is the folders `postgres:/u:p@h` (path normalisation drops a slash).
+  const url = 'postgres://service_mcp:hunter2@127.0.0.1:40077/t_0123'
+  const refusals: Error[] = []
+  const created = await inScratchFolder(t, () => {
+    for (const open of [() => openDatabase(url), () => lockDatabase(url)]) {
+      try {
+        open()
+      } catch (err) {
+        refusals.push(err as Error)
+      }
+    }
+  })
+  t.same(created, [])
+  t.equal(refusals.length, 2, 'both refuse')
+  for (const err of refusals) {
+    t.type(err, ConfigError)
+    t.match(err.message, /is PostgreSQL's: SQLite's storage cannot open it/)
+    t.notMatch(err.message, /hunter2/, 'without its password')
+  }
 })

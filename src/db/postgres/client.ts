@@ -4,7 +4,7 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { migrate } from 'drizzle-orm/node-postgres/migrator'
 import pg from 'pg'
 import { ConfigError } from '../../config.js'
-import { maskedUrl } from '../../lib/database-url.js'
+import { maskCredentials } from '../../lib/mask-credentials.js'
 import { packageRoot } from '../../lib/package-root.js'
 import type { LockEvents } from '../storage.js'
 import * as schema from './schema.js'
@@ -31,7 +31,7 @@ export async function openPostgres(url: string, options: { migrate?: boolean; ma
     if (options.migrate !== false) await migrateAlone(pool, db)
   } catch (err) {
     await pool.end().catch(() => {})
-    throw new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) cannot be used: ${(err as Error).message}`, { cause: err })
+    throw new ConfigError(`Database ${maskCredentials(url)} (SERVICE_DATABASE) cannot be used: ${(err as Error).message}`, { cause: err })
   }
   let closed: Promise<void> | undefined
   return { db, pool, close: () => (closed ??= pool.end()) }
@@ -136,7 +136,7 @@ export async function lockPostgres(pool: pg.Pool, url: string, mode: 'exclusive'
     const why = mode === 'exclusive'
       ? 'a server without SERVICE_REDIS_URL serves its database alone; set the same SERVICE_REDIS_URL on every process to run several'
       : 'it serves the database alone, without SERVICE_REDIS_URL; stop it, or give it the same SERVICE_REDIS_URL as this one'
-    return new ConfigError(`Database ${maskedUrl(url)} (SERVICE_DATABASE) is in use by another server${by}: ${why}`)
+    return new ConfigError(`Database ${maskCredentials(url)} (SERVICE_DATABASE) is in use by another server${by}: ${why}`)
   }
 
   const unlockAndGiveBack = async (entry: Held) => {

@@ -5,7 +5,8 @@ import Database from 'better-sqlite3'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
 import { ConfigError } from '../../config.js'
 import { packageRoot } from '../../lib/package-root.js'
-import { DatabaseError, isDatabaseFile, openDatabase } from './client.js'
+import type { SqliteFile } from '../../lib/database-url.js'
+import { DatabaseError, openDatabase, sqliteTarget } from './client.js'
 import { checkEnvKey, EnvKeyMismatch, valuesPhrase, type KeySubject } from '../env-key.js'
 import { lockDatabase } from './lock.js'
 import { createRepos } from './repos.js'
@@ -75,6 +76,13 @@ function standalone(sqlite: Database.Database): void {
   sqlite.pragma('journal_mode = DELETE')
 }
 
+/** The SQLite file SERVICE_DATABASE names; a ConfigError saying `why` a file is needed for the in-memory database. */
+function databaseFile(database: string, why: string): SqliteFile {
+  const named = sqliteTarget(database)
+  if (named.kind !== 'file') throw new ConfigError(`SERVICE_DATABASE is ${JSON.stringify(database)}: ${why}`)
+  return named.file
+}
+
 export interface BackupResult {
   /** The backup, absolute. */
   file: string
@@ -86,10 +94,10 @@ export interface BackupResult {
  * Safe while a server runs on the database and writes to it.
  */
 export async function backupDatabase(database: string, file: string, options: { force?: boolean } = {}): Promise<BackupResult> {
-  if (!isDatabaseFile(database)) throw new ConfigError(`SERVICE_DATABASE is ${JSON.stringify(database)}: only a database file can be backed up`)
-  const source = resolve(database)
+  const from = databaseFile(database, 'only a database file can be backed up')
+  const source = resolve(from)
   const target = resolve(file)
-  if (!existsSync(source)) throw new DatabaseError(database, 'does not exist: there is nothing to back up')
+  if (!existsSync(source)) throw new DatabaseError({ kind: 'file', file: from }, 'does not exist: there is nothing to back up')
   if (target === source || COMPANIONS.some((s) => target === source + s) || target === `${source}.lock`) {
     throw new ConfigError(`The backup file ${target} is the database itself (or one of its files): name another file`)
   }
@@ -196,8 +204,7 @@ export async function restoreDatabase(
   file: string,
   options: { ignoreEnvKey?: boolean; warn?: (message: string) => void } = {},
 ): Promise<RestoreResult> {
-  if (!isDatabaseFile(config.database)) throw new ConfigError(`SERVICE_DATABASE is ${JSON.stringify(config.database)}: a backup can be restored only into a database file`)
-  const target = resolve(config.database)
+  const target = resolve(databaseFile(config.database, 'a backup can be restored only into a database file'))
   const source = resolve(file)
   let stat: ReturnType<typeof statSync>
   try {

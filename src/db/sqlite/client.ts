@@ -3,8 +3,8 @@ import { dirname, join, resolve } from 'node:path'
 import Database from 'better-sqlite3'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
-import { ConfigError } from '../../config.js'
-import { unusableDatabaseUrl } from '../../lib/database-url.js'
+import { ConfigError, databaseTarget } from '../../config.js'
+import { describeDatabase, MEMORY, type SqliteFile, type SqliteTarget } from '../../lib/database-url.js'
 import { makeFolders } from '../../lib/folders.js'
 import { packageRoot } from '../../lib/package-root.js'
 import * as schema from './schema.js'
@@ -21,19 +21,26 @@ export type { Db, DatabaseHandle } from '../types.js'
 export class DatabaseError extends ConfigError {
   override name = 'DatabaseError'
 
-  constructor(path: string, problem: string, options?: { cause?: unknown }) {
-    super(`${describePath(path)} ${problem}`, options)
+  constructor(target: SqliteTarget, problem: string, options?: { cause?: unknown }) {
+    super(`${describeTarget(target)} ${problem}`, options)
   }
 }
 
-function describePath(path: string): string {
-  const absolute = resolve(path)
-  return `Database ${path} (SERVICE_DATABASE${absolute === path ? '' : `, ${absolute}`})`
+function describeTarget(target: SqliteTarget): string {
+  if (target.kind === 'memory') return `Database ${MEMORY} (SERVICE_DATABASE)`
+  const absolute = resolve(target.file)
+  return `Database ${target.file} (SERVICE_DATABASE${absolute === target.file ? '' : `, ${absolute}`})`
 }
 
-/** A path on disk, as opposed to `:memory:` or a `file:` URI, which get no files of their own prepared here. */
-export function isDatabaseFile(path: string): boolean {
-  return path !== '' && path !== ':memory:' && !path.startsWith('file:')
+/**
+ * The SQLite database `database` names (lib/database-url.ts): a ConfigError for a PostgreSQL URL, or a setting that
+ * names no database, before anything is created for it. The entry points of this folder start here; what works on
+ * files below them takes the SqliteFile it gives.
+ */
+export function sqliteTarget(database: string): SqliteTarget {
+  const target = databaseTarget(database)
+  if (target.kind === 'postgres') throw new ConfigError(`The ${describeDatabase(target)} is PostgreSQL's: SQLite's storage cannot open it`)
+  return target
 }
 
 /** The files SQLite keeps beside a database in WAL mode (and a rollback journal, should one be left over). */
@@ -46,7 +53,7 @@ const OWNER_ONLY_FOLDER = 0o700
  * What a storage failure (SQLite or the file system) means for the operator, or undefined when `err` is not one (a
  * bug is reported as it is). SQLite's extended codes start with the primary one (SQLITE_IOERR_WRITE).
  */
-function storageProblem(path: string, err: unknown): string | undefined {
+function storageProblem(target: SqliteTarget, err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code
   if (typeof code !== 'string') return undefined
   const message = (err as Error).message
@@ -57,13 +64,13 @@ function storageProblem(path: string, err: unknown): string | undefined {
   if (code.startsWith('SQLITE_READONLY') || code === 'EROFS') return `cannot be written: the file, its folder or its file system is read-only ${detail}`
   if (code === 'SQLITE_PERM' || code === 'SQLITE_AUTH' || code === 'EACCES' || code === 'EPERM') return `cannot be opened for writing: permission denied ${detail}`
   if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT')) return `is not a SQLite database, or it is corrupt ${detail}`
-  if (code.startsWith('SQLITE_CANTOPEN')) return `cannot be opened: ${whyNotOpened(path)} ${detail}`
+  if (code.startsWith('SQLITE_CANTOPEN')) return `cannot be opened: ${target.kind === 'file' ? whyNotOpened(target.file) : 'out of memory?'} ${detail}`
   if (code === 'ENOENT' || code === 'ENOTDIR') return `cannot be opened: check that its folder exists and is writable ${detail}`
   if (code === 'EISDIR') return `is a folder, not a file ${detail}`
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return `is locked by another process ${detail}`
   if (code.startsWith('SQLITE_IOERR') || code === 'EIO') {
     // SQLite reports a -shm file it cannot grow on a full disk as an I/O error.
-    if ((freeBytes(path) ?? Infinity) < NEARLY_FULL_BYTES) return `cannot be written: the disk is full ${detail}`
+    if (target.kind === 'file' && (freeBytes(target.file) ?? Infinity) < NEARLY_FULL_BYTES) return `cannot be written: the disk is full ${detail}`
     return `cannot be read or written: an I/O error (a failing device?) ${detail}`
   }
   return undefined
@@ -73,9 +80,9 @@ function storageProblem(path: string, err: unknown): string | undefined {
 const NEARLY_FULL_BYTES = 1024 * 1024
 
 /** Space left to this user on the file system holding the database; undefined when it cannot be known. */
-function freeBytes(path: string): number | undefined {
+function freeBytes(file: SqliteFile): number | undefined {
   try {
-    const fs = statfsSync(dirname(resolve(path)))
+    const fs = statfsSync(dirname(resolve(file)))
     return fs.bavail * fs.bsize
   } catch {
     return undefined
@@ -83,8 +90,8 @@ function freeBytes(path: string): number | undefined {
 }
 
 /** Why SQLite could not open a file (it says only "unable to open database file"): mostly its folder. */
-function whyNotOpened(path: string): string {
-  const folder = dirname(resolve(path))
+function whyNotOpened(file: SqliteFile): string {
+  const folder = dirname(resolve(file))
   try {
     accessSync(folder, constants.W_OK)
   } catch (err) {
@@ -97,15 +104,15 @@ function whyNotOpened(path: string): string {
 }
 
 /**
- * A storage failure met while opening or starting on the database at `path`, as the DatabaseError that explains it;
- * undefined for anything else (and a DatabaseError is returned as it is).
+ * A storage failure met while opening or starting on the SQLite database `target`, as the DatabaseError that explains
+ * it; undefined for anything else (and a DatabaseError is returned as it is).
  */
-export function databaseFailure(path: string, err: unknown): DatabaseError | undefined {
+export function databaseFailure(target: SqliteTarget, err: unknown): DatabaseError | undefined {
   if (err instanceof DatabaseError) return err
   // Drizzle wraps SQLite's error (the migrator's as "Failed to run the query …"): the cause says what happened.
   for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const problem = storageProblem(path, e)
-    if (problem !== undefined) return new DatabaseError(path, problem, { cause: err })
+    const problem = storageProblem(target, e)
+    if (problem !== undefined) return new DatabaseError(target, problem, { cause: err })
   }
   return undefined
 }
@@ -139,40 +146,43 @@ function tighten(file: string, mode: number, warn: (message: string) => void): v
 }
 
 /**
- * The folder of a database on disk, created owner-only (700) when missing; throws when the database's path is itself a
- * folder (before anything, such as its lock file, is created beside it), or a URL (a ConfigError: nothing is created
- * for a setting such as `postgres:/host/db` or `mysql://…`; lib/database-url.ts). Every file this module and lock.ts
- * create is created after this check.
+ * The folder of a database file, created owner-only (700) when missing and `create` allows; throws when the file is
+ * itself a folder (before anything, such as its lock file, is created beside it), or, unless `create`, does not exist
+ * (a DatabaseError: a command that only reads creates no database, nor its folder). Every file this module and lock.ts
+ * create is created after this check, for a SqliteFile only: a URL never gets here (lib/database-url.ts).
  */
-export function prepareFolder(path: string): void {
-  const unusable = unusableDatabaseUrl(path)
-  if (unusable !== undefined) throw new ConfigError(unusable)
-  makeFolders(dirname(path), OWNER_ONLY_FOLDER)
-  let folder = false
+export function prepareFolder(file: SqliteFile, create = true): void {
+  if (create) makeFolders(dirname(file), OWNER_ONLY_FOLDER)
+  let stat: ReturnType<typeof statSync> | undefined
   try {
-    folder = statSync(path).isDirectory()
+    stat = statSync(file)
   } catch {
     // Not there yet.
   }
-  if (folder) throw Object.assign(new Error(`${path} is a folder`), { code: 'EISDIR' })
+  if (stat?.isDirectory()) throw Object.assign(new Error(`${file} is a folder`), { code: 'EISDIR' })
+  if (!stat && !create) throw new DatabaseError({ kind: 'file', file }, MISSING)
 }
+
+/** Why a command that works on an existing database refuses a file that is not there. */
+const MISSING = 'does not exist, and this command creates no database: check SERVICE_DATABASE (or --database); `service-mcp migrate` creates a new one'
 
 /**
  * The files of a database on disk, before SQLite opens it: its folder is created owner-only (700) when missing, the
  * file itself is created owner-only (600) so that SQLite creates its -wal and -shm files with that mode too (it copies
  * the database file's), and existing files that others could read (it holds the signing keys) are tightened.
  */
-function prepareFiles(path: string, warn: (message: string) => void): void {
-  prepareFolder(path)
-  ownerOnlyFile(path, warn)
+function prepareFiles(file: SqliteFile, warn: (message: string) => void, create: boolean): void {
+  prepareFolder(file, create)
+  if (create) ownerOnlyFile(file, warn)
+  else tighten(file, statSync(file).mode, warn)
   for (const suffix of COMPANION_SUFFIXES) {
     let mode: number
     try {
-      mode = statSync(path + suffix).mode
+      mode = statSync(file + suffix).mode
     } catch {
       continue
     }
-    tighten(path + suffix, mode, warn)
+    tighten(file + suffix, mode, warn)
   }
 }
 
@@ -186,17 +196,20 @@ function checkWritable(sqlite: Database.Database): void {
 }
 
 /**
- * Opens (creating when needed) the SQLite database, sets the pragmas every connection needs and, unless told
- * otherwise, applies the committed migrations in drizzle/ and checks that the file can be written. A file on disk is
- * owner-only (see prepareFiles); `warn` hears about files that were not. Any storage failure is a DatabaseError naming
- * the file and SERVICE_DATABASE.
+ * Opens the SQLite database SERVICE_DATABASE names (`database`: a file, or `:memory:`), creating it when missing unless
+ * `create` is false (then a file that does not exist is a DatabaseError, and nothing is created); sets the pragmas every
+ * connection needs and, unless told otherwise, applies the committed migrations in drizzle/ and checks that the file can
+ * be written. A file on disk is owner-only (see prepareFiles); `warn` hears about files that were not. Any storage
+ * failure is a DatabaseError naming the file and SERVICE_DATABASE; a setting that names no SQLite database is a
+ * ConfigError.
  */
-export function openDatabase(path: string, options: { migrate?: boolean; checkWritable?: boolean; warn?: (message: string) => void } = {}): DatabaseHandle {
-  const onDisk = isDatabaseFile(path)
+export function openDatabase(database: string, options: { migrate?: boolean; checkWritable?: boolean; create?: boolean; warn?: (message: string) => void } = {}): DatabaseHandle {
+  const target = sqliteTarget(database)
+  const file = target.kind === 'file' ? target.file : null
   let sqlite: Database.Database | undefined
   try {
-    if (onDisk) prepareFiles(path, options.warn ?? (() => {}))
-    sqlite = new Database(path)
+    if (file !== null) prepareFiles(file, options.warn ?? (() => {}), options.create !== false)
+    sqlite = new Database(file ?? MEMORY, { fileMustExist: options.create === false && file !== null })
     sqlite.pragma('journal_mode = WAL')
     sqlite.pragma('synchronous = NORMAL')
     sqlite.pragma('foreign_keys = ON')
@@ -204,7 +217,7 @@ export function openDatabase(path: string, options: { migrate?: boolean; checkWr
     sqlite.pragma('temp_store = MEMORY')
     const db = drizzle(sqlite, { schema })
     if (options.migrate !== false) migrate(db, { migrationsFolder: join(packageRoot(), 'drizzle') })
-    if (onDisk && options.checkWritable !== false) checkWritable(sqlite)
+    if (file !== null && options.checkWritable !== false) checkWritable(sqlite)
     const connection = sqlite
     return {
       db,
@@ -215,7 +228,7 @@ export function openDatabase(path: string, options: { migrate?: boolean; checkWr
     }
   } catch (err) {
     if (sqlite?.open) sqlite.close()
-    throw databaseFailure(path, err) ?? (onDisk ? diskFull(path, err) : undefined) ?? err
+    throw databaseFailure(target, err) ?? (file !== null ? diskFull(file, err) : undefined) ?? err
   }
 }
 
@@ -224,8 +237,8 @@ export function openDatabase(path: string, options: { migrate?: boolean; checkWr
  * statement that hit a full disk, which hides SQLITE_FULL) on a file system with almost no space left: the disk is
  * full. Undefined when there is space (or it cannot be known): the error is then reported as it is.
  */
-function diskFull(path: string, err: unknown): DatabaseError | undefined {
-  const free = freeBytes(path)
+function diskFull(file: SqliteFile, err: unknown): DatabaseError | undefined {
+  const free = freeBytes(file)
   if (free === undefined || free >= NEARLY_FULL_BYTES) return undefined
-  return new DatabaseError(path, `cannot be written: the disk is full (${Math.floor(free / 1024)} KiB free; ${(err as Error).message})`, { cause: err })
+  return new DatabaseError({ kind: 'file', file }, `cannot be written: the disk is full (${Math.floor(free / 1024)} KiB free; ${(err as Error).message})`, { cause: err })
 }

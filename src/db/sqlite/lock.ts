@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs'
 import Database from 'better-sqlite3'
-import { DatabaseError, databaseFailure, ownerOnlyFile, prepareFolder } from './client.js'
+import { ConfigError } from '../../config.js'
+import type { SqliteFile } from '../../lib/database-url.js'
+import { DatabaseError, databaseFailure, ownerOnlyFile, prepareFolder, sqliteTarget } from './client.js'
 
 /**
  * One server per database file. A server marks as interrupted, at start, whatever the database says is in progress
@@ -28,8 +30,8 @@ interface Holder {
   command: string
 }
 
-export function lockPathOf(databasePath: string): string {
-  return `${databasePath}.lock`
+export function lockPathOf(file: SqliteFile): string {
+  return `${file}.lock`
 }
 
 /** The command line of this process, for the holder row (what `ps` would show, shortened). */
@@ -54,22 +56,26 @@ function holderOf(lock: Database.Database): Holder | undefined {
   }
 }
 
-function inUse(databasePath: string, lockPath: string, holder: Holder | undefined): DatabaseError {
+function inUse(file: SqliteFile, lockPath: string, holder: Holder | undefined): DatabaseError {
   const who = holder
     ? `another server (pid ${holder.pid}, started ${new Date(holder.since).toISOString()})`
     : 'another server'
-  return new DatabaseError(databasePath, `is in use by ${who}: one server per database file (lock ${lockPath}). Stop that server first, or give this one its own SERVICE_DATABASE`)
+  return new DatabaseError({ kind: 'file', file }, `is in use by ${who}: one server per database file (lock ${lockPath}). Stop that server first, or give this one its own SERVICE_DATABASE`)
 }
 
 /**
- * Takes the lock of the database at `databasePath`, or throws a DatabaseError saying that another server uses it (or
- * why the lock file cannot be used). `warn` hears about a lock file that others could read.
+ * Takes the lock of the database file SERVICE_DATABASE names (`database`), or throws a DatabaseError saying that
+ * another server uses it (or why the lock file cannot be used); a ConfigError for a setting that names no SQLite file.
+ * `warn` hears about a lock file that others could read.
  */
-export function lockDatabase(databasePath: string, warn: (message: string) => void = () => {}): DatabaseLock {
-  const lockPath = lockPathOf(databasePath)
+export function lockDatabase(database: string, warn: (message: string) => void = () => {}): DatabaseLock {
+  const target = sqliteTarget(database)
+  if (target.kind !== 'file') throw new ConfigError('The in-memory database (SERVICE_DATABASE :memory:) has no file to lock')
+  const { file } = target
+  const lockPath = lockPathOf(file)
   let lock: Database.Database | undefined
   try {
-    prepareFolder(databasePath)
+    prepareFolder(file)
     ownerOnlyFile(lockPath, warn)
     // No waiting: a lock held by another server is held for good.
     lock = new Database(lockPath, { timeout: 0 })
@@ -84,8 +90,8 @@ export function lockDatabase(databasePath: string, warn: (message: string) => vo
   } catch (err) {
     const held = lock?.open && isBusy(err) ? holderOf(lock) : undefined
     if (lock?.open) lock.close()
-    if (isBusy(err)) throw inUse(databasePath, lockPath, held)
-    throw databaseFailure(databasePath, err) ?? err
+    if (isBusy(err)) throw inUse(file, lockPath, held)
+    throw databaseFailure(target, err) ?? err
   }
   const connection = lock
   return {

@@ -1,21 +1,21 @@
 import { reposOn } from '../repos/index.js'
 import type { OpenOptions, Storage } from '../storage.js'
 import type { DatabaseHandle } from '../types.js'
-import { isDatabaseFile, openDatabase } from './client.js'
+import { openDatabase, sqliteTarget } from './client.js'
 import { credentialChanges } from './credential-changes.js'
 import { lockDatabase, type DatabaseLock } from './lock.js'
 import { sqliteStore } from './store.js'
 
 /**
- * A SQLite database as storage (open.ts): locked first when asked (one server per file; a `:memory:` or `file:`
- * database has no file to lock), then opened and migrated with owner-only files.
+ * A SQLite database as storage (open.ts): locked first when asked (one server per file; a `:memory:` database has no
+ * file to lock), then opened (created unless `create` is false) and migrated with owner-only files.
  */
-export function openSqliteStorage(path: string, options: OpenOptions): Storage {
+export function openSqliteStorage(database: string, options: OpenOptions): Storage {
   const warn = (message: string) => options.warn?.(message)
-  const lock: DatabaseLock | null = options.lock && isDatabaseFile(path) ? lockDatabase(path, warn) : null
+  const lock: DatabaseLock | null = options.lock && sqliteTarget(database).kind === 'file' ? lockDatabase(database, warn) : null
   let handle: DatabaseHandle
   try {
-    handle = openDatabase(path, { warn })
+    handle = openDatabase(database, { warn, create: options.create !== false })
   } catch (err) {
     lock?.release()
     throw err
