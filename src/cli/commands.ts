@@ -21,7 +21,7 @@ export const SECTIONS: ReadonlyArray<{ heading: string; commands: readonly Comma
       {
         name: 'serve',
         about: 'Run the server in the foreground (migrates, bootstraps an empty database; stops cleanly on SIGTERM or SIGINT).',
-        variants: [['serve --profile conformance', 'The reference server of the official MCP conformance suite: its fixtures only, no authentication, in-memory database, loopback only (see README)']],
+        variants: [['serve --profile conformance', 'The reference server of the official MCP conformance suite: its fixtures only, no authentication, in-memory database, loopback only (see docs/conformance.md)']],
         database: 'create',
         settings: 'all',
         needsEnvKey: true,

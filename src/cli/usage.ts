@@ -186,7 +186,7 @@ export function globalUsage(): string {
     ...row('-h, --help, help', 'This text'),
     ...row('<command> --help, help <command>', "A command's help: what it does, its arguments and options, the settings it reads"),
     '',
-    'Settings: SERVICE_* environment variables or flags such as --database <file>, --port <n> (see README).',
+    'Settings: SERVICE_* environment variables or flags such as --database <file>, --port <n> (see docs/configuration.md).',
   ].join('\n')
 }
 
