@@ -1,10 +1,8 @@
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Browser, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { hashPassword } from '../../src/lib/crypto.js'
 import { launchBrowser, screenshot } from '../helpers/browser.js'
-import { authorizeUrl, pkce, registerClient, tokenRequest, type RegisteredClient } from '../helpers/oauth.js'
+import { authorizeUrl, callbackServer, pkce, registerClient, tokenRequest, type RegisteredClient } from '../helpers/oauth.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 
 // The consent page of a member of two organizations opens with their own organization chosen (the one they have
@@ -21,16 +19,6 @@ let browserPromise: Promise<Browser> | undefined
 function browser(): Promise<Browser> {
   browserPromise ??= launchBrowser(t)
   return browserPromise
-}
-
-async function callbackServer(t: Test): Promise<string> {
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('done'))
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`
 }
 
 /** Pat: owner of "Zeta Works" (their own, joined first) and, later, developer in "Acme", which sorts first. */

@@ -1,10 +1,8 @@
 // test-backends: sqlite-only (how the pages look and behave in a browser; account-browser.test.ts covers their storage)
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { launchBrowser, openPage, screenshot } from '../helpers/browser.js'
-import { authorizeUrl, pkce, registerClient } from '../helpers/oauth.js'
+import { authorizeUrl, callbackServer, pkce, registerClient } from '../helpers/oauth.js'
 import { OWNER_EMAIL, OWNER_PASSWORD, startServer, type TestServer } from '../helpers/server.js'
 
 // The server's pages as a person sees them in headless Chromium, at a phone's width (390 px) and a laptop's (1280 px):
@@ -24,16 +22,6 @@ let browserPromise: Promise<Browser> | undefined
 function browser(): Promise<Browser> {
   browserPromise ??= launchBrowser(t)
   return browserPromise
-}
-
-async function callbackServer(t: Test): Promise<string> {
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('done'))
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`
 }
 
 async function signIn(page: Page): Promise<void> {

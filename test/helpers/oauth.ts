@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
+import { createServer as createHttpServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { request } from 'undici'
 import { OWNER_EMAIL, OWNER_PASSWORD, type TestServer } from './server.js'
 
@@ -158,4 +160,15 @@ export async function oauthTokens(server: TestServer, options: { scope?: string;
   const res = await tokenRequest(server, { grant_type: 'authorization_code', code, redirect_uri: client.redirect_uris[0]!, client_id: client.client_id, code_verifier: p.verifier, resource: server.url })
   if (res.status !== 200) throw new Error(`token exchange failed: ${res.status} ${JSON.stringify(res.json)}`)
   return { client, pkce: p, code, tokens: res.json as { access_token: string; refresh_token: string; expires_in: number; scope: string; token_type: string } }
+}
+
+/** A redirect target for browser flows: answers every request with 200 "done"; its `/callback` URL. */
+export async function callbackServer(t: { teardown(fn: () => unknown): void }): Promise<string> {
+  const server = createHttpServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('done'))
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => {
+    server.closeAllConnections()
+    server.close(() => resolve())
+  }))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`
 }
