@@ -48,19 +48,22 @@ export class OwnOrigins {
 
   /** True when `origin` (an Origin header) is the base address's own: the same site as the pages. */
   isBase(origin: string): boolean {
+    // Browsers send the serialized origin: an exact match needs no parse (this runs on every request).
+    if (this.#base.has(origin)) return true
     const parsed = originOf(origin)
     return parsed !== null && this.#base.has(parsed)
   }
 
   /** True when `origin` may call /mcp: the base address's, or listed in SERVICE_ALLOWED_ORIGINS. */
   isAllowed(origin: string): boolean {
+    if (this.#allowed.has(origin)) return true
     const parsed = originOf(origin)
     return parsed !== null && this.#allowed.has(parsed)
   }
 
   /** True when `host` (a Host header) names this server; always for a public base address, or when there is none. */
   acceptsHost(host: string | undefined): boolean {
-    if (this.#hosts === null || host === undefined) return true
+    if (this.#hosts === null || host === undefined || this.#hosts.has(host)) return true
     const parsed = hostOf(host, this.#scheme)
     return parsed !== null && this.#hosts.has(parsed)
   }
