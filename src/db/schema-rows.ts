@@ -32,6 +32,9 @@ type Checks = {
   idempotencyRecords: Exactly<rows.IdempotencyRecord, typeof schema.idempotencyRecords.$inferSelect>
   tasks: Exactly<rows.TaskRow, typeof schema.tasks.$inferSelect>
   processes: Exactly<rows.ProcessRow, typeof schema.processes.$inferSelect>
+  signInFlows: Exactly<rows.SignInFlow, typeof schema.signInFlows.$inferSelect>
+  userIdentities: Exactly<rows.UserIdentity, typeof schema.userIdentities.$inferSelect>
+  usedAssertions: Exactly<rows.UsedAssertion, typeof schema.usedAssertions.$inferSelect>
 }
 
 /** Fails to compile, naming the table, when a row differs from it (its entry's type is then `false`). */
@@ -56,6 +59,9 @@ export const ROWS_MATCH_SCHEMA: Checks = {
   idempotencyRecords: true,
   tasks: true,
   processes: true,
+  signInFlows: true,
+  userIdentities: true,
+  usedAssertions: true,
 }
 
 /**

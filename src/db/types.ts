@@ -23,6 +23,9 @@ export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number]
 export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const
 export type TaskStatus = (typeof TASK_STATUSES)[number]
 
+/** Where an OAuth client's record comes from: registration (RFC 7591) or its Client ID Metadata Document. */
+export const CLIENT_SOURCES = ['registration', 'metadata_document'] as const
+
 export const AUDIT_OUTCOMES = ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] as const
 
 /** SQLite's Drizzle database, on its one better-sqlite3 connection (its members: connection-types.ts). */
@@ -120,6 +123,7 @@ export type OAuthClient = {
   redirectUris: string[]
   grantTypes: string[]
   scope: string
+  source: (typeof CLIENT_SOURCES)[number]
   createdAt: number
   lastUsedAt: number | null
 }
@@ -328,3 +332,29 @@ export type AccessTokenState = {
 
 /** Activity times written behind from memory (a session's last request, a key's last use): (row id, time in ms). */
 export type Activity = ReadonlyArray<readonly [string, number]>
+
+export type SignInFlow = {
+  id: string
+  provider: string
+  browserBinding: string
+  nonce: string
+  codeVerifier: string
+  returnTo: string
+  createdAt: number
+  expiresAt: number
+}
+
+export type UserIdentity = {
+  provider: string
+  subject: string
+  userId: string
+  email: string
+  createdAt: number
+  lastSignInAt: number | null
+}
+
+export type UsedAssertion = {
+  issuer: string
+  jti: string
+  expiresAt: number
+}

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { bigint, index, integer, json, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (../sqlite/schema.ts), which the
@@ -95,6 +95,7 @@ export const oauthClients = pgTable('oauth_clients', {
   redirectUris: json('redirect_uris').$type<string[]>().notNull(),
   grantTypes: json('grant_types').$type<string[]>().notNull(),
   scope: text('scope').notNull(),
+  source: text('source', { enum: CLIENT_SOURCES }).notNull().default('registration'),
   createdAt: createdAt(),
   lastUsedAt: millis('last_used_at'),
 })
@@ -276,3 +277,29 @@ export const processes = pgTable('processes', {
   startedAt: millis('started_at').notNull(),
   leaseUntil: millis('lease_until').notNull(),
 })
+
+export const signInFlows = pgTable('sign_in_flows', {
+  id: text('id').primaryKey(),
+  provider: text('provider').notNull(),
+  browserBinding: text('browser_binding').notNull(),
+  nonce: text('nonce').notNull(),
+  codeVerifier: text('code_verifier').notNull(),
+  returnTo: text('return_to').notNull(),
+  createdAt: createdAt(),
+  expiresAt: millis('expires_at').notNull(),
+}, (t) => [index('sign_in_flows_expires_idx').on(t.expiresAt)])
+
+export const userIdentities = pgTable('user_identities', {
+  provider: text('provider').notNull(),
+  subject: text('subject').notNull(),
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  email: text('email').notNull(),
+  createdAt: createdAt(),
+  lastSignInAt: millis('last_sign_in_at'),
+}, (t) => [primaryKey({ columns: [t.provider, t.subject] }), index('user_identities_user_idx').on(t.userId)])
+
+export const usedAssertions = pgTable('used_assertions', {
+  issuer: text('issuer').notNull(),
+  jti: text('jti').notNull(),
+  expiresAt: millis('expires_at').notNull(),
+}, (t) => [primaryKey({ columns: [t.issuer, t.jti] }), index('used_assertions_expires_idx').on(t.expiresAt)])

@@ -11,7 +11,7 @@ export function oauthClientsRepo(store: Store) {
   return {
     /** Registers a public client; the id is chosen here, never by the client (RFC 9700 §4.15). */
     async create(input: { name: string; redirectUris: string[]; grantTypes: string[]; scope: string }): Promise<OAuthClient> {
-      const row: OAuthClient = { id: `mcp_${randomSecret(18)}`, ...input, createdAt: Date.now(), lastUsedAt: null }
+      const row: OAuthClient = { id: `mcp_${randomSecret(18)}`, ...input, source: 'registration', createdAt: Date.now(), lastUsedAt: null }
       await db.insert(oauthClients).values(row)
       return row
     },

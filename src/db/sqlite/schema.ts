@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -11,7 +11,7 @@ import { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSE
 const createdAt = () => integer('created_at').notNull()
 
 // The values of enum columns live in types.ts, which the public declarations may import (this file they may not).
-export { AUDIT_OUTCOMES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+export { AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 export type { DeploymentStatus, IdempotencyStatus, TaskStatus } from '../types.js'
 
 export const organizations = sqliteTable('organizations', {
@@ -93,13 +93,18 @@ export const apps = sqliteTable('apps', {
   index('apps_org_id_idx').on(t.organizationId, t.id),
 ])
 
-/** Dynamically registered OAuth clients (RFC 7591): public clients only, so there is no secret to keep. */
+/**
+ * OAuth clients, public only, so there is no secret to keep. `registration`: registered dynamically (RFC 7591), id
+ * `mcp_…`. `metadata_document`: the id is the https URL of the client's Client ID Metadata Document, and the row holds
+ * what the last fetch of that document said (grants and codes need a row to refer to); the document stays the truth.
+ */
 export const oauthClients = sqliteTable('oauth_clients', {
   id: text('id').primaryKey(),
   name: text('name').notNull(),
   redirectUris: text('redirect_uris', { mode: 'json' }).$type<string[]>().notNull(),
   grantTypes: text('grant_types', { mode: 'json' }).$type<string[]>().notNull(),
   scope: text('scope').notNull(),
+  source: text('source', { enum: CLIENT_SOURCES }).notNull().default('registration'),
   createdAt: createdAt(),
   lastUsedAt: integer('last_used_at'),
 })
@@ -369,3 +374,47 @@ export const processes = sqliteTable('processes', {
   /** Alive until then (Unix ms, its own clock); renewed a few times per lease. */
   leaseUntil: integer('lease_until').notNull(),
 })
+
+/**
+ * A sign-in through an upstream OpenID Connect provider, between the redirect to the provider and its callback. Kept
+ * in the database so that the callback may reach any process. The id is the SHA-256 of the `state` sent to the
+ * provider; `browserBinding` is the SHA-256 of the browser cookie, so another browser cannot finish it. Single use.
+ */
+export const signInFlows = sqliteTable('sign_in_flows', {
+  id: text('id').primaryKey(),
+  /** The provider's name in the configuration. */
+  provider: text('provider').notNull(),
+  browserBinding: text('browser_binding').notNull(),
+  /** The ID token must carry it back. */
+  nonce: text('nonce').notNull(),
+  /** PKCE verifier for the provider's token endpoint: minutes-lived, useless without the provider's code. */
+  codeVerifier: text('code_verifier').notNull(),
+  /** Our own path to return to after sign-in (an authorization request's page, or /account). */
+  returnTo: text('return_to').notNull(),
+  createdAt: createdAt(),
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [index('sign_in_flows_expires_idx').on(t.expiresAt)])
+
+/**
+ * A user's account at an upstream OpenID Connect provider: (provider, `sub`) names the person for good, whatever their
+ * email becomes. Made at the first sign-in, by verified email or just in time.
+ */
+export const userIdentities = sqliteTable('user_identities', {
+  provider: text('provider').notNull(),
+  subject: text('subject').notNull(),
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  /** The verified email the provider last gave. */
+  email: text('email').notNull(),
+  createdAt: createdAt(),
+  lastSignInAt: integer('last_sign_in_at'),
+}, (t) => [primaryKey({ columns: [t.provider, t.subject] }), index('user_identities_user_idx').on(t.userId)])
+
+/**
+ * Identity assertions (ID-JAG) already exchanged at the token endpoint, remembered until they expire: the primary key
+ * makes a replay fail on insert, whichever process sees it.
+ */
+export const usedAssertions = sqliteTable('used_assertions', {
+  issuer: text('issuer').notNull(),
+  jti: text('jti').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [primaryKey({ columns: [t.issuer, t.jti] }), index('used_assertions_expires_idx').on(t.expiresAt)])
