@@ -161,7 +161,6 @@ t.test('other errors redirect to the client with error, state and iss', async (t
     ['missing response_type', client, { response_type: null }, 'invalid_request'],
     ['response_type=token', client, { response_type: 'token' }, 'unsupported_response_type'],
     ['response_type=code token', client, { response_type: 'code token' }, 'unsupported_response_type'],
-    ['missing scope', client, { scope: null }, 'invalid_request'],
     ['unknown scope', client, { scope: 'mcp:read mcp:admin' }, 'invalid_scope'],
     ['scope beyond the registered one', readOnly, { scope: 'mcp:read mcp:write' }, 'invalid_scope'],
     ['missing code_challenge', client, { code_challenge: null }, 'invalid_request'],
@@ -289,6 +288,26 @@ t.test('the pages carry the security headers, and the flow ends in a 303 with co
   const deny = await toConsent(server, authorizeUrl(server, client, pkce(), { state: denyState }), browser)
   const denied = await browser.post(deny.action, { csrf: deny.csrf, decision: 'deny', membership: deny.membership })
   errorRedirect(t, server, { status: denied.status, headers: denied.headers as Headers, text: denied.text, location: denied.location }, client.redirect_uris[0]!, 'access_denied', denyState, 'deny')
+})
+
+t.test('no scope asks for the client\'s registered scope (RFC 6749 §3.3 default), shown on the consent page', async (t) => {
+  const server = await startServer(t)
+  const readOnly = await registerClient(server, { scope: 'mcp:read' })
+  const p = pkce()
+  const browser = new FormBrowser(server.url)
+  const consent = await toConsent(server, authorizeUrl(server, readOnly, p, { scope: null }), browser)
+  t.match(consent.page.text, /mcp:read/, 'the consent page shows the registered scope')
+  t.notMatch(consent.page.text, /mcp:write/, 'and nothing beyond it')
+  const done = await browser.post(consent.action, { csrf: consent.csrf, decision: 'approve', membership: consent.membership })
+  const code = new URL(done.location!).searchParams.get('code') ?? ''
+  const res = await tokenRequest(server, { grant_type: 'authorization_code', code, redirect_uri: readOnly.redirect_uris[0]!, client_id: readOnly.client_id, code_verifier: p.verifier })
+  t.equal(res.status, 200, 'the code is exchanged')
+  t.equal(res.json.scope, 'mcp:read', 'for the registered scope')
+
+  const both = await registerClient(server, { scope: undefined })
+  t.equal(both.scope, 'mcp:read mcp:write', 'a registration without scope registers the default scopes')
+  const bothConsent = await toConsent(server, authorizeUrl(server, both, pkce(), { scope: null }), browser)
+  t.match(bothConsent.page.text, /mcp:write/, 'and such a client, asking for no scope, is offered both')
 })
 
 t.test('consent: escaped client name, asked every time, and only for the signed-in user\'s own memberships', async (t) => {

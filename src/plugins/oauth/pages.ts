@@ -171,8 +171,9 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     if (responseType !== 'code') throw fail('OAUTH_UNSUPPORTED_RESPONSE_TYPE')
     if (typeof stateValue !== 'string' || stateValue === '') throw fail('OAUTH_INVALID_REQUEST', { message: STATE_REQUIRED })
     if (stateValue.length > MAX_STATE) throw fail('OAUTH_INVALID_REQUEST', { message: `state must be at most ${MAX_STATE} characters` })
-    const scopeParam = single(query, 'scope')
-    if (scopeParam === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'scope is required (mcp:read, mcp:write)' })
+    // No scope asks for the client's registered scope: the pre-defined default of RFC 6749 §3.3
+    // (docs/decisions/oauth.md). The consent page still shows exactly what is granted.
+    const scopeParam = single(query, 'scope') ?? client.scope
     const scope = normalizeScope(scopeParam)
     if (scope === null) throw fail('OAUTH_INVALID_SCOPE', { message: `Unknown scope; the scopes are ${SCOPES.join(' and ')}` })
     const registered = new Set(client.scope.split(' '))
