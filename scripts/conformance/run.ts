@@ -1,10 +1,12 @@
 /**
  * `npm run conformance`: the official MCP conformance suite (github:modelcontextprotocol/conformance) against this
- * server's conformance profile (`service-mcp serve --profile conformance`), in three runs:
+ * server's conformance profile (`service-mcp serve --profile conformance`), in three runs, and its authorization
+ * server as it ships in a fourth:
  *
  *   A  conformance 0.1.16, active suite                     30 scenarios, 2025-11-25 sessions
  *   B  conformance 0.2.0-alpha.12, active suite             31 scenarios, 2025-11-25 sessions
  *   C  conformance 0.2.0-alpha.12, --requirements 2026-07-28  37 scored + 13 unscored scenarios, stateless requests
+ *   D  conformance 0.2.0-alpha.12, authorization            2 authorization-server scenarios (authorization-run.ts)
  *
  * each against a fresh profile server (its own in-memory database) and with its committed baseline of expected
  * failures (conformance/expected-failures.*.yaml; with a baseline, a WARNING counts as a failure and an entry that
@@ -13,14 +15,15 @@
  * into the project's node_modules, where a `node` binary would shadow the Node that builds the SQLite addon), from the
  * manifests and lockfiles under conformance/installs, and reused while those do not change.
  *
- * Exit code 0 when all three runs pass, 1 otherwise. The servers are always stopped.
+ * Exit code 0 when all four runs pass, 1 otherwise. The servers are always stopped.
  */
-import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { childEnv, execute, killAll, track } from '../lib/children.js'
+import { childEnv, execute, killAll } from '../lib/children.js'
 import { ensurePinnedInstall } from '../lib/pinned-install.js'
+import { runAuthorizationSuite } from './authorization-run.js'
+import { startServing } from './serve.js'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const manifests = join(root, 'conformance', 'installs')
@@ -36,10 +39,14 @@ interface Run {
   title: string
   install: 'suite-0.1.16' | 'suite-alpha'
   args: string[]
-  baseline: string
+  /** The expected failures the suite itself checks; none for run D, which the runner judges (every check SUCCESS). */
+  baseline: string | null
 }
 
-const RUNS: Run[] = [
+/** The runs of the suite's `server` command, each with its baseline. */
+type ServerRun = Run & { baseline: string }
+
+const RUNS: ServerRun[] = [
   { id: 'A', title: 'conformance 0.1.16, active suite (2025-11-25 sessions)', install: 'suite-0.1.16', args: [], baseline: 'expected-failures.0.1.16.yaml' },
   { id: 'B', title: 'conformance 0.2.0-alpha.12, active suite (2025-11-25 sessions)', install: 'suite-alpha', args: [], baseline: 'expected-failures.alpha.yaml' },
   { id: 'C', title: 'conformance 0.2.0-alpha.12, --requirements 2026-07-28 (stateless requests)', install: 'suite-alpha', args: ['--requirements', '2026-07-28'], baseline: 'expected-failures.alpha.yaml' },
@@ -60,72 +67,6 @@ async function ensureInstalled(name: string, probe: string): Promise<string> {
   return dir
 }
 
-interface Served {
-  /** Where the suite reaches the profile: `http://localhost:PORT/mcp` (see asLocalhost). */
-  url: string
-  output(): string
-  stop(): Promise<void>
-}
-
-/**
- * The address the suite is given: the one its examples write, `http://localhost:PORT/mcp`, for the listening URL
- * `http://127.0.0.1:PORT/mcp`. The profile answers to every loopback name of its loopback base address
- * (docs/decisions/http-errors.md), which the suite's dns-rebinding-protection scenario checks by sending the URL's own
- * host as Host and Origin. Where `localhost` resolves to ::1 first, Node's clients fall back to 127.0.0.1 (happy
- * eyeballs, on by default since Node 20).
- */
-function asLocalhost(url: string): string {
-  const u = new URL(url)
-  u.hostname = 'localhost'
-  return u.href
-}
-
-/** Starts `service-mcp serve --profile conformance` on 127.0.0.1, port 0, with this project's Node; reads its URL. */
-function startProfile(): Promise<Served> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve', '--profile', 'conformance', '--host', '127.0.0.1', '--port', '0'], {
-    cwd: root,
-    env: childEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  track(child)
-  let output = ''
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return
-    child.kill('SIGTERM')
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
-    await exited
-    clearTimeout(timer)
-  }
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      void stop()
-      reject(new Error(`the profile server did not start within ${SERVER_START_TIMEOUT_MS} ms:\n${output}`))
-    }, SERVER_START_TIMEOUT_MS)
-    child.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')))
-    child.stdout!.on('data', (d: Buffer) => {
-      output += d.toString('utf8')
-      for (const line of output.split('\n')) {
-        if (!line.startsWith('{')) continue
-        try {
-          const parsed = JSON.parse(line) as { msg?: string; url?: string }
-          if (parsed.msg === 'MCP server listening' && parsed.url) {
-            clearTimeout(timer)
-            resolve({ url: asLocalhost(parsed.url), output: () => output, stop })
-            return
-          }
-        } catch {
-          // a line still being written
-        }
-      }
-    })
-    void exited.then((code) => {
-      clearTimeout(timer)
-      reject(new Error(`the profile server exited with ${code} before listening:\n${output}`))
-    })
-  })
-}
-
 interface Tally {
   scenarios: number
   byStatus: Record<string, number>
@@ -137,7 +78,7 @@ interface Tally {
  * Scenarios a `--requirements <revision>` run executes without scoring them (the `not_scored` entries of the suite's
  * requirements/<revision>.yaml whose leg is `server`); none for the other runs.
  */
-function unscored(run: Run, suite: string): Set<string> {
+function unscored(run: ServerRun, suite: string): Set<string> {
   const at = run.args.indexOf('--requirements')
   if (at === -1) return new Set()
   const file = join(suite, 'node_modules', '@modelcontextprotocol', 'conformance', 'requirements', `${run.args[at + 1]}.yaml`)
@@ -154,7 +95,7 @@ function tally(dir: string, notScored: Set<string>): Tally {
     const file = join(dir, entry, 'checks.json')
     if (!existsSync(file)) continue
     t.scenarios++
-    const scenario = entry.replace(/^server-/, '').replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '')
+    const scenario = entry.replace(/^(?:authorization-)?server-/, '').replace(/-\d{4}-\d{2}-\d{2}T[\d-]+Z$/, '')
     for (const check of JSON.parse(readFileSync(file, 'utf8')) as Array<{ id: string; status: string; errorMessage?: string }>) {
       t.byStatus[check.status] = (t.byStatus[check.status] ?? 0) + 1
       if (check.status === 'FAILURE' || check.status === 'WARNING') {
@@ -172,8 +113,8 @@ interface Outcome {
   tally: Tally
 }
 
-async function runSuite(run: Run, node: string, suite: string): Promise<Outcome> {
-  const server = await startProfile()
+async function runSuite(run: ServerRun, node: string, suite: string): Promise<Outcome> {
+  const server = await startServing(root, ['--profile', 'conformance'], {}, SERVER_START_TIMEOUT_MS)
   const out = join(resultsRoot, run.id)
   rmSync(out, { recursive: true, force: true })
   const started = Date.now()
@@ -196,6 +137,25 @@ async function runSuite(run: Run, node: string, suite: string): Promise<Outcome>
   return { run, code: result.timedOut ? null : result.code, seconds, tally: tally(out, unscored(run, suite)) }
 }
 
+const AUTHORIZATION_RUN: Run = { id: 'D', title: 'conformance 0.2.0-alpha.12, authorization (the authorization server as it ships)', install: 'suite-alpha', args: [], baseline: null }
+
+/** Run D (authorization-run.ts): passes when the suite exits 0 and every saved check is SUCCESS, none WARNING. */
+async function runAuthorization(node: string, suite: string): Promise<Outcome> {
+  const run = AUTHORIZATION_RUN
+  const out = join(resultsRoot, run.id)
+  rmSync(out, { recursive: true, force: true })
+  log(`\n=== Run ${run.id}: ${run.title}`)
+  const started = Date.now()
+  const result = await runAuthorizationSuite({ root, node, suiteEntry: join(suite, SUITE_ENTRY), out, timeoutMs: RUN_TIMEOUT_MS, startTimeoutMs: SERVER_START_TIMEOUT_MS })
+  const seconds = (Date.now() - started) / 1000
+  writeFileSync(join(resultsRoot, `${run.id}.log`), result.output)
+  const t = tally(out, new Set())
+  const passed = result.code === 0 && t.problems.length === 0 && (t.byStatus.SUCCESS ?? 0) > 0 && Object.keys(t.byStatus).every((s) => s === 'SUCCESS')
+  log(passed ? result.output.slice(result.output.indexOf('=== SUMMARY ===')).trimEnd() : result.output.trimEnd())
+  if (!passed) log(`\n--- server output (run ${run.id}) ---\n${result.server.output().trimEnd()}`)
+  return { run, code: passed ? 0 : (result.code ?? 1) || 1, seconds, tally: t }
+}
+
 async function main(): Promise<number> {
   const started = Date.now()
   log('Installing Node 22 and the conformance suite (npm registry, pinned by conformance/installs/*/package-lock.json)')
@@ -211,17 +171,22 @@ async function main(): Promise<number> {
   log(`  Node ${version.output.trim()} for the suite; the server runs on this project's Node ${process.version}`)
   mkdirSync(resultsRoot, { recursive: true })
 
+  // `npm run conformance -- D` runs only the runs named (while working on one); all of them by default.
+  const chosen = new Set(process.argv.slice(2).map((a) => a.toUpperCase()))
+  const wanted = (id: string) => chosen.size === 0 || chosen.has(id)
   const outcomes: Outcome[] = []
-  for (const run of RUNS) outcomes.push(await runSuite(run, node, run.install === 'suite-0.1.16' ? release : alpha))
+  for (const run of RUNS) if (wanted(run.id)) outcomes.push(await runSuite(run, node, run.install === 'suite-0.1.16' ? release : alpha))
+  if (wanted(AUTHORIZATION_RUN.id)) outcomes.push(await runAuthorization(node, alpha))
 
   log('\n=== Conformance summary (checks by status; results in conformance/.results) ===')
   for (const o of outcomes) {
     const counts = Object.entries(o.tally.byStatus).sort().map(([s, n]) => `${n} ${s}`).join(', ')
-    log(`${o.code === 0 ? 'PASS' : 'FAIL'}  run ${o.run.id}  ${o.run.title}: ${o.tally.scenarios} scenarios, ${counts}; ${o.seconds.toFixed(1)} s; baseline conformance/${o.run.baseline}`)
+    const judged = o.run.baseline ? `baseline conformance/${o.run.baseline}` : 'every check must be SUCCESS'
+    log(`${o.code === 0 ? 'PASS' : 'FAIL'}  run ${o.run.id}  ${o.run.title}: ${o.tally.scenarios} scenarios, ${counts}; ${o.seconds.toFixed(1)} s; ${judged}`)
     for (const p of o.tally.problems) log(`        ${p}`)
   }
   const failed = outcomes.filter((o) => o.code !== 0)
-  log(`${failed.length === 0 ? 'All three runs pass' : `${failed.length} run(s) failed: ${failed.map((o) => o.run.id).join(', ')}`} (${((Date.now() - started) / 1000).toFixed(1)} s in all)`)
+  log(`${failed.length === 0 ? `All ${outcomes.length === 4 ? 'four ' : ''}runs pass` : `${failed.length} run(s) failed: ${failed.map((o) => o.run.id).join(', ')}`} (${((Date.now() - started) / 1000).toFixed(1)} s in all)`)
   return failed.length === 0 ? 0 : 1
 }
 
