@@ -5,6 +5,7 @@ import { classifyDatabase, type DatabaseTarget } from './lib/database-url.js'
 import { closeMatch, editDistance } from './lib/closest.js'
 import { maskCredentials } from './lib/mask-credentials.js'
 import { packageRoot } from './lib/package-root.js'
+import { parseSignInProviders, ProviderConfigProblem, type SignInProvider } from './lib/sign-in-providers.js'
 
 /**
  * Configuration: one table of settings, each with its environment variable, its command-line flag, its default and
@@ -13,7 +14,7 @@ import { packageRoot } from './lib/package-root.js'
  * Every time constant is configurable so tests can run in milliseconds; the defaults are the contract's.
  */
 
-type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy'
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy' | 'providers'
 
 interface Setting {
   key: keyof RawConfig
@@ -100,6 +101,12 @@ interface RawConfig {
   authorizeRateLimit: number
   authorizeRateLimitWindowMs: number
   pendingAuthorizationsPerAddress: number
+  signInProviders: SignInProvider[]
+  passwordSignIn: string
+  signInFlowTtlMs: number
+  idTokenClockToleranceMs: number
+  upstreamTimeoutMs: number
+  upstreamDiscoveryTtlMs: number
 }
 
 /** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
@@ -242,6 +249,12 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'authorizeRateLimit', env: 'SERVICE_AUTHORIZE_RATE_LIMIT', flag: '--authorize-rate-limit', kind: 'int', default: 60, min: 1, doc: '`GET /oauth/authorize` requests per window per IP' },
   { key: 'authorizeRateLimitWindowMs', env: 'SERVICE_AUTHORIZE_RATE_LIMIT_WINDOW_MS', flag: '--authorize-rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the `/oauth/authorize` limit (1 min)' },
   { key: 'pendingAuthorizationsPerAddress', env: 'SERVICE_PENDING_AUTHORIZATIONS_PER_ADDRESS', flag: '--pending-authorizations-per-address', kind: 'int', default: 20, min: 1, doc: 'Authorizations started from one IP and not yet answered or expired (further ones are refused until some end)' },
+  { key: 'signInProviders', env: 'SERVICE_SIGN_IN_PROVIDERS', flag: '--sign-in-providers', kind: 'providers', default: [], doc: 'OpenID Connect providers people sign in through, JSON `[{"name", "title", "issuer", "clientId", "clientSecretEnv", "provision": {…}}]` (best in the config file; docs/signing-in.md)' },
+  { key: 'passwordSignIn', env: 'SERVICE_PASSWORD_SIGN_IN', flag: '--password-sign-in', kind: 'string', default: 'on', doc: '`on`, or `off`: the sign-in pages show no password form and refuse password posts (needs at least one sign-in provider)' },
+  { key: 'signInFlowTtlMs', env: 'SERVICE_SIGN_IN_FLOW_TTL_MS', flag: '--sign-in-flow-ttl-ms', kind: 'int', default: 600_000, min: 1, doc: 'How long a sign-in started at an identity provider may take to come back (10 min)' },
+  { key: 'idTokenClockToleranceMs', env: 'SERVICE_ID_TOKEN_CLOCK_TOLERANCE_MS', flag: '--id-token-clock-tolerance-ms', kind: 'int', default: 30_000, min: 0, max: 300_000, doc: 'Clock difference allowed with an identity provider when checking an ID token\'s `exp` and `iat` (30 s)' },
+  { key: 'upstreamTimeoutMs', env: 'SERVICE_UPSTREAM_TIMEOUT_MS', flag: '--upstream-timeout-ms', kind: 'int', default: 10_000, min: 1, doc: 'How long a request to an identity provider (discovery, keys, token endpoint) may take (10 s)' },
+  { key: 'upstreamDiscoveryTtlMs', env: 'SERVICE_UPSTREAM_DISCOVERY_TTL_MS', flag: '--upstream-discovery-ttl-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'How long an identity provider\'s discovery document is reused before it is fetched again (1 h; a failed fetch is retried at the next sign-in)' },
 ]
 
 export interface Config extends RawConfig {
@@ -274,7 +287,7 @@ export function databaseTarget(database: string): DatabaseTarget {
  */
 export const POSTGRES_NEEDS_ENV_KEY = 'SERVICE_DATABASE is a PostgreSQL database: set SERVICE_ENV_KEY (or SERVICE_ENV_KEY_FILE) to the key that encrypts env var values, the same for every process that serves it (`openssl rand -base64 32`)'
 
-function parseValue(s: Setting, raw: unknown, source: string): unknown {
+function parseValue(s: Setting, raw: unknown, source: string, env: NodeJS.ProcessEnv): unknown {
   const where = source === s.env ? s.env : `${source} (${s.env})`
   switch (s.kind) {
     case 'int': {
@@ -317,6 +330,13 @@ function parseValue(s: Setting, raw: unknown, source: string): unknown {
       return parsePipelines(raw, where)
     case 'proxy':
       return parseTrustProxy(raw, where)
+    case 'providers':
+      try {
+        return parseSignInProviders(raw, env, where)
+      } catch (err) {
+        if (err instanceof ProviderConfigProblem) throw new ConfigError(err.message)
+        throw err
+      }
     default:
       if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string, got ${JSON.stringify(raw)}`)
       return raw
@@ -411,7 +431,7 @@ export function loadConfig(options: {
     if (options.overrides && options.overrides[s.key] !== undefined) [value, source] = [options.overrides[s.key], 'override']
     if (flags[s.key] !== undefined) [value, source] = [flags[s.key], `option ${s.flag}`]
     // Defaults are copied so no caller can mutate the shared table (allowedOrigins is an array).
-    raw[s.key] = source === 'default' ? (Array.isArray(value) ? [...value] : value) : parseValue(s, value, source === 'environment variable' ? s.env : source)
+    raw[s.key] = source === 'default' ? (Array.isArray(value) ? [...value] : value) : parseValue(s, value, source === 'environment variable' ? s.env : source, env)
   }
   const cfg = raw as unknown as RawConfig
   cfg.configFile = configPath
@@ -470,6 +490,13 @@ export function loadConfig(options: {
   if (cfg.envKey && !isEnvKey(cfg.envKey)) throw new ConfigError('SERVICE_ENV_KEY must be 32 bytes encoded as base64 or base64url (e.g. `openssl rand -base64 32`)')
   if (cfg.pipelines === null) {
     cfg.pipelines = { default: { argv: [process.execPath, join(packageRoot(), 'scripts', 'pipelines', 'example.mjs')] } }
+  }
+  if (cfg.passwordSignIn !== 'on' && cfg.passwordSignIn !== 'off') {
+    throw new ConfigError(`SERVICE_PASSWORD_SIGN_IN must be on or off, got ${JSON.stringify(cfg.passwordSignIn)}`)
+  }
+  // Nobody could sign in at all (docs/decisions/single-sign-on.md).
+  if (cfg.passwordSignIn === 'off' && cfg.signInProviders.length === 0) {
+    throw new ConfigError('SERVICE_PASSWORD_SIGN_IN is off but no sign-in provider is configured (signInProviders in the config file): nobody could sign in')
   }
   if (!cfg.baseUrl && !isLoopbackAddress(cfg.host)) {
     // The default base address would be this host as written (0.0.0.0 is no address at all), and OAuth clients on other

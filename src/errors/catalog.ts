@@ -317,6 +317,11 @@ export const catalog = {
     message: 'This form has expired or was not sent by this site',
     action: 'Reload the page and submit the form again',
   },
+  PASSWORD_SIGN_IN_OFF: {
+    status: 403,
+    message: 'Password sign-in is turned off on this server: sign in through your identity provider',
+    action: 'Use one of the "Sign in with …" buttons',
+  },
 
   /** Catch-all. Never carries stack traces or SQL to the client. */
   INTERNAL_ERROR: {

@@ -8,6 +8,18 @@ export interface SignInPageData {
   email?: string
   error?: string
   clientName?: string
+  /** Upstream identity providers, one button each above the password form (docs/decisions/single-sign-on.md). */
+  providers?: SignInProviderButton[]
+  /** false when the operator turned password sign-in off: no password form. */
+  passwordSignIn?: boolean
+}
+
+/** A "Sign in with <title>" button: a form posting the page's CSRF token (and its pending authorization) to `action`. */
+export interface SignInProviderButton {
+  action: string
+  title: string
+  /** The pending authorization request the sign-in continues, when it started at /oauth/interaction. */
+  interaction?: string
 }
 
 export interface ConsentScope {
@@ -146,21 +158,35 @@ export function formatDate(ms: number | null): string {
 
 export function signInPage(p: SignInPageData): string {
   const hasEmail = p.email !== undefined && p.email !== ''
+  const providers = p.providers ?? []
+  const passwordForm = p.passwordSignIn !== false
   // After a failed attempt the email is kept, so the cursor goes straight to the password.
   const body = html`<h1>Sign in</h1>
 <p>to your account on</p>
 <p class="host mono" id="server-host">${p.server}</p>
 ${p.clientName !== undefined && html`<p class="muted">to continue to <strong>${p.clientName}</strong></p>`}
 ${p.error !== undefined && html`<div class="error" role="alert">${p.error}</div>`}
-<form method="post" action="${p.action}">
+${providers.map((b) => providerButton(b, p.csrf, passwordForm))}
+${providers.length > 0 && passwordForm && html`<p class="muted small" id="password-divider">or with your email and password</p>`}
+${passwordForm && html`<form method="post" action="${p.action}">
 ${csrfField(p.csrf)}
 <label for="email">Email</label>
 <input id="email" name="email" type="email" autocomplete="username" required${hasEmail ? '' : html` autofocus`} value="${p.email ?? ''}">
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required${hasEmail ? html` autofocus` : ''}>
 <button type="submit" class="block">Sign in</button>
-</form>`
+</form>`}`
   return layout({ title: 'Sign in', body })
+}
+
+/** With a password form below, the provider buttons are the secondary style, so the page keeps one primary action. */
+function providerButton(b: SignInProviderButton, csrf: string, passwordForm: boolean): SafeHtml {
+  return html`<form method="post" action="${b.action}" class="provider">
+${csrfField(csrf)}
+${b.interaction !== undefined && html`<input type="hidden" name="interaction" value="${b.interaction}">`}
+<button type="submit" class="block${passwordForm ? ' secondary' : ''}">Sign in with ${b.title}</button>
+</form>
+`
 }
 
 function grantable(o: ConsentOrganization): boolean {

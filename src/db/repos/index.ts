@@ -17,8 +17,10 @@ import { processesRepo } from './processes.js'
 import { requestStateKeysRepo } from './request-state-keys.js'
 import { serviceMetaRepo } from './service-meta.js'
 import { sessionsRepo } from './sessions.js'
+import { signInFlowsRepo } from './sign-in-flows.js'
 import { signingKeysRepo } from './signing-keys.js'
 import { tasksRepo } from './tasks.js'
+import { userIdentitiesRepo } from './user-identities.js'
 import { usersRepo } from './users.js'
 
 /** Every query the server runs lives in one of these modules; each method returns a promise. */
@@ -47,6 +49,10 @@ function buildRepos(store: Store, changes: CredentialChanges) {
     oauthGrants: oauthGrantsRepo(store, changes),
     /** The server processes serving the database, and their leases. */
     processes: processesRepo(store),
+    /** Sign-ins at an upstream OpenID Connect provider, between redirect and callback. */
+    signInFlows: signInFlowsRepo(store),
+    /** Accounts at upstream providers tied to users. */
+    userIdentities: userIdentitiesRepo(store),
   }
 }
 

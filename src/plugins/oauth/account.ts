@@ -4,6 +4,7 @@ import { fail } from '../../errors/service-error.js'
 import type { CredentialActor } from '../../db/repos/audit.js'
 import { accountPage, confirmPage, serverLabel, signInPage, type ConfirmPageData } from '../../web/pages.js'
 import type { BrowserState } from './browser.js'
+import { signInChoices } from './single-sign-on.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 import { ShownOnceStore, type ShownOnce } from './shown-once.js'
 
@@ -87,7 +88,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
 
   function signInForm(request: FastifyRequest, reply: FastifyReply, extra: { email?: string; error?: string } = {}, status = 200) {
     const browserId = browser.browserId(request, reply)
-    return sendPage(reply, status, signInPage({ action: '/account/signin', csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), server: serverLabel(config.baseUrl), ...extra }))
+    return sendPage(reply, status, signInPage({ action: '/account/signin', csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), server: serverLabel(config.baseUrl), ...signInChoices(config), ...extra }))
   }
 
   fastify.get('/account', async (request, reply) => {

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
 import { normalizeEmail } from '../../db/repos/users.js'
-import { fail, type ServiceError } from '../../errors/service-error.js'
+import { fail, ServiceError } from '../../errors/service-error.js'
 import { systemClock, type Clock } from '../../lib/clock.js'
 import { constantTimeEqual, randomSecret, sha256Hex, verifyPassword } from '../../lib/crypto.js'
 import { ownOrigins } from '../../lib/own-origins.js'
@@ -99,6 +99,11 @@ export class BrowserState {
    */
   async signInAttempt(request: FastifyRequest, email: unknown, password: unknown, context: Record<string, unknown>): Promise<SignInResult> {
     const shownEmail = typeof email === 'string' ? email.slice(0, MAX_EMAIL) : ''
+    // Turned off by the operator (docs/decisions/single-sign-on.md): refused before the throttle or any password check.
+    if (this.#config.passwordSignIn === 'off') {
+      request.log.warn({ ...context, address: request.ip }, 'password sign-in refused: turned off')
+      return { refused: new ServiceError('PASSWORD_SIGN_IN_OFF'), email: shownEmail }
+    }
     const account = typeof email === 'string' && email.length <= MAX_EMAIL && email.trim() !== '' ? normalizeEmail(email) : null
     const gate = await this.throttle.begin(account, clientAddressKey(request.ip))
     if (!gate.allowed) {

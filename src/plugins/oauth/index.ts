@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import formbody from '@fastify/formbody'
 import fp from 'fastify-plugin'
 import { accessTokenVerifier } from '../../oauth/access-token-verifier.js'
+import { UpstreamProvider } from '../../identity/upstream.js'
 import { Keyring } from '../../oauth/keyring.js'
 import { TokenService } from '../../oauth/token-service.js'
 import { PLUGIN } from '../names.js'
@@ -9,6 +10,7 @@ import { accountPages } from './account.js'
 import { oauthApiRoutes } from './api.js'
 import { BrowserState } from './browser.js'
 import { authorizationPages } from './pages.js'
+import { singleSignOnRoutes } from './single-sign-on.js'
 
 const FORM_BODY_LIMIT = 16 * 1024
 
@@ -38,15 +40,20 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   fastify.decorate('oauth', { keyring, tokens })
 
   const browser = new BrowserState(config, repos, fastify.limits.signIn, clock)
+  // Upstream OpenID Connect providers: only their discovery and keys are kept here, fetched at first use.
+  const upstream = { timeoutMs: config.upstreamTimeoutMs, discoveryTtlMs: config.upstreamDiscoveryTtlMs, toleranceMs: config.idTokenClockToleranceMs, flowTtlMs: config.signInFlowTtlMs }
+  const providers = new Map(config.signInProviders.map((p) => [p.name, new UpstreamProvider(p, upstream, clock)]))
   // One encapsulated context for every OAuth route: form bodies are parsed here, nowhere else (not on /mcp).
   await fastify.register(async (routes) => {
     await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
     await routes.register(oauthApiRoutes, { tokens })
     await routes.register(authorizationPages, { browser })
     await routes.register(accountPages, { browser })
+    await routes.register(singleSignOnRoutes, { browser, providers })
   })
 
-  // Expired codes, pending requests, browser sign-ins, token rows and forgotten sign-in failures go on the session
+  // Expired codes, pending requests, browser sign-ins, token rows, upstream sign-in flows and forgotten sign-in
+  // failures go on the session
   // sweep's rhythm.
   const purge = async () => {
     const now = clock.now()
@@ -55,6 +62,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
       await repos.authorizations.purge(now)
       await repos.browserSessions.purge(now)
       await repos.oauthGrants.purge(now)
+      await repos.signInFlows.purge(now)
     } catch (err) {
       fastify.log.error({ err }, 'could not purge expired OAuth records')
     }

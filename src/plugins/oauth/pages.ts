@@ -18,6 +18,7 @@ import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from
 import { consentPage, errorPage, serverLabel, signInPage } from '../../web/pages.js'
 import { formFields } from './api.js'
 import type { BrowserState } from './browser.js'
+import { signInChoices } from './single-sign-on.js'
 import { answerErrorsWithPages, refusalHeaders, seeOther, sendPage } from './page-replies.js'
 
 const MAX_STATE = 1024
@@ -265,6 +266,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       csrf: browser.csrfToken(p.browserId, p.id),
       server: serverLabel(config.baseUrl),
       clientName: p.client.name,
+      ...signInChoices(config, p.id),
       ...extra,
     }))
   }
