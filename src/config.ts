@@ -5,6 +5,7 @@ import { classifyDatabase, type DatabaseTarget } from './lib/database-url.js'
 import { closeMatch, editDistance } from './lib/closest.js'
 import { maskCredentials } from './lib/mask-credentials.js'
 import { packageRoot } from './lib/package-root.js'
+import { parseTrustedIssuers, type TrustedIssuer } from './lib/trusted-issuers.js'
 
 /**
  * Configuration: one table of settings, each with its environment variable, its command-line flag, its default and
@@ -13,7 +14,7 @@ import { packageRoot } from './lib/package-root.js'
  * Every time constant is configurable so tests can run in milliseconds; the defaults are the contract's.
  */
 
-type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy'
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy' | 'trustedIssuers'
 
 interface Setting {
   key: keyof RawConfig
@@ -100,6 +101,12 @@ interface RawConfig {
   authorizeRateLimit: number
   authorizeRateLimitWindowMs: number
   pendingAuthorizationsPerAddress: number
+  trustedIssuers: TrustedIssuer[]
+  assertionMaxLifetimeMs: number
+  assertionClockToleranceMs: number
+  jwksTimeoutMs: number
+  jwksCooldownMs: number
+  jwksCacheMs: number
 }
 
 /** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
@@ -242,6 +249,12 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'authorizeRateLimit', env: 'SERVICE_AUTHORIZE_RATE_LIMIT', flag: '--authorize-rate-limit', kind: 'int', default: 60, min: 1, doc: '`GET /oauth/authorize` requests per window per IP' },
   { key: 'authorizeRateLimitWindowMs', env: 'SERVICE_AUTHORIZE_RATE_LIMIT_WINDOW_MS', flag: '--authorize-rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the `/oauth/authorize` limit (1 min)' },
   { key: 'pendingAuthorizationsPerAddress', env: 'SERVICE_PENDING_AUTHORIZATIONS_PER_ADDRESS', flag: '--pending-authorizations-per-address', kind: 'int', default: 20, min: 1, doc: 'Authorizations started from one IP and not yet answered or expired (further ones are refused until some end)' },
+  { key: 'trustedIssuers', env: 'SERVICE_TRUSTED_ISSUERS', flag: '--trusted-issuers', kind: 'trustedIssuers', default: [], doc: 'Enterprise identity providers whose identity assertions (ID-JAG) `/oauth/token` exchanges for access tokens, JSON `[{"issuer", "jwksUri", "algorithms"?, "clients"?, "organization"?}]` (best in the config file; docs/signing-in.md); none: the jwt-bearer grant is off' },
+  { key: 'assertionMaxLifetimeMs', env: 'SERVICE_ASSERTION_MAX_LIFETIME_MS', flag: '--assertion-max-lifetime-ms', kind: 'int', default: 600_000, min: 1000, doc: 'Longest lifetime (`exp` − `iat`) of an identity assertion accepted at the token endpoint (10 min)' },
+  { key: 'assertionClockToleranceMs', env: 'SERVICE_ASSERTION_CLOCK_TOLERANCE_MS', flag: '--assertion-clock-tolerance-ms', kind: 'int', default: 60_000, min: 0, max: 300_000, doc: 'Clock difference allowed with an identity provider when checking an assertion\'s `exp`, `iat` and `nbf` (60 s)' },
+  { key: 'jwksTimeoutMs', env: 'SERVICE_JWKS_TIMEOUT_MS', flag: '--jwks-timeout-ms', kind: 'int', default: 5_000, min: 1, doc: 'How long fetching a trusted issuer\'s signing keys may take (5 s)' },
+  { key: 'jwksCooldownMs', env: 'SERVICE_JWKS_COOLDOWN_MS', flag: '--jwks-cooldown-ms', kind: 'int', default: 30_000, min: 0, doc: 'Shortest time between two fetches of an issuer\'s signing keys when an assertion names a key not yet known (30 s)' },
+  { key: 'jwksCacheMs', env: 'SERVICE_JWKS_CACHE_MS', flag: '--jwks-cache-ms', kind: 'int', default: 600_000, min: 1, doc: 'How long an issuer\'s signing keys are used before they are fetched again (10 min)' },
 ]
 
 export interface Config extends RawConfig {
@@ -317,6 +330,12 @@ function parseValue(s: Setting, raw: unknown, source: string): unknown {
       return parsePipelines(raw, where)
     case 'proxy':
       return parseTrustProxy(raw, where)
+    case 'trustedIssuers':
+      try {
+        return parseTrustedIssuers(raw)
+      } catch (err) {
+        throw new ConfigError(`${where}: ${(err as Error).message}`)
+      }
     default:
       if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string, got ${JSON.stringify(raw)}`)
       return raw
