@@ -6,6 +6,7 @@ import { closeMatch, editDistance } from './lib/closest.js'
 import { maskCredentials } from './lib/mask-credentials.js'
 import { packageRoot } from './lib/package-root.js'
 import { parseSignInProviders, ProviderConfigProblem, type SignInProvider } from './lib/sign-in-providers.js'
+import { parseTrustedIssuers, type TrustedIssuer } from './lib/trusted-issuers.js'
 
 /**
  * Configuration: one table of settings, each with its environment variable, its command-line flag, its default and
@@ -14,7 +15,7 @@ import { parseSignInProviders, ProviderConfigProblem, type SignInProvider } from
  * Every time constant is configurable so tests can run in milliseconds; the defaults are the contract's.
  */
 
-type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy' | 'providers'
+type Kind = 'string' | 'int' | 'bool' | 'list' | 'url' | 'level' | 'pipelines' | 'proxy' | 'providers' | 'trustedIssuers'
 
 interface Setting {
   key: keyof RawConfig
@@ -107,6 +108,12 @@ interface RawConfig {
   idTokenClockToleranceMs: number
   upstreamTimeoutMs: number
   upstreamDiscoveryTtlMs: number
+  trustedIssuers: TrustedIssuer[]
+  assertionMaxLifetimeMs: number
+  assertionClockToleranceMs: number
+  jwksTimeoutMs: number
+  jwksCooldownMs: number
+  jwksCacheMs: number
 }
 
 /** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
@@ -255,6 +262,12 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'idTokenClockToleranceMs', env: 'SERVICE_ID_TOKEN_CLOCK_TOLERANCE_MS', flag: '--id-token-clock-tolerance-ms', kind: 'int', default: 30_000, min: 0, max: 300_000, doc: 'Clock difference allowed with an identity provider when checking an ID token\'s `exp` and `iat` (30 s)' },
   { key: 'upstreamTimeoutMs', env: 'SERVICE_UPSTREAM_TIMEOUT_MS', flag: '--upstream-timeout-ms', kind: 'int', default: 10_000, min: 1, doc: 'How long a request to an identity provider (discovery, keys, token endpoint) may take (10 s)' },
   { key: 'upstreamDiscoveryTtlMs', env: 'SERVICE_UPSTREAM_DISCOVERY_TTL_MS', flag: '--upstream-discovery-ttl-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'How long an identity provider\'s discovery document is reused before it is fetched again (1 h; a failed fetch is retried at the next sign-in)' },
+  { key: 'trustedIssuers', env: 'SERVICE_TRUSTED_ISSUERS', flag: '--trusted-issuers', kind: 'trustedIssuers', default: [], doc: 'Enterprise identity providers whose identity assertions (ID-JAG) `/oauth/token` exchanges for access tokens, JSON `[{"issuer", "jwksUri", "algorithms"?, "clients"?, "organization"?}]` (best in the config file; docs/signing-in.md); none: the jwt-bearer grant is off' },
+  { key: 'assertionMaxLifetimeMs', env: 'SERVICE_ASSERTION_MAX_LIFETIME_MS', flag: '--assertion-max-lifetime-ms', kind: 'int', default: 600_000, min: 1000, doc: 'Longest lifetime (`exp` − `iat`) of an identity assertion accepted at the token endpoint (10 min)' },
+  { key: 'assertionClockToleranceMs', env: 'SERVICE_ASSERTION_CLOCK_TOLERANCE_MS', flag: '--assertion-clock-tolerance-ms', kind: 'int', default: 60_000, min: 0, max: 300_000, doc: 'Clock difference allowed with an identity provider when checking an assertion\'s `exp`, `iat` and `nbf` (60 s)' },
+  { key: 'jwksTimeoutMs', env: 'SERVICE_JWKS_TIMEOUT_MS', flag: '--jwks-timeout-ms', kind: 'int', default: 5_000, min: 1, doc: 'How long fetching a trusted issuer\'s signing keys may take (5 s)' },
+  { key: 'jwksCooldownMs', env: 'SERVICE_JWKS_COOLDOWN_MS', flag: '--jwks-cooldown-ms', kind: 'int', default: 30_000, min: 0, doc: 'Shortest time between two fetches of an issuer\'s signing keys when an assertion names a key not yet known (30 s)' },
+  { key: 'jwksCacheMs', env: 'SERVICE_JWKS_CACHE_MS', flag: '--jwks-cache-ms', kind: 'int', default: 600_000, min: 1, doc: 'How long an issuer\'s signing keys are used before they are fetched again (10 min)' },
 ]
 
 export interface Config extends RawConfig {
@@ -336,6 +349,12 @@ function parseValue(s: Setting, raw: unknown, source: string, env: NodeJS.Proces
       } catch (err) {
         if (err instanceof ProviderConfigProblem) throw new ConfigError(err.message)
         throw err
+      }
+    case 'trustedIssuers':
+      try {
+        return parseTrustedIssuers(raw)
+      } catch (err) {
+        throw new ConfigError(`${where}: ${(err as Error).message}`)
       }
     default:
       if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string, got ${JSON.stringify(raw)}`)

@@ -1534,7 +1534,7 @@ export const schemas = {
                 },
                 "credential_kind": {
                   "type": "string",
-                  "description": "api_key or oauth (a tool call), account_page (the /account page) or cli (the command line)"
+                  "description": "api_key or oauth (a tool call), account_page (the /account page), cli (the command line) or id_jag (an identity assertion exchanged at the token endpoint)"
                 },
                 "credential_id": {
                   "type": [

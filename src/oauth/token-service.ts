@@ -150,6 +150,49 @@ export class TokenService {
   }
 
   /**
+   * Tokens for a grant no consent page made: an identity assertion (oauth/assertion-grant.ts) decided the member and
+   * the scope. In one transaction: `once` claims the assertion (false: already used, nothing is issued), the membership
+   * is read again and narrows the scope, the grant is made with an access token and no refresh token (a new assertion
+   * replaces refreshing), and `audit` records it. Nothing of it lands when any step refuses.
+   */
+  async issueWithoutConsent(p: {
+    client: OAuthClient
+    membershipId: string
+    userId: string
+    scope: string
+    once: (tx: TxRepos) => Promise<boolean>
+    audit: (tx: TxRepos, grant: OAuthGrant) => Promise<void>
+  }, now = this.#o.clock.now()): Promise<TokenResponse | { refused: 'already_used' | 'membership_gone' }> {
+    const { repos, config } = this.#o
+    const sign = await this.#o.keyring.signer()
+    const outcome = await repos.transaction(async (tx): Promise<{ refused: 'already_used' | 'membership_gone' } | { issued: Issued }> => {
+      if (!(await p.once(tx))) return { refused: 'already_used' }
+      const membership = await this.#activeMembership(tx, p.membershipId, p.userId)
+      const scope = membership ? narrowScope(p.scope, membership.role) : ''
+      // Returned, not thrown: the assertion stays unused (rolled back), as for a code whose membership is gone.
+      if (!membership || scope === '') return { refused: 'membership_gone' }
+      if (!sign) throw noSigningKey()
+      const grant = await tx.oauthGrants.createGrant({
+        id: newId('grt'),
+        clientId: p.client.id,
+        userId: p.userId,
+        membershipId: p.membershipId,
+        organizationId: membership.organizationId,
+        scope,
+        resource: config.baseUrl,
+        createdAt: now,
+        // The grant ends with its one access token: without a refresh token nothing else is issued under it.
+        expiresAt: now + config.accessTokenTtlMs,
+      })
+      await tx.oauthClients.markUsed(p.client.id, now)
+      await p.audit(tx, grant)
+      return { issued: await this.#record(tx, p.client, grant, scope, now, { refresh: false }) }
+    })
+    if ('issued' in outcome) return tokenResponse(sign!, outcome.issued)
+    return outcome
+  }
+
+  /**
    * RFC 7009. Unknown tokens, tokens of another client and API keys are ignored (the caller still answers 200). An
    * access token is revoked alone; a refresh token revokes its whole grant with every access token issued under it.
    */
@@ -194,9 +237,9 @@ export class TokenService {
 
   /**
    * Records the tokens of a grant in the transaction `tx` (the access token's jti, the refresh token's hash when the
-   * client uses refresh tokens) and returns what tokenResponse signs and answers once it has committed.
+   * client uses refresh tokens and the grant has them) and returns what tokenResponse signs and answers once it has committed.
    */
-  async #record(tx: TxRepos, client: OAuthClient, grant: OAuthGrant, scope: string, now: number): Promise<Issued> {
+  async #record(tx: TxRepos, client: OAuthClient, grant: OAuthGrant, scope: string, now: number, options = { refresh: true }): Promise<Issued> {
     const { config } = this.#o
     const jti = randomSecret(18)
     const iat = Math.floor(now / 1000)
@@ -216,7 +259,7 @@ export class TokenService {
     }
     await tx.oauthGrants.addAccessToken({ jti, grantId: grant.id, createdAt: now, expiresAt: exp * 1000 })
     const issued: Issued = { claims, expiresIn, scope }
-    if (client.grantTypes.includes('refresh_token')) {
+    if (options.refresh && client.grantTypes.includes('refresh_token')) {
       const refreshToken = REFRESH_TOKEN_PREFIX + randomSecret(32)
       await tx.oauthGrants.addRefreshToken({
         hash: sha256Hex(refreshToken),

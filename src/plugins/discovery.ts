@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import { SCOPES } from '../auth/principal.js'
+import { ID_JAG_PROFILE, JWT_BEARER } from '../oauth/id-jag.js'
 import { openCors } from './oauth/api.js'
 import { PLUGIN } from './names.js'
 
@@ -21,6 +22,7 @@ const discoveryPlugin: FastifyPluginAsync = async (fastify) => {
 
   fastify.get('/.well-known/oauth-authorization-server', async (_request, reply) => {
     const base = config.baseUrl
+    const assertionsOn = config.trustedIssuers.length > 0
     return send(reply, {
       issuer: base,
       authorization_endpoint: `${base}/oauth/authorize`,
@@ -30,7 +32,10 @@ const discoveryPlugin: FastifyPluginAsync = async (fastify) => {
       jwks_uri: `${base}${JWKS_PATH}`,
       response_types_supported: ['code'],
       response_modes_supported: ['query'],
-      grant_types_supported: ['authorization_code', 'refresh_token'],
+      // The identity-assertion grant only while an issuer is trusted; the metadata never names which (the draft's
+      // "Metadata Disclosure").
+      grant_types_supported: assertionsOn ? ['authorization_code', 'refresh_token', JWT_BEARER] : ['authorization_code', 'refresh_token'],
+      ...(assertionsOn ? { authorization_grant_profiles_supported: [ID_JAG_PROFILE] } : {}),
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none'],
       revocation_endpoint_auth_methods_supported: ['none'],

@@ -1,6 +1,7 @@
 import type { RootStore, Store } from '../store.js'
 import { apiKeysRepo } from './api-keys.js'
 import { appsRepo } from './apps.js'
+import { assertionsRepo } from './assertions.js'
 import { auditRepo } from './audit.js'
 import { authorizationsRepo } from './authorizations.js'
 import { browserSessionsRepo } from './browser-sessions.js'
@@ -47,6 +48,8 @@ function buildRepos(store: Store, changes: CredentialChanges) {
     browserSessions: browserSessionsRepo(store),
     authorizations: authorizationsRepo(store),
     oauthGrants: oauthGrantsRepo(store, changes),
+    /** Identity assertions (ID-JAG) already exchanged, and the subjects linked to users. */
+    assertions: assertionsRepo(store),
     /** The server processes serving the database, and their leases. */
     processes: processesRepo(store),
     /** Sign-ins at an upstream OpenID Connect provider, between redirect and callback. */

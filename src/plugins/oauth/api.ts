@@ -3,7 +3,9 @@ import { toOAuthBody, toServiceError } from '../../errors/render.js'
 import { fail } from '../../errors/service-error.js'
 import { oauthRegister } from '../../limits/named.js'
 import { windowHook } from '../../limits/store.js'
+import type { AssertionGrant } from '../../oauth/assertion-grant.js'
 import { checkRegistration } from '../../oauth/client-metadata.js'
+import { JWT_BEARER } from '../../oauth/id-jag.js'
 import type { TokenService } from '../../oauth/token-service.js'
 import { fromFastifyError, logFailure } from '../http.js'
 
@@ -57,9 +59,9 @@ function refuseClientSecrets(request: FastifyRequest, fields: Record<string, str
 }
 
 /** POST /oauth/register, /oauth/token and /oauth/revoke: JSON in and out, the OAuth error body on every failure. */
-export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: TokenService }): Promise<void> {
+export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: TokenService; assertions?: AssertionGrant }): Promise<void> {
   const { config, repos } = fastify
-  const { tokens } = opts
+  const { tokens, assertions } = opts
   // Only registration is limited here (contract: 10 per hour per IP); the token endpoint has no limiter of its own.
   const registrations = windowHook(fastify.limits, oauthRegister(config), (request) => request.ip)
 
@@ -122,12 +124,23 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
     // Two audiences cannot be granted at once: docs/decisions/oauth.md makes that invalid_target, not a mere
     // repetition.
     if (Array.isArray((request.body as Record<string, unknown> | null)?.resource)) throw fail('OAUTH_INVALID_TARGET', { message: 'resource must be sent once' })
-    const fields = formFields(request.body, ['grant_type', 'code', 'redirect_uri', 'client_id', 'code_verifier', 'refresh_token', 'scope', 'resource', 'client_secret'])
+    const fields = formFields(request.body, ['grant_type', 'code', 'redirect_uri', 'client_id', 'code_verifier', 'refresh_token', 'scope', 'resource', 'client_secret', 'assertion'])
     refuseClientSecrets(request, fields)
     const grantType = required(fields, 'grant_type')
-    if (grantType !== 'authorization_code' && grantType !== 'refresh_token') throw fail('OAUTH_UNSUPPORTED_GRANT_TYPE')
+    const jwtBearer = grantType === JWT_BEARER && assertions !== undefined
+    if (grantType !== 'authorization_code' && grantType !== 'refresh_token' && !jwtBearer) {
+      throw fail('OAUTH_UNSUPPORTED_GRANT_TYPE', assertions ? { message: `Only the authorization_code, refresh_token and ${JWT_BEARER} grant types are supported` } : {})
+    }
     const client = await tokens.client(required(fields, 'client_id'))
     const resource = fields.resource
+    if (jwtBearer) {
+      return assertions.exchange({
+        client,
+        assertion: required(fields, 'assertion'),
+        ...(fields.scope !== undefined ? { scope: fields.scope } : {}),
+        ...(resource !== undefined ? { resource } : {}),
+      })
+    }
     if (grantType === 'authorization_code') {
       return tokens.exchangeCode({
         client,

@@ -3,6 +3,8 @@ import formbody from '@fastify/formbody'
 import fp from 'fastify-plugin'
 import { accessTokenVerifier } from '../../oauth/access-token-verifier.js'
 import { UpstreamProvider } from '../../identity/upstream.js'
+import { AssertionGrant } from '../../oauth/assertion-grant.js'
+import { IdJagVerifier, remoteIssuerKeys } from '../../oauth/id-jag.js'
 import { Keyring } from '../../oauth/keyring.js'
 import { TokenService } from '../../oauth/token-service.js'
 import { PLUGIN } from '../names.js'
@@ -36,6 +38,23 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
     onRevoked: (credential) => auth.revoked(credential),
     onReuse: (event) => fastify.log.warn(event, 'OAuth credential reuse detected: the grant is revoked'),
   })
+  // The jwt-bearer grant exists only when the operator trusts an identity provider (trustedIssuers).
+  const assertions = config.trustedIssuers.length === 0 ? undefined : new AssertionGrant({
+    repos,
+    config,
+    clock,
+    tokens,
+    log: fastify.log,
+    verifier: new IdJagVerifier({
+      issuers: config.trustedIssuers,
+      issuerId: () => config.baseUrl,
+      baseUrl: () => config.baseUrl,
+      maxLifetimeMs: config.assertionMaxLifetimeMs,
+      clockToleranceMs: config.assertionClockToleranceMs,
+      clock,
+      keys: remoteIssuerKeys({ timeoutMs: config.jwksTimeoutMs, cooldownMs: config.jwksCooldownMs, cacheMs: config.jwksCacheMs }),
+    }),
+  })
   auth.addVerifier(accessTokenVerifier(repos, keyring, (credential) => auth.revoked(credential)))
   fastify.decorate('oauth', { keyring, tokens })
 
@@ -46,15 +65,14 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   // One encapsulated context for every OAuth route: form bodies are parsed here, nowhere else (not on /mcp).
   await fastify.register(async (routes) => {
     await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
-    await routes.register(oauthApiRoutes, { tokens })
+    await routes.register(oauthApiRoutes, { tokens, ...(assertions ? { assertions } : {}) })
     await routes.register(authorizationPages, { browser })
     await routes.register(accountPages, { browser })
     await routes.register(singleSignOnRoutes, { browser, providers })
   })
 
-  // Expired codes, pending requests, browser sign-ins, token rows, upstream sign-in flows and forgotten sign-in
-  // failures go on the session
-  // sweep's rhythm.
+  // Expired codes, pending requests, browser sign-ins, token rows, upstream sign-in flows, used assertions and
+  // forgotten sign-in failures go on the session sweep's rhythm.
   const purge = async () => {
     const now = clock.now()
     browser.throttle.sweep(now)
@@ -63,6 +81,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
       await repos.browserSessions.purge(now)
       await repos.oauthGrants.purge(now)
       await repos.signInFlows.purge(now)
+      await repos.assertions.purge(now)
     } catch (err) {
       fastify.log.error({ err }, 'could not purge expired OAuth records')
     }
