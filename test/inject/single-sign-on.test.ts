@@ -16,7 +16,8 @@ import { fakeIdp, type FakeIdp } from '../helpers/fake-idp.js'
 import { injectServer, type InjectServer } from '../helpers/inject.js'
 import { authorizeUrl, FormBrowser, formAction, formValue, pkce, registerClient } from '../helpers/oauth.js'
 import { defaultOrganization } from '../helpers/seed.js'
-import { OWNER_EMAIL } from '../helpers/server.js'
+import { redisPrefix, redisUrl } from '../helpers/backends.js'
+import { OWNER_EMAIL, onPostgres } from '../helpers/server.js'
 
 type ProviderInput = Partial<Omit<SignInProvider, 'provision'>> & { provision?: SignInProvider['provision'] } & Record<string, unknown>
 
@@ -168,6 +169,27 @@ t.test('the callback refuses an unknown state, a reused one, an expired flow and
   t.match(elsewhere.text, /started in another browser/)
   t.equal((await callback(mine.browser, mine.state)).status, 400, 'and the flow is spent: its own browser cannot use it now')
   t.equal(s.idp.tokenRequests.length, 1, 'no code was exchanged for a refused callback')
+})
+
+t.test('a sign-in started on one process finishes on another: the flow lives in the database', async (t) => {
+  const shared = onPostgres() ? { redisUrl: redisUrl(), redisPrefix: redisPrefix(t) } : {}
+  const s = await setup(t, {}, shared)
+  const { browser, state } = await startAtAccount(s)
+  s.idp.next = { claims: { email: 'carol@example.com', groups: ['mcp-users'] } }
+  // PostgreSQL: a second process beside the first. SQLite serves a file from one process at a time: the first stops
+  // and the next one starts on the same file, as in a restart between redirect and callback.
+  if (!onPostgres()) await s.server.app.close()
+  const { signInProviders, envKey } = s.server.app.config
+  const other = await injectServer(t, { dbPath: s.server.dbPath, clock: s.server.clock, config: { signInProviders, envKey, baseUrl: s.server.url, ...shared } })
+  const there = new FormBrowser(other.url)
+  for (const [name, value] of browser.cookies) there.cookies.set(name, value)
+  const res = await callback(there, state)
+  t.equal(res.status, 303, `the other process finishes the sign-in (${res.text.slice(0, 200)})`)
+  t.equal(res.location, '/account')
+  const user = await other.app.repos.users.byEmail('carol@example.com')
+  t.ok(user, 'and made the account')
+  const again = await callback(there, state)
+  t.equal(again.status, 400, 'the flow was used up there: a second callback is refused')
 })
 
 t.test('expired flows are purged on the sweep', async (t) => {
