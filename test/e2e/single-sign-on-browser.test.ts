@@ -55,8 +55,8 @@ async function setup(t: Test): Promise<Setup> {
 }
 
 /** From our sign-in page: the provider's button, its development login, its consent; back on our server. */
-async function signInAtProvider(page: Page, login: string, name = 'sign-in'): Promise<void> {
-  await screenshot(page, `single-sign-on-${name}`)
+async function signInAtProvider(page: Page, login: string, shot?: string): Promise<void> {
+  if (shot !== undefined) await screenshot(page, `single-sign-on-${shot}`)
   await page.getByRole('button', { name: 'Sign in with Team IdP' }).click()
   await page.waitForSelector('input[name="login"]')
   await page.fill('input[name="login"]', login)
@@ -144,7 +144,7 @@ t.test('the SDK v2 client signs in through the team\'s provider in the browser, 
   const { page, problems } = await openPage(t, await browser(), { width: 1000, height: 800 })
   await page.goto(authorize!.href)
   t.equal(new URL(page.url()).origin, server.url, `the authorization URL leads to our sign-in page (${page.url()})`)
-  await signInAtProvider(page, 'alice')
+  await signInAtProvider(page, 'alice', 'sign-in')
   // Back on our consent page, signed in as the provider's account, with the role its groups map to.
   await page.waitForURL(`${server.url}/oauth/interaction/**`)
   t.match(await page.textContent('main'), /as alice@example\.com/)
@@ -185,8 +185,9 @@ t.test('refused at the callback: a wrong nonce, another audience, an expired ID 
     idp.tamper = c.tamper
     const { page } = await openPage(t, await browser(), { width: 1000, height: 800 })
     await page.goto(`${server.url}/account/signin`)
-    await signInAtProvider(page, c.login, `refused-${c.label.replace(/\s+/g, '-')}`)
+    await signInAtProvider(page, c.login)
     await page.waitForURL(`${server.url}/oauth/callback/team**`)
+    await screenshot(page, `single-sign-on-refused-${c.label.replace(/\s+/g, '-')}`)
     const text = await page.textContent('main')
     t.match(text, c.title, `${c.label}: the page says what happened`)
     t.match(text, c.reason, `${c.label}: and why`)
