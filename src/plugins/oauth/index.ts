@@ -2,6 +2,8 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import formbody from '@fastify/formbody'
 import fp from 'fastify-plugin'
 import { accessTokenVerifier } from '../../oauth/access-token-verifier.js'
+import { clientDocumentResolver, type ClientDocumentResolver } from '../../oauth/client-documents/index.js'
+import { DocumentClients } from '../../oauth/document-clients.js'
 import { Keyring } from '../../oauth/keyring.js'
 import { TokenService } from '../../oauth/token-service.js'
 import { PLUGIN } from '../names.js'
@@ -14,16 +16,24 @@ const FORM_BODY_LIMIT = 16 * 1024
 
 declare module 'fastify' {
   interface FastifyInstance {
-    oauth: { keyring: Keyring; tokens: TokenService }
+    oauth: { keyring: Keyring; tokens: TokenService; documents: DocumentClients }
   }
+}
+
+export interface OAuthPluginOptions {
+  /** Resolves Client ID Metadata Documents; default the safe fetcher of oauth/client-documents (tests hand in a double). */
+  clientDocuments?: ClientDocumentResolver
 }
 
 /**
  * The authorization server: registration, the browser flow (sign-in, consent), the token and revocation endpoints and
  * the account page; and, on /mcp, the verifier for the access tokens it issues.
  */
-const oauthPlugin: FastifyPluginAsync = async (fastify) => {
+const oauthPlugin: FastifyPluginAsync<OAuthPluginOptions> = async (fastify, opts) => {
   const { config, repos, auth, clock } = fastify
+  // The one place the document resolver is built: the safe fetcher (its address checks, cache and policy), unless given.
+  const resolver = opts.clientDocuments ?? clientDocumentResolver({ config, clock, limits: fastify.limits, log: fastify.log })
+  const documents = new DocumentClients({ resolver, repos, clock, log: fastify.log })
   const keyring = new Keyring(repos, { issuer: () => config.baseUrl, audience: () => config.baseUrl, accessTokenTtlMs: config.accessTokenTtlMs, clock })
   await keyring.ensureKey()
   const tokens = new TokenService({
@@ -31,18 +41,19 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
     keyring,
     config,
     clock,
+    documents,
     onRevoked: (credential) => auth.revoked(credential),
     onReuse: (event) => fastify.log.warn(event, 'OAuth credential reuse detected: the grant is revoked'),
   })
   auth.addVerifier(accessTokenVerifier(repos, keyring, (credential) => auth.revoked(credential)))
-  fastify.decorate('oauth', { keyring, tokens })
+  fastify.decorate('oauth', { keyring, tokens, documents })
 
   const browser = new BrowserState(config, repos, fastify.limits.signIn, clock)
   // One encapsulated context for every OAuth route: form bodies are parsed here, nowhere else (not on /mcp).
   await fastify.register(async (routes) => {
     await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
     await routes.register(oauthApiRoutes, { tokens })
-    await routes.register(authorizationPages, { browser })
+    await routes.register(authorizationPages, { browser, documents })
     await routes.register(accountPages, { browser })
   })
 
