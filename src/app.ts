@@ -4,6 +4,7 @@ import { clientErrorHandler, serverFactory } from './lib/http-edge.js'
 import type { Config, TrustProxy } from './config.js'
 import type { DatabaseHandle } from './db/sqlite/client.js'
 import type { Clock } from './lib/clock.js'
+import type { ClientDocumentResolver } from './oauth/client-documents/index.js'
 import authPlugin from './plugins/auth.js'
 import coordinationPlugin from './plugins/coordination.js'
 import processesPlugin from './plugins/processes.js'
@@ -62,6 +63,8 @@ export interface BuildOptions {
   bootstrap?: boolean
   /** What "now" is and the timers of everything that decides by time; default the system clock (lib/clock.ts). */
   clock?: Clock
+  /** Resolves Client ID Metadata Documents instead of the built-in fetcher (tests serve documents without a network). */
+  clientDocuments?: ClientDocumentResolver
 }
 
 /** Secrets never reach the logs: authorization headers, cookies and token-bearing fields are redacted. */
@@ -127,7 +130,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(tracingPlugin, { ...(options.tracing ? { options: options.tracing } : {}) })
   await app.register(accessLogPlugin)
   await app.register(authPlugin)
-  await app.register(oauthPlugin)
+  await app.register(oauthPlugin, { ...(options.clientDocuments ? { clientDocuments: options.clientDocuments } : {}) })
   await app.register(landingPlugin)
   await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)

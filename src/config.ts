@@ -66,6 +66,9 @@ interface RawConfig {
   browserSessionTtlMs: number
   accountNoticeTtlMs: number
   redirectSchemes: string[]
+  registration: boolean
+  clientDocuments: ClientDocumentPolicy
+  clientDocumentHosts: string[]
   envKey: string
   envKeyFile: string
   pipelines: Record<string, PipelineConfig>
@@ -169,6 +172,10 @@ export function isEnvKey(value: string): boolean {
 /** Redirect URI schemes refused whatever the configuration says. */
 export const FORBIDDEN_REDIRECT_SCHEMES = ['javascript', 'vbscript', 'data', 'blob', 'file', 'about', 'mailto', 'filesystem', 'view-source', 'ws', 'wss', 'ftp']
 
+/** SERVICE_CLIENT_DOCUMENTS: which Client ID Metadata Documents the authorization server accepts. */
+export const CLIENT_DOCUMENT_POLICIES = ['all', 'listed', 'off'] as const
+export type ClientDocumentPolicy = (typeof CLIENT_DOCUMENT_POLICIES)[number]
+
 /** Profiles `serve` knows (src/conformance/profile.ts). */
 export const PROFILES = ['conformance'] as const
 
@@ -220,6 +227,9 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'browserSessionTtlMs', env: 'SERVICE_BROWSER_SESSION_TTL_MS', flag: '--browser-session-ttl-ms', kind: 'int', default: 43_200_000, min: 1, doc: 'How long a browser sign-in lasts (12 h)' },
   { key: 'accountNoticeTtlMs', env: 'SERVICE_ACCOUNT_NOTICE_TTL_MS', flag: '--account-notice-ttl-ms', kind: 'int', default: 300_000, min: 1, doc: 'How long a key created on /account (and the notice of a change there) waits, in memory only, for the page that shows it once; then it is dropped (5 min)' },
   { key: 'redirectSchemes', env: 'SERVICE_REDIRECT_SCHEMES', flag: '--redirect-schemes', kind: 'list', default: [], doc: 'Private-use redirect URI schemes clients may register, e.g. `cursor,vscode` (none by default)' },
+  { key: 'registration', env: 'SERVICE_REGISTRATION', flag: '--registration', kind: 'bool', default: true, doc: 'Dynamic client registration at `/oauth/register`: `on`, or `off` for a server that accepts Client ID Metadata Documents only (it then leaves `registration_endpoint` out of its metadata); clients registered earlier keep working' },
+  { key: 'clientDocuments', env: 'SERVICE_CLIENT_DOCUMENTS', flag: '--client-documents', kind: 'string', default: 'all', doc: 'Client ID Metadata Documents (an `https` URL as `client_id`): `all` accepts any public host, `listed` only the hosts of SERVICE_CLIENT_DOCUMENT_HOSTS, `off` none (and the metadata stops advertising them)' },
+  { key: 'clientDocumentHosts', env: 'SERVICE_CLIENT_DOCUMENT_HOSTS', flag: '--client-document-hosts', kind: 'list', default: [], doc: 'With SERVICE_CLIENT_DOCUMENTS=listed: the hosts whose metadata documents are accepted, e.g. `claude.ai,vscode.dev`' },
   { key: 'envKey', env: 'SERVICE_ENV_KEY', flag: '--env-key', kind: 'string', default: '', doc: 'Key that encrypts env var values at rest: 32 bytes, base64; when empty, read from (or created in) SERVICE_ENV_KEY_FILE' },
   { key: 'envKeyFile', env: 'SERVICE_ENV_KEY_FILE', flag: '--env-key-file', kind: 'string', default: '', doc: 'File holding that key, created with mode 600 on first start (never for a database that already holds sealed values: a key that does not open them stops the start); default `env.key` beside the database' },
   { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); each `cwd` must be a folder at start; default: `default` runs `scripts/pipelines/example.mjs`' },
@@ -475,6 +485,13 @@ export function loadConfig(options: {
     if (!/^[a-z][a-z0-9+.-]*$/.test(scheme) || ['http', 'https', ...FORBIDDEN_REDIRECT_SCHEMES].includes(scheme)) {
       throw new ConfigError(`SERVICE_REDIRECT_SCHEMES entry ${JSON.stringify(scheme)} is not a private-use scheme name such as cursor or com.example.app (lowercase, no "://")`)
     }
+  }
+  if (!(CLIENT_DOCUMENT_POLICIES as readonly string[]).includes(cfg.clientDocuments)) {
+    throw new ConfigError(`SERVICE_CLIENT_DOCUMENTS must be ${CLIENT_DOCUMENT_POLICIES.join(', ')}, got ${JSON.stringify(cfg.clientDocuments)}`)
+  }
+  // Nothing new could ever sign in through OAuth: docs/decisions/oauth.md says why this stops the start.
+  if (!cfg.registration && cfg.clientDocuments === 'off') {
+    throw new ConfigError('SERVICE_REGISTRATION=off with SERVICE_CLIENT_DOCUMENTS=off leaves OAuth clients no way to identify themselves: turn one of them on (SERVICE_CLIENT_DOCUMENTS=listed with SERVICE_CLIENT_DOCUMENT_HOSTS accepts only the clients you name)')
   }
   if (cfg.headersTimeoutMs > cfg.requestTimeoutMs) {
     throw new ConfigError(`SERVICE_HEADERS_TIMEOUT_MS (${cfg.headersTimeoutMs}) must not exceed SERVICE_REQUEST_TIMEOUT_MS (${cfg.requestTimeoutMs}): the whole request includes its headers`)

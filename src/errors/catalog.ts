@@ -307,6 +307,13 @@ export const catalog = {
     action: 'Fix the field named in error_description',
     oauth: 'invalid_client_metadata',
   },
+  /** SERVICE_REGISTRATION=off. RFC 7591 names no code for a closed endpoint: docs/decisions/oauth.md says why this one. */
+  OAUTH_REGISTRATION_OFF: {
+    status: 403,
+    message: 'Dynamic client registration is turned off on this server',
+    action: 'Identify the client with a Client ID Metadata Document: send the https URL of its document as client_id (the authorization server metadata says client_id_metadata_document_supported)',
+    oauth: 'access_denied',
+  },
   SIGN_IN_REQUIRED: {
     status: 401,
     message: 'Sign in to continue',

@@ -7,6 +7,7 @@ import { fail } from '../errors/service-error.js'
 import type { Clock } from '../lib/clock.js'
 import { newId, randomSecret, sha256Hex } from '../lib/crypto.js'
 import { noSigningKey, type AccessTokenClaims, type Keyring, type Sign } from './keyring.js'
+import type { DocumentClients } from './document-clients.js'
 import { checkVerifier, verifyPkce } from './pkce.js'
 import { resourceAudience } from './resource.js'
 import { narrowScope, normalizeScope } from './scopes.js'
@@ -27,6 +28,8 @@ export interface TokenServiceOptions {
   config: Config
   /** What "now" is for codes, grants and tokens (lib/clock.ts). */
   clock: Clock
+  /** Clients whose client_id is the URL of their metadata document. */
+  documents: DocumentClients
   /** Ends the sessions bound to a revoked credential (`jwt:<jti>`). */
   onRevoked(credential: string): void
   /** Reuse of a code or refresh token is an attack signal: the operator hears about it. */
@@ -45,7 +48,12 @@ export class TokenService {
     this.#o = options
   }
 
+  /**
+   * The client a token or revocation request names: a registered one, or one identified by its metadata document, whose
+   * document is resolved again on every use (document-clients.ts).
+   */
   async client(clientId: string): Promise<OAuthClient> {
+    if (this.#o.documents.isDocumentUrl(clientId)) return this.#o.documents.forToken(clientId)
     const client = await this.#o.repos.oauthClients.byId(clientId)
     if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id' })
     return client

@@ -27,7 +27,7 @@ const discoveryPlugin: FastifyPluginAsync = async (fastify) => {
       issuer: base,
       authorization_endpoint: `${base}/oauth/authorize`,
       token_endpoint: `${base}/oauth/token`,
-      registration_endpoint: `${base}/oauth/register`,
+      ...(config.registration ? { registration_endpoint: `${base}/oauth/register` } : {}),
       revocation_endpoint: `${base}/oauth/revoke`,
       jwks_uri: `${base}${JWKS_PATH}`,
       response_types_supported: ['code'],
@@ -41,6 +41,8 @@ const discoveryPlugin: FastifyPluginAsync = async (fastify) => {
       revocation_endpoint_auth_methods_supported: ['none'],
       scopes_supported: [...SCOPES],
       authorization_response_iss_parameter_supported: true,
+      // Clients read this flag (true, never the string) to send their document's URL as client_id instead of registering.
+      ...(config.clientDocuments !== 'off' ? { client_id_metadata_document_supported: true } : {}),
     }, 3600)
   })
 

@@ -43,6 +43,13 @@ export interface ConsentPageData {
   csrf: string
   clientName: string
   clientId: string
+  /**
+   * For a client identified by its metadata document: the document's host, its verified identity, shown as the
+   * application (its name is only what it says of itself).
+   */
+  clientHost?: string
+  /** With clientHost: the redirect goes to a loopback address, where any program on the computer could listen. */
+  loopbackRedirect?: boolean
   redirectHost: string
   scopes: ConsentScope[]
   organizations: ConsentOrganization[]
@@ -109,6 +116,8 @@ export interface AccountKey {
 export interface AccountClient {
   clientId: string
   clientName: string
+  /** A client identified by its metadata document: the document's host, shown as the application. */
+  clientHost?: string
   organizationName: string
   scopes: string
   authorizedAt: number
@@ -231,8 +240,10 @@ ${first.notice !== undefined && html`<div class="${grantable(first) ? 'notice' :
 <legend>Organization</legend>
 ${p.organizations.map((o) => organizationChoice(o, o === chosen))}</fieldset>`
   }
+  const shown = p.clientHost ?? p.clientName
   // Deny comes first in the form so an implicit submission (Enter) is the harmless choice.
-  const body = html`<h1>Authorize ${p.clientName}</h1>
+  const body = html`<h1>Authorize ${shown}</h1>
+${p.clientHost !== undefined && documentClientIdentity(p.clientHost, p.clientName, p.loopbackRedirect === true)}
 <p>The application at</p>
 <p class="host mono" id="redirect-host">${p.redirectHost}</p>
 <p>wants to access your account on <strong class="mono" id="server-host">${p.server}</strong> as <strong>${p.userEmail}</strong>. Continue only if you recognise the application's address: you will be sent back to it.</p>
@@ -249,7 +260,18 @@ ${firstGrantable !== undefined && html`<button type="submit" name="decision" val
 </div>
 </form>
 <p class="small muted">Client ID: <span class="mono">${p.clientId}</span></p>`
-  return layout({ title: `Authorize ${p.clientName}`, body })
+  return layout({ title: `Authorize ${shown}`, body })
+}
+
+/**
+ * Who a metadata-document client is: its host was checked (the document is served there), its name is its own claim.
+ * Its redirect to a loopback address gets a warning (MCP 2025-11-25, "Localhost Redirect URI Risks"): any program on
+ * the computer can present a well-known client's document and listen there.
+ */
+function documentClientIdentity(host: string, name: string, loopback: boolean): SafeHtml {
+  return html`<p id="client-identity">This application is identified by its client document at <strong class="mono">${host}</strong>${name !== host && html`; it calls itself <strong>${name}</strong> (a name it gives itself, not checked by this server)`}.</p>
+${loopback && html`<div class="notice" role="status" id="loopback-notice">You will be sent back to a program on this computer. Any program here can claim to be ${host}: continue only if you started connecting from that application just now.</div>
+`}`
 }
 
 /**
@@ -327,7 +349,7 @@ function keyRow(k: AccountKey, now: number): SafeHtml {
 
 function clientRow(c: AccountClient): SafeHtml {
   return html`<tr data-client-id="${c.clientId}">
-<td data-label="Application">${c.clientName}<br><span class="mono muted">${c.clientId}</span></td>
+<td data-label="Application">${c.clientHost !== undefined ? html`${c.clientHost} <span class="small muted">(client document; calls itself ${c.clientName})</span>` : c.clientName}<br><span class="mono muted">${c.clientId}</span></td>
 <td data-label="Organization">${c.organizationName}</td>
 <td data-label="Scopes" class="mono wrap">${c.scopes}</td>
 <td data-label="Authorized">${formatDate(c.authorizedAt)}</td>

@@ -165,6 +165,21 @@ t.test('invalid values name the variable and the value', async (t) => {
   }
 })
 
+t.test('client identification: registration on or off, the metadata-document policy, never both off', async (t) => {
+  const d = loadConfig({ env: {} })
+  t.equal(d.registration, true, 'registration on by default')
+  t.equal(d.clientDocuments, 'all', 'documents from any host by default')
+  t.strictSame(d.clientDocumentHosts, [])
+  const listed = loadConfig({ env: { SERVICE_REGISTRATION: 'off', SERVICE_CLIENT_DOCUMENTS: 'listed', SERVICE_CLIENT_DOCUMENT_HOSTS: 'claude.ai, vscode.dev' } })
+  t.equal(listed.registration, false, 'SERVICE_REGISTRATION=off')
+  t.equal(listed.clientDocuments, 'listed')
+  t.strictSame(listed.clientDocumentHosts, ['claude.ai', 'vscode.dev'])
+  t.equal(loadConfig({ env: {}, argv: ['--client-documents', 'off'] }).clientDocuments, 'off', 'the flag')
+  t.match(configError(t, () => loadConfig({ env: { SERVICE_CLIENT_DOCUMENTS: 'some' } })).message, /SERVICE_CLIENT_DOCUMENTS must be all, listed, off, got "some"/)
+  const both = configError(t, () => loadConfig({ env: { SERVICE_REGISTRATION: 'off', SERVICE_CLIENT_DOCUMENTS: 'off' } }))
+  t.match(both.message, /SERVICE_REGISTRATION=off with SERVICE_CLIENT_DOCUMENTS=off leaves OAuth clients no way to identify themselves: turn one of them on/)
+})
+
 t.test('flags', async (t) => {
   t.test('override the environment, both spellings', async (t) => {
     t.equal(loadConfig({ env: { SERVICE_PORT: '5000' }, argv: ['--port', '4000'] }).port, 4000)

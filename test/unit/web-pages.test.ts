@@ -110,10 +110,13 @@ function allPages(): Record<string, string> {
       ]),
     ),
     consentNone: consentPage(consentData([])),
+    // A client identified by its metadata document: its host and its claimed name both come from outside.
+    consentDocument: consentPage({ ...consentData([{ membershipId: 'm1', name: 'Acme', slug: 'acme', role: 'owner' }]), clientHost: EVIL, loopbackRedirect: true }),
     error: errorPage({ title: EVIL, message: EVIL, next: EVIL, detail: EVIL, link: { href: EVIL, label: EVIL } }),
     confirm: confirmPage({ question: EVIL, consequence: EVIL, action: '/account/keys/k/revoke', csrf: 'c', confirmLabel: EVIL, cancelHref: '/account' }),
     account: accountPage(accountData({ newKey: { name: EVIL, key: 'service_mcp_' + 'K'.repeat(43) }, notice: EVIL })),
     accountEmpty: accountPage(accountData({ keys: [], clients: [], memberships: [] })),
+    accountDocumentClient: accountPage(accountData({ clients: [{ clientId: 'https://a.example/c"1', clientName: EVIL, clientHost: EVIL, organizationName: 'Acme', scopes: 'mcp:read', authorizedAt: NOW, lastUsedAt: null }] })),
     landing: landingPage({ server: EVIL, mcpUrl: EVIL }),
   }
 }
@@ -216,6 +219,20 @@ t.test('sign-in page', async (t) => {
   t.notMatch(again, EVIL)
   t.match(again, /id="password"[^>]*autofocus/, 'a kept email moves the focus to the password')
   t.notMatch(again, /id="email"[^>]*autofocus/)
+})
+
+t.test('consent page of a client identified by its metadata document', async (t) => {
+  const data = consentData([{ membershipId: 'm1', name: 'Acme', slug: 'acme', role: 'owner' }])
+  const page = consentPage({ ...data, clientName: 'Claude', clientHost: 'claude.ai', loopbackRedirect: true })
+  t.match(page, '<h1>Authorize claude.ai</h1>', 'the host is the heading')
+  t.match(page, '<title>Authorize claude.ai</title>')
+  t.match(page, 'it calls itself <strong>Claude</strong> (a name it gives itself, not checked by this server)')
+  t.match(page, 'id="loopback-notice"')
+  const https = consentPage({ ...data, clientName: 'claude.ai', clientHost: 'claude.ai', loopbackRedirect: false })
+  t.notMatch(https, 'calls itself', 'a document without a name of its own: nothing to mark as a claim')
+  t.notMatch(https, 'loopback-notice')
+  const evil = consentPage({ ...data, clientHost: EVIL, loopbackRedirect: true })
+  t.notMatch(evil, EVIL, 'host and name are escaped')
 })
 
 t.test('consent page', async (t) => {

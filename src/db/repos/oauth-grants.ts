@@ -3,7 +3,7 @@ import type { Store } from '../store.js'
 import { auditRepo, CREDENTIAL_AUDIT_ACTIONS, credentialAuditEntry, type CredentialActor } from './audit.js'
 import type { CredentialChanges } from './credential-changes.js'
 import { accessTokenStateQuery } from './queries.js'
-import type { AccessTokenState, OAuthGrant, RefreshToken, Activity } from '../types.js'
+import type { AccessTokenState, OAuthClient, OAuthGrant, RefreshToken, Activity } from '../types.js'
 
 // The row types live in db/types.ts, free of Drizzle types (the public declarations reach them).
 export type { AccessTokenState, OAuthGrant, RefreshToken }
@@ -11,6 +11,8 @@ export type { AccessTokenState, OAuthGrant, RefreshToken }
 export interface AuthorizedClient {
   clientId: string
   clientName: string
+  /** How the client identifies itself: registered, or by its metadata document (whose host the pages show). */
+  clientSource: OAuthClient['source']
   organizationName: string
   scopes: string
   authorizedAt: number
@@ -154,6 +156,7 @@ export function oauthGrantsRepo(store: Store, changes: CredentialChanges) {
       const rows = await db.select({
         clientId: oauthGrants.clientId,
         clientName: oauthClients.name,
+        clientSource: oauthClients.source,
         organizationName: organizations.name,
         scopes: oauthGrants.scope,
         authorizedAt: oauthGrants.createdAt,

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
 import { fail } from '../../errors/service-error.js'
 import type { CredentialActor } from '../../db/repos/audit.js'
+import { documentHost } from '../../oauth/document-clients.js'
 import { accountPage, confirmPage, serverLabel, signInPage, type ConfirmPageData } from '../../web/pages.js'
 import type { BrowserState } from './browser.js'
 import { signInChoices } from './single-sign-on.js'
@@ -69,7 +70,10 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
       userEmail: user.email,
       memberships: memberships.map((m) => ({ membershipId: m.id, organizationName: m.organizationName, organizationSlug: m.organizationSlug, role: m.role })),
       keys: keys.map((k) => ({ id: k.id, name: k.name, displayPrefix: k.displayPrefix, scopes: k.scopes, organizationName: k.organizationName, createdAt: k.createdAt, lastUsedAt: k.lastUsedAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt })),
-      clients,
+      clients: clients.map(({ clientSource, ...c }) => {
+        const host = documentHost({ id: c.clientId, source: clientSource })
+        return host !== undefined ? { ...c, clientHost: host } : c
+      }),
       now,
       ...extra,
     }))
@@ -230,7 +234,9 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     const rows = (await repos.oauthGrants.authorizedClients(userId, clock.now())).filter((c) => c.clientId === clientId)
     const first = rows[0]
     if (!first) throw fail('NOT_FOUND', { message: 'No such authorized application in your account' })
-    return { clientId, clientName: first.clientName, organizations: rows.map((r) => r.organizationName) }
+    // A document client is named by its host, the part of its identity that was checked.
+    const shown = documentHost({ id: clientId, source: first.clientSource }) ?? first.clientName
+    return { clientId, clientName: shown, organizations: rows.map((r) => r.organizationName) }
   }
 
   function clientQuestion(request: FastifyRequest, reply: FastifyReply, client: Awaited<ReturnType<typeof authorizedClient>>) {

@@ -64,6 +64,9 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
   const { tokens, assertions } = opts
   // Only registration is limited here (contract: 10 per hour per IP); the token endpoint has no limiter of its own.
   const registrations = windowHook(fastify.limits, oauthRegister(config), (request) => request.ip)
+  const registrationOpen = async () => {
+    if (!config.registration) throw fail('OAUTH_REGISTRATION_OFF')
+  }
 
   fastify.setErrorHandler((err, request, reply) => {
     const e = fromFastifyError(err as Error)
@@ -91,7 +94,9 @@ export async function oauthApiRoutes(fastify: FastifyInstance, opts: { tokens: T
 
   fastify.post('/oauth/register', {
     bodyLimit: REGISTRATION_BODY_LIMIT,
-    onRequest: registrations,
+    // SERVICE_REGISTRATION=off: the endpoint stays, so a client that tries it anyway learns what to do instead; the
+    // refusal comes before the limiter, whose window it would otherwise use up (and then answer 429 instead).
+    onRequest: [registrationOpen, registrations],
   }, async (request, reply) => {
     openCors(reply)
     noStore(reply)

@@ -5,6 +5,8 @@ import { accessTokenVerifier } from '../../oauth/access-token-verifier.js'
 import { UpstreamProvider } from '../../identity/upstream.js'
 import { AssertionGrant } from '../../oauth/assertion-grant.js'
 import { IdJagVerifier, remoteIssuerKeys } from '../../oauth/id-jag.js'
+import { clientDocumentResolver, type ClientDocumentResolver } from '../../oauth/client-documents/index.js'
+import { DocumentClients } from '../../oauth/document-clients.js'
 import { Keyring } from '../../oauth/keyring.js'
 import { TokenService } from '../../oauth/token-service.js'
 import { PLUGIN } from '../names.js'
@@ -18,16 +20,24 @@ const FORM_BODY_LIMIT = 16 * 1024
 
 declare module 'fastify' {
   interface FastifyInstance {
-    oauth: { keyring: Keyring; tokens: TokenService }
+    oauth: { keyring: Keyring; tokens: TokenService; documents: DocumentClients }
   }
+}
+
+export interface OAuthPluginOptions {
+  /** Resolves Client ID Metadata Documents; default the safe fetcher of oauth/client-documents (tests hand in a double). */
+  clientDocuments?: ClientDocumentResolver
 }
 
 /**
  * The authorization server: registration, the browser flow (sign-in, consent), the token and revocation endpoints and
  * the account page; and, on /mcp, the verifier for the access tokens it issues.
  */
-const oauthPlugin: FastifyPluginAsync = async (fastify) => {
+const oauthPlugin: FastifyPluginAsync<OAuthPluginOptions> = async (fastify, opts) => {
   const { config, repos, auth, clock } = fastify
+  // The one place the document resolver is built: the safe fetcher (its address checks, cache and policy), unless given.
+  const resolver = opts.clientDocuments ?? clientDocumentResolver({ config, clock, limits: fastify.limits, log: fastify.log })
+  const documents = new DocumentClients({ resolver, repos, clock, log: fastify.log })
   const keyring = new Keyring(repos, { issuer: () => config.baseUrl, audience: () => config.baseUrl, accessTokenTtlMs: config.accessTokenTtlMs, clock })
   await keyring.ensureKey()
   const tokens = new TokenService({
@@ -35,6 +45,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
     keyring,
     config,
     clock,
+    documents,
     onRevoked: (credential) => auth.revoked(credential),
     onReuse: (event) => fastify.log.warn(event, 'OAuth credential reuse detected: the grant is revoked'),
   })
@@ -56,7 +67,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
     }),
   })
   auth.addVerifier(accessTokenVerifier(repos, keyring, (credential) => auth.revoked(credential)))
-  fastify.decorate('oauth', { keyring, tokens })
+  fastify.decorate('oauth', { keyring, tokens, documents })
 
   const browser = new BrowserState(config, repos, fastify.limits.signIn, clock)
   // Upstream OpenID Connect providers: only their discovery and keys are kept here, fetched at first use.
@@ -66,7 +77,7 @@ const oauthPlugin: FastifyPluginAsync = async (fastify) => {
   await fastify.register(async (routes) => {
     await routes.register(formbody, { bodyLimit: FORM_BODY_LIMIT })
     await routes.register(oauthApiRoutes, { tokens, ...(assertions ? { assertions } : {}) })
-    await routes.register(authorizationPages, { browser })
+    await routes.register(authorizationPages, { browser, documents })
     await routes.register(accountPages, { browser })
     await routes.register(singleSignOnRoutes, { browser, providers })
   })

@@ -10,9 +10,11 @@ import { randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { clientAddressKey } from '../../limits/client-address.js'
 import { oauthAuthorize, pendingAuthorizationsRefusal } from '../../limits/named.js'
 import { windowHook } from '../../limits/store.js'
+import type { ClientDocument } from '../../oauth/client-documents/index.js'
+import { documentHost, type DocumentClients } from '../../oauth/document-clients.js'
 import { checkChallenge } from '../../oauth/pkce.js'
 import { preferredMembership } from '../../oauth/preferred-organization.js'
-import { redirectUriMatches } from '../../oauth/redirect-uri.js'
+import { isLoopbackRedirect, redirectUriMatches } from '../../oauth/redirect-uri.js'
 import { resourceAudience } from '../../oauth/resource.js'
 import { narrowingNotice, narrowScope, normalizeScope, SCOPE_DESCRIPTIONS } from '../../oauth/scopes.js'
 import { consentPage, errorPage, serverLabel, signInPage } from '../../web/pages.js'
@@ -44,6 +46,15 @@ interface Unusable {
   clientName?: string
 }
 
+/** The client of an authorization request, registered or identified by its metadata document. */
+interface RequestClient {
+  id: string
+  redirectUris: readonly string[]
+  scope: string
+  /** A document client's document: its row is saved from it when the request is parked. */
+  document?: ClientDocument
+}
+
 /** What a checked /oauth/authorize request asks for, ready to be parked. */
 interface AuthorizeParams {
   scope: string
@@ -67,9 +78,9 @@ const PAGE_METHODS: ReadonlyArray<[path: string, allow: string]> = [
  * The browser side of the code flow: GET /oauth/authorize checks the request and parks it server-side, then the
  * interaction pages sign the user in and ask for consent; the decision redirects (303) to the client.
  */
-export async function authorizationPages(fastify: FastifyInstance, opts: { browser: BrowserState }): Promise<void> {
+export async function authorizationPages(fastify: FastifyInstance, opts: { browser: BrowserState; documents: DocumentClients }): Promise<void> {
   const { config, repos, clock } = fastify
-  const { browser } = opts
+  const { browser, documents } = opts
   answerErrorsWithPages(fastify)
 
   // GET /oauth/authorize per client address.
@@ -98,7 +109,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
   }, async (request, reply) => {
     const query = request.query as Record<string, unknown>
     // Client and redirect problems are shown here and never redirected: the redirect target is not trusted yet.
-    let client: OAuthClient
+    let client: RequestClient
     let redirectUri: string
     try {
       ({ client, redirectUri } = await checkClient(query))
@@ -116,7 +127,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     const state = typeof stateValue === 'string' && stateValue !== '' && stateValue.length <= MAX_STATE ? stateValue : undefined
     let params: AuthorizeParams
     try {
-      params = checkRequest(query, client)
+      params = checkRequest(query, client.scope)
     } catch (err) {
       if (!isServiceError(err)) throw err
       return redirectError(reply, redirectUri, state, err)
@@ -124,8 +135,10 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     // Over the bound this is a page (429), not a redirect: the client did nothing wrong, this address has too many.
     const clientAddress = sha256Hex(clientAddressKey(request.ip))
     // The count and the insert in one transaction: no other request from the address gets in between.
-    const requestId = await repos.transaction(async (tx) => {
+    const { requestId, change } = await repos.transaction(async (tx) => {
       await refuseOverPendingBound(tx, request, clientAddress)
+      // A document client's row is saved with its first request: the request, code and grant refer to it.
+      const saved = client.document ? await documents.save(tx, client.document) : undefined
       const browserId = browser.browserId(request, reply)
       const requestId = randomSecret(32)
       const now = clock.now()
@@ -142,27 +155,42 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
         createdAt: now,
         expiresAt: now + config.authRequestTtlMs,
       })
-      return requestId
+      return { requestId, change: saved?.change }
     })
+    if (client.document && change) documents.announce(change, client.document, request.log)
     return seeOther(reply, `/oauth/interaction/${requestId}`)
   })
 
-  /** The registered client and the exact redirect URI it registered; errors here are shown, never redirected. */
-  async function checkClient(query: Record<string, unknown>): Promise<{ client: OAuthClient; redirectUri: string }> {
+  /**
+   * The client (registered, or by its metadata document) and the exact redirect URI it registered or its document
+   * lists; errors here are shown, never redirected.
+   */
+  async function checkClient(query: Record<string, unknown>): Promise<{ client: RequestClient; redirectUri: string }> {
     const clientId = single(query, 'client_id')
     if (clientId === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'client_id is required' })
-    const client = await repos.oauthClients.byId(clientId)
-    if (!client) throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id: register the client first' })
+    const client = documents.isDocumentUrl(clientId) ? documentClient(await documents.document(clientId)) : await registeredClient(clientId)
     const redirectUri = single(query, 'redirect_uri')
     if (redirectUri === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is required' })
     if (!redirectUriMatches(client.redirectUris, redirectUri)) {
-      throw fail('OAUTH_INVALID_REQUEST', { message: 'redirect_uri is not one of the addresses registered for this client (the exact form counts: localhost and 127.0.0.1 differ)' })
+      const where = client.document ? 'listed in the redirect_uris of the client metadata document' : 'registered for this client'
+      throw fail('OAUTH_INVALID_REQUEST', { message: `redirect_uri is not one of the addresses ${where} (the exact form counts: localhost and 127.0.0.1 differ)` })
     }
     return { client, redirectUri }
   }
 
+  async function registeredClient(clientId: string): Promise<RequestClient> {
+    const client = await repos.oauthClients.byId(clientId)
+    // A document client's row is not a registration: its id is a URL, which the branch above has taken.
+    if (!client || client.source !== 'registration') throw fail('OAUTH_INVALID_CLIENT', { message: 'Unknown client_id: register the client first' })
+    return client
+  }
+
+  function documentClient(document: ClientDocument): RequestClient {
+    return { id: document.clientId, redirectUris: document.redirectUris, scope: document.scope, document }
+  }
+
   /** Every other parameter of the contract; errors here go back to the client's redirect URI. */
-  function checkRequest(query: Record<string, unknown>, client: OAuthClient): AuthorizeParams {
+  function checkRequest(query: Record<string, unknown>, clientScope: string): AuthorizeParams {
     const stateValue = query.state
     if (Array.isArray(stateValue)) throw fail('OAUTH_INVALID_REQUEST', { message: 'state is repeated' })
     for (const name of ['response_type', 'scope', 'code_challenge', 'code_challenge_method']) single(query, name)
@@ -174,11 +202,11 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     if (stateValue.length > MAX_STATE) throw fail('OAUTH_INVALID_REQUEST', { message: `state must be at most ${MAX_STATE} characters` })
     // No scope asks for the client's registered scope: the pre-defined default of RFC 6749 §3.3
     // (docs/decisions/oauth.md). The consent page still shows exactly what is granted.
-    const scopeParam = single(query, 'scope') ?? client.scope
+    const scopeParam = single(query, 'scope') ?? clientScope
     const scope = normalizeScope(scopeParam)
     if (scope === null) throw fail('OAUTH_INVALID_SCOPE', { message: `Unknown scope; the scopes are ${SCOPES.join(' and ')}` })
-    const registered = new Set(client.scope.split(' '))
-    if (scope.split(' ').some((s) => !registered.has(s))) throw fail('OAUTH_INVALID_SCOPE', { message: `The client registered only ${client.scope}` })
+    const registered = new Set(clientScope.split(' '))
+    if (scope.split(' ').some((s) => !registered.has(s))) throw fail('OAUTH_INVALID_SCOPE', { message: `The client registered only ${clientScope}` })
     const challenge = single(query, 'code_challenge')
     if (challenge === undefined) throw fail('OAUTH_INVALID_REQUEST', { message: 'code_challenge is required: PKCE with S256' })
     const challengeProblem = checkChallenge(challenge)
@@ -219,8 +247,8 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
     if (!browserId || sha256Hex(browserId) !== row.browserBinding) return { unusable: 'elsewhere' }
     const client = await repos.oauthClients.byId(row.clientId)
     if (!client) return { unusable: 'expired' }
-    if (row.consumedAt !== null) return { unusable: 'used', clientName: client.name }
-    if (row.expiresAt <= clock.now()) return { unusable: 'expired', clientName: client.name }
+    if (row.consumedAt !== null) return { unusable: 'used', clientName: shownName(client) }
+    if (row.expiresAt <= clock.now()) return { unusable: 'expired', clientName: shownName(client) }
     return { id, row, client, browserId }
   }
 
@@ -246,11 +274,14 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       memberships.map((m, i) => ({ id: m.id, createdAt: m.createdAt, grantable: organizations[i]!.grantable })),
       await repos.oauthGrants.lastChosenMembership(user.id, p.client.id),
     )
+    const host = documentHost(p.client)
     return sendPage(reply, status, consentPage({
       action: `/oauth/interaction/${p.id}/consent`,
       csrf: browser.csrfToken(p.browserId, p.id),
       clientName: p.client.name,
       clientId: p.client.id,
+      // A document client is who its host says; a loopback redirect is where any local program can listen.
+      ...(host !== undefined ? { clientHost: host, loopbackRedirect: isLoopbackRedirect(p.row.redirectUri) } : {}),
       redirectHost: redirectHost(p.row.redirectUri),
       scopes: p.row.scope.split(' ').map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name as keyof typeof SCOPE_DESCRIPTIONS] ?? name })),
       organizations,
@@ -265,7 +296,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       action: `/oauth/interaction/${p.id}/signin`,
       csrf: browser.csrfToken(p.browserId, p.id),
       server: serverLabel(config.baseUrl),
-      clientName: p.client.name,
+      clientName: shownName(p.client),
       ...signInChoices(config, p.id),
       ...extra,
     }))
@@ -314,7 +345,7 @@ export async function authorizationPages(fastify: FastifyInstance, opts: { brows
       }
     }
     // Single use: a second submission (double click, back button) cannot mint a second code.
-    if (!(await repos.authorizations.consumeRequest(p.row.id, clock.now()))) return unusablePage(request, reply, { unusable: 'used', clientName: p.client.name })
+    if (!(await repos.authorizations.consumeRequest(p.row.id, clock.now()))) return unusablePage(request, reply, { unusable: 'used', clientName: shownName(p.client) })
     if (decision === 'deny' || !membership) {
       request.log.info({ client: p.client.id }, 'authorization denied')
       return redirectError(reply, p.row.redirectUri, p.row.state, new ServiceError('OAUTH_ACCESS_DENIED', { message: 'The user denied access' }))
@@ -357,6 +388,11 @@ function single(query: Record<string, unknown>, name: string): string | undefine
   const v = query[name]
   if (Array.isArray(v)) throw fail('OAUTH_INVALID_REQUEST', { message: `${name} is repeated` })
   return typeof v === 'string' && v !== '' ? v : undefined
+}
+
+/** How the pages name a client in passing: a document client by its host (verified), a registered one by its name. */
+function shownName(client: OAuthClient): string {
+  return documentHost(client) ?? client.name
 }
 
 /** What the consent page names as the destination: the host, or the scheme of a private-use URI. */
