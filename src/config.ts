@@ -100,7 +100,22 @@ interface RawConfig {
   authorizeRateLimit: number
   authorizeRateLimitWindowMs: number
   pendingAuthorizationsPerAddress: number
+  clientDocuments: ClientDocumentPolicy
+  clientDocumentHosts: string[]
+  clientDocumentsUnsafeLoopbackHosts: string[]
+  clientDocumentTimeoutMs: number
+  clientDocumentMaxBytes: number
+  clientDocumentCacheEntries: number
+  clientDocumentCacheMinMs: number
+  clientDocumentCacheMaxMs: number
+  clientDocumentFailureCacheMs: number
+  clientDocumentFetchLimit: number
+  clientDocumentFetchLimitWindowMs: number
 }
+
+/** SERVICE_CLIENT_DOCUMENTS: which client metadata documents (https client_id URLs) the server fetches. */
+export const CLIENT_DOCUMENT_POLICIES = ['all', 'listed', 'off'] as const
+export type ClientDocumentPolicy = (typeof CLIENT_DOCUMENT_POLICIES)[number]
 
 /** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
 export interface PipelineConfig {
@@ -242,6 +257,17 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'authorizeRateLimit', env: 'SERVICE_AUTHORIZE_RATE_LIMIT', flag: '--authorize-rate-limit', kind: 'int', default: 60, min: 1, doc: '`GET /oauth/authorize` requests per window per IP' },
   { key: 'authorizeRateLimitWindowMs', env: 'SERVICE_AUTHORIZE_RATE_LIMIT_WINDOW_MS', flag: '--authorize-rate-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the `/oauth/authorize` limit (1 min)' },
   { key: 'pendingAuthorizationsPerAddress', env: 'SERVICE_PENDING_AUTHORIZATIONS_PER_ADDRESS', flag: '--pending-authorizations-per-address', kind: 'int', default: 20, min: 1, doc: 'Authorizations started from one IP and not yet answered or expired (further ones are refused until some end)' },
+  { key: 'clientDocuments', env: 'SERVICE_CLIENT_DOCUMENTS', flag: '--client-documents', kind: 'string', default: 'all', doc: 'Client metadata documents (an `https` URL as `client_id`): `all` fetches any public host\'s, `listed` only those of SERVICE_CLIENT_DOCUMENT_HOSTS, `off` none' },
+  { key: 'clientDocumentHosts', env: 'SERVICE_CLIENT_DOCUMENT_HOSTS', flag: '--client-document-hosts', kind: 'list', default: [], doc: 'With SERVICE_CLIENT_DOCUMENTS=listed: the hosts whose documents are fetched, exactly as in the URL (lowercase, `:port` when not 443), e.g. `vscode.dev,claude.ai`' },
+  { key: 'clientDocumentsUnsafeLoopbackHosts', env: 'SERVICE_CLIENT_DOCUMENTS_UNSAFE_LOOPBACK_HOSTS', flag: '--client-documents-unsafe-loopback-hosts', kind: 'list', default: [], doc: 'UNSAFE, for tests only: host names (e.g. `localhost`) whose documents may be fetched from a loopback address (and only from one); logged as a warning at start' },
+  { key: 'clientDocumentTimeoutMs', env: 'SERVICE_CLIENT_DOCUMENT_TIMEOUT_MS', flag: '--client-document-timeout-ms', kind: 'int', default: 2_500, min: 1, doc: 'A client metadata document must be fetched whole (name lookup, connection, headers and body) within this time (2.5 s)' },
+  { key: 'clientDocumentMaxBytes', env: 'SERVICE_CLIENT_DOCUMENT_MAX_BYTES', flag: '--client-document-max-bytes', kind: 'int', default: 5_120, min: 256, max: 1_048_576, doc: 'Largest client metadata document accepted, counted while it arrives (5 KiB)' },
+  { key: 'clientDocumentCacheEntries', env: 'SERVICE_CLIENT_DOCUMENT_CACHE_ENTRIES', flag: '--client-document-cache-entries', kind: 'int', default: 1_000, min: 1, doc: 'Client metadata documents (and failed fetches) kept in memory; the least recently used is dropped first' },
+  { key: 'clientDocumentCacheMinMs', env: 'SERVICE_CLIENT_DOCUMENT_CACHE_MIN_MS', flag: '--client-document-cache-min-ms', kind: 'int', default: 300_000, min: 0, doc: 'Shortest time a fetched document is reused, whatever its Cache-Control says (5 min)' },
+  { key: 'clientDocumentCacheMaxMs', env: 'SERVICE_CLIENT_DOCUMENT_CACHE_MAX_MS', flag: '--client-document-cache-max-ms', kind: 'int', default: 86_400_000, min: 0, doc: 'Longest time a fetched document is reused before it is fetched again (24 h)' },
+  { key: 'clientDocumentFailureCacheMs', env: 'SERVICE_CLIENT_DOCUMENT_FAILURE_CACHE_MS', flag: '--client-document-failure-cache-ms', kind: 'int', default: 30_000, min: 0, doc: 'How long a failed fetch or a refused document is answered from memory before the URL is fetched again (30 s)' },
+  { key: 'clientDocumentFetchLimit', env: 'SERVICE_CLIENT_DOCUMENT_FETCH_LIMIT', flag: '--client-document-fetch-limit', kind: 'int', default: 20, min: 1, doc: 'Client metadata document fetches per window per host (cached answers do not count)' },
+  { key: 'clientDocumentFetchLimitWindowMs', env: 'SERVICE_CLIENT_DOCUMENT_FETCH_LIMIT_WINDOW_MS', flag: '--client-document-fetch-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the client metadata document fetch limit (1 min)' },
 ]
 
 export interface Config extends RawConfig {
@@ -437,6 +463,7 @@ export function loadConfig(options: {
       throw new ConfigError(`SERVICE_REDIRECT_SCHEMES entry ${JSON.stringify(scheme)} is not a private-use scheme name such as cursor or com.example.app (lowercase, no "://")`)
     }
   }
+  checkClientDocumentSettings(cfg)
   if (cfg.headersTimeoutMs > cfg.requestTimeoutMs) {
     throw new ConfigError(`SERVICE_HEADERS_TIMEOUT_MS (${cfg.headersTimeoutMs}) must not exceed SERVICE_REQUEST_TIMEOUT_MS (${cfg.requestTimeoutMs}): the whole request includes its headers`)
   }
@@ -479,6 +506,42 @@ export function loadConfig(options: {
   const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host
   if (!cfg.baseUrl) cfg.baseUrl = `http://${hostForUrl}:${cfg.port}`
   return { ...cfg, baseOrigin: new URL(cfg.baseUrl).origin }
+}
+
+/**
+ * The client metadata document settings (docs/decisions/client-metadata-documents.md): a known policy, a host list
+ * that `listed` cannot do without, and host names in the one form a URL's host is compared in.
+ */
+function checkClientDocumentSettings(cfg: RawConfig): void {
+  if (!(CLIENT_DOCUMENT_POLICIES as readonly string[]).includes(cfg.clientDocuments)) {
+    throw new ConfigError(`SERVICE_CLIENT_DOCUMENTS must be ${CLIENT_DOCUMENT_POLICIES.join(', ')}, got ${JSON.stringify(cfg.clientDocuments)}`)
+  }
+  if (cfg.clientDocuments === 'listed' && cfg.clientDocumentHosts.length === 0) {
+    throw new ConfigError('SERVICE_CLIENT_DOCUMENTS=listed fetches the documents of the hosts in SERVICE_CLIENT_DOCUMENT_HOSTS, which is empty: name the hosts (e.g. vscode.dev), or choose all or off')
+  }
+  for (const host of cfg.clientDocumentHosts) {
+    if (urlPart(host, 'host') !== host) {
+      throw new ConfigError(`SERVICE_CLIENT_DOCUMENT_HOSTS entry ${JSON.stringify(host)} is not a host as a URL shows it: lowercase, no scheme or path, :port only when not 443 (e.g. vscode.dev or docs.example.com:8443)`)
+    }
+  }
+  for (const name of cfg.clientDocumentsUnsafeLoopbackHosts) {
+    if (urlPart(name, 'hostname') !== name) {
+      throw new ConfigError(`SERVICE_CLIENT_DOCUMENTS_UNSAFE_LOOPBACK_HOSTS entry ${JSON.stringify(name)} is not a host name as a URL shows it: lowercase, no scheme, port or path (e.g. localhost)`)
+    }
+  }
+  if (cfg.clientDocumentCacheMinMs > cfg.clientDocumentCacheMaxMs) {
+    throw new ConfigError(`SERVICE_CLIENT_DOCUMENT_CACHE_MIN_MS (${cfg.clientDocumentCacheMinMs}) must not exceed SERVICE_CLIENT_DOCUMENT_CACHE_MAX_MS (${cfg.clientDocumentCacheMaxMs})`)
+  }
+}
+
+/** The host (with a port other than 443) or host name of `https://<value>/`, or null when that is no URL. */
+function urlPart(value: string, part: 'host' | 'hostname'): string | null {
+  if (/[/?#@\\\s]/.test(value)) return null
+  try {
+    return new URL(`https://${value}/`)[part]
+  } catch {
+    return null
+  }
 }
 
 /** Loopback only: 127.0.0.0/8, ::1 or localhost (a default base address `http://{host}:{port}` works only for these). */
