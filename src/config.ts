@@ -67,8 +67,6 @@ interface RawConfig {
   accountNoticeTtlMs: number
   redirectSchemes: string[]
   registration: boolean
-  clientDocuments: ClientDocumentPolicy
-  clientDocumentHosts: string[]
   envKey: string
   envKeyFile: string
   pipelines: Record<string, PipelineConfig>
@@ -117,7 +115,22 @@ interface RawConfig {
   jwksTimeoutMs: number
   jwksCooldownMs: number
   jwksCacheMs: number
+  clientDocuments: ClientDocumentPolicy
+  clientDocumentHosts: string[]
+  clientDocumentsUnsafeLoopbackHosts: string[]
+  clientDocumentTimeoutMs: number
+  clientDocumentMaxBytes: number
+  clientDocumentCacheEntries: number
+  clientDocumentCacheMinMs: number
+  clientDocumentCacheMaxMs: number
+  clientDocumentFailureCacheMs: number
+  clientDocumentFetchLimit: number
+  clientDocumentFetchLimitWindowMs: number
 }
+
+/** SERVICE_CLIENT_DOCUMENTS: which client metadata documents (https client_id URLs) the server fetches. */
+export const CLIENT_DOCUMENT_POLICIES = ['all', 'listed', 'off'] as const
+export type ClientDocumentPolicy = (typeof CLIENT_DOCUMENT_POLICIES)[number]
 
 /** An operator-configured deployment pipeline: the argv of a child process (never taken from a tool argument). */
 export interface PipelineConfig {
@@ -172,9 +185,6 @@ export function isEnvKey(value: string): boolean {
 /** Redirect URI schemes refused whatever the configuration says. */
 export const FORBIDDEN_REDIRECT_SCHEMES = ['javascript', 'vbscript', 'data', 'blob', 'file', 'about', 'mailto', 'filesystem', 'view-source', 'ws', 'wss', 'ftp']
 
-/** SERVICE_CLIENT_DOCUMENTS: which Client ID Metadata Documents the authorization server accepts. */
-export const CLIENT_DOCUMENT_POLICIES = ['all', 'listed', 'off'] as const
-export type ClientDocumentPolicy = (typeof CLIENT_DOCUMENT_POLICIES)[number]
 
 /** Profiles `serve` knows (src/conformance/profile.ts). */
 export const PROFILES = ['conformance'] as const
@@ -228,8 +238,6 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'accountNoticeTtlMs', env: 'SERVICE_ACCOUNT_NOTICE_TTL_MS', flag: '--account-notice-ttl-ms', kind: 'int', default: 300_000, min: 1, doc: 'How long a key created on /account (and the notice of a change there) waits, in memory only, for the page that shows it once; then it is dropped (5 min)' },
   { key: 'redirectSchemes', env: 'SERVICE_REDIRECT_SCHEMES', flag: '--redirect-schemes', kind: 'list', default: [], doc: 'Private-use redirect URI schemes clients may register, e.g. `cursor,vscode` (none by default)' },
   { key: 'registration', env: 'SERVICE_REGISTRATION', flag: '--registration', kind: 'bool', default: true, doc: 'Dynamic client registration at `/oauth/register`: `on`, or `off` for a server that accepts Client ID Metadata Documents only (it then leaves `registration_endpoint` out of its metadata); clients registered earlier keep working' },
-  { key: 'clientDocuments', env: 'SERVICE_CLIENT_DOCUMENTS', flag: '--client-documents', kind: 'string', default: 'all', doc: 'Client ID Metadata Documents (an `https` URL as `client_id`): `all` accepts any public host, `listed` only the hosts of SERVICE_CLIENT_DOCUMENT_HOSTS, `off` none (and the metadata stops advertising them)' },
-  { key: 'clientDocumentHosts', env: 'SERVICE_CLIENT_DOCUMENT_HOSTS', flag: '--client-document-hosts', kind: 'list', default: [], doc: 'With SERVICE_CLIENT_DOCUMENTS=listed: the hosts whose metadata documents are accepted, e.g. `claude.ai,vscode.dev`' },
   { key: 'envKey', env: 'SERVICE_ENV_KEY', flag: '--env-key', kind: 'string', default: '', doc: 'Key that encrypts env var values at rest: 32 bytes, base64; when empty, read from (or created in) SERVICE_ENV_KEY_FILE' },
   { key: 'envKeyFile', env: 'SERVICE_ENV_KEY_FILE', flag: '--env-key-file', kind: 'string', default: '', doc: 'File holding that key, created with mode 600 on first start (never for a database that already holds sealed values: a key that does not open them stops the start); default `env.key` beside the database' },
   { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); each `cwd` must be a folder at start; default: `default` runs `scripts/pipelines/example.mjs`' },
@@ -278,6 +286,17 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'jwksTimeoutMs', env: 'SERVICE_JWKS_TIMEOUT_MS', flag: '--jwks-timeout-ms', kind: 'int', default: 5_000, min: 1, doc: 'How long fetching a trusted issuer\'s signing keys may take (5 s)' },
   { key: 'jwksCooldownMs', env: 'SERVICE_JWKS_COOLDOWN_MS', flag: '--jwks-cooldown-ms', kind: 'int', default: 30_000, min: 0, doc: 'Shortest time between two fetches of an issuer\'s signing keys when an assertion names a key not yet known (30 s)' },
   { key: 'jwksCacheMs', env: 'SERVICE_JWKS_CACHE_MS', flag: '--jwks-cache-ms', kind: 'int', default: 600_000, min: 1, doc: 'How long an issuer\'s signing keys are used before they are fetched again (10 min)' },
+  { key: 'clientDocuments', env: 'SERVICE_CLIENT_DOCUMENTS', flag: '--client-documents', kind: 'string', default: 'all', doc: 'Client metadata documents (an `https` URL as `client_id`): `all` fetches any public host\'s, `listed` only those of SERVICE_CLIENT_DOCUMENT_HOSTS, `off` none' },
+  { key: 'clientDocumentHosts', env: 'SERVICE_CLIENT_DOCUMENT_HOSTS', flag: '--client-document-hosts', kind: 'list', default: [], doc: 'With SERVICE_CLIENT_DOCUMENTS=listed: the hosts whose documents are fetched, exactly as in the URL (lowercase, `:port` when not 443), e.g. `vscode.dev,claude.ai`' },
+  { key: 'clientDocumentsUnsafeLoopbackHosts', env: 'SERVICE_CLIENT_DOCUMENTS_UNSAFE_LOOPBACK_HOSTS', flag: '--client-documents-unsafe-loopback-hosts', kind: 'list', default: [], doc: 'UNSAFE, for tests only: host names (e.g. `localhost`) whose documents may be fetched from a loopback address (and only from one); logged as a warning at start' },
+  { key: 'clientDocumentTimeoutMs', env: 'SERVICE_CLIENT_DOCUMENT_TIMEOUT_MS', flag: '--client-document-timeout-ms', kind: 'int', default: 2_500, min: 1, doc: 'A client metadata document must be fetched whole (name lookup, connection, headers and body) within this time (2.5 s)' },
+  { key: 'clientDocumentMaxBytes', env: 'SERVICE_CLIENT_DOCUMENT_MAX_BYTES', flag: '--client-document-max-bytes', kind: 'int', default: 5_120, min: 256, max: 1_048_576, doc: 'Largest client metadata document accepted, counted while it arrives (5 KiB)' },
+  { key: 'clientDocumentCacheEntries', env: 'SERVICE_CLIENT_DOCUMENT_CACHE_ENTRIES', flag: '--client-document-cache-entries', kind: 'int', default: 1_000, min: 1, doc: 'Client metadata documents (and failed fetches) kept in memory; the least recently used is dropped first' },
+  { key: 'clientDocumentCacheMinMs', env: 'SERVICE_CLIENT_DOCUMENT_CACHE_MIN_MS', flag: '--client-document-cache-min-ms', kind: 'int', default: 300_000, min: 0, doc: 'Shortest time a fetched document is reused, whatever its Cache-Control says (5 min)' },
+  { key: 'clientDocumentCacheMaxMs', env: 'SERVICE_CLIENT_DOCUMENT_CACHE_MAX_MS', flag: '--client-document-cache-max-ms', kind: 'int', default: 86_400_000, min: 0, doc: 'Longest time a fetched document is reused before it is fetched again (24 h)' },
+  { key: 'clientDocumentFailureCacheMs', env: 'SERVICE_CLIENT_DOCUMENT_FAILURE_CACHE_MS', flag: '--client-document-failure-cache-ms', kind: 'int', default: 30_000, min: 0, doc: 'How long a failed fetch or a refused document is answered from memory before the URL is fetched again (30 s)' },
+  { key: 'clientDocumentFetchLimit', env: 'SERVICE_CLIENT_DOCUMENT_FETCH_LIMIT', flag: '--client-document-fetch-limit', kind: 'int', default: 20, min: 1, doc: 'Client metadata document fetches per window per host (cached answers do not count)' },
+  { key: 'clientDocumentFetchLimitWindowMs', env: 'SERVICE_CLIENT_DOCUMENT_FETCH_LIMIT_WINDOW_MS', flag: '--client-document-fetch-limit-window-ms', kind: 'int', default: 60_000, min: 1, doc: 'Window of the client metadata document fetch limit (1 min)' },
 ]
 
 export interface Config extends RawConfig {
@@ -486,9 +505,7 @@ export function loadConfig(options: {
       throw new ConfigError(`SERVICE_REDIRECT_SCHEMES entry ${JSON.stringify(scheme)} is not a private-use scheme name such as cursor or com.example.app (lowercase, no "://")`)
     }
   }
-  if (!(CLIENT_DOCUMENT_POLICIES as readonly string[]).includes(cfg.clientDocuments)) {
-    throw new ConfigError(`SERVICE_CLIENT_DOCUMENTS must be ${CLIENT_DOCUMENT_POLICIES.join(', ')}, got ${JSON.stringify(cfg.clientDocuments)}`)
-  }
+  checkClientDocumentSettings(cfg)
   // Nothing new could ever sign in through OAuth: docs/decisions/oauth.md says why this stops the start.
   if (!cfg.registration && cfg.clientDocuments === 'off') {
     throw new ConfigError('SERVICE_REGISTRATION=off with SERVICE_CLIENT_DOCUMENTS=off leaves OAuth clients no way to identify themselves: turn one of them on (SERVICE_CLIENT_DOCUMENTS=listed with SERVICE_CLIENT_DOCUMENT_HOSTS accepts only the clients you name)')
@@ -542,6 +559,42 @@ export function loadConfig(options: {
   const hostForUrl = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host
   if (!cfg.baseUrl) cfg.baseUrl = `http://${hostForUrl}:${cfg.port}`
   return { ...cfg, baseOrigin: new URL(cfg.baseUrl).origin }
+}
+
+/**
+ * The client metadata document settings (docs/decisions/client-metadata-documents.md): a known policy, a host list
+ * that `listed` cannot do without, and host names in the one form a URL's host is compared in.
+ */
+function checkClientDocumentSettings(cfg: RawConfig): void {
+  if (!(CLIENT_DOCUMENT_POLICIES as readonly string[]).includes(cfg.clientDocuments)) {
+    throw new ConfigError(`SERVICE_CLIENT_DOCUMENTS must be ${CLIENT_DOCUMENT_POLICIES.join(', ')}, got ${JSON.stringify(cfg.clientDocuments)}`)
+  }
+  if (cfg.clientDocuments === 'listed' && cfg.clientDocumentHosts.length === 0) {
+    throw new ConfigError('SERVICE_CLIENT_DOCUMENTS=listed fetches the documents of the hosts in SERVICE_CLIENT_DOCUMENT_HOSTS, which is empty: name the hosts (e.g. vscode.dev), or choose all or off')
+  }
+  for (const host of cfg.clientDocumentHosts) {
+    if (urlPart(host, 'host') !== host) {
+      throw new ConfigError(`SERVICE_CLIENT_DOCUMENT_HOSTS entry ${JSON.stringify(host)} is not a host as a URL shows it: lowercase, no scheme or path, :port only when not 443 (e.g. vscode.dev or docs.example.com:8443)`)
+    }
+  }
+  for (const name of cfg.clientDocumentsUnsafeLoopbackHosts) {
+    if (urlPart(name, 'hostname') !== name) {
+      throw new ConfigError(`SERVICE_CLIENT_DOCUMENTS_UNSAFE_LOOPBACK_HOSTS entry ${JSON.stringify(name)} is not a host name as a URL shows it: lowercase, no scheme, port or path (e.g. localhost)`)
+    }
+  }
+  if (cfg.clientDocumentCacheMinMs > cfg.clientDocumentCacheMaxMs) {
+    throw new ConfigError(`SERVICE_CLIENT_DOCUMENT_CACHE_MIN_MS (${cfg.clientDocumentCacheMinMs}) must not exceed SERVICE_CLIENT_DOCUMENT_CACHE_MAX_MS (${cfg.clientDocumentCacheMaxMs})`)
+  }
+}
+
+/** The host (with a port other than 443) or host name of `https://<value>/`, or null when that is no URL. */
+function urlPart(value: string, part: 'host' | 'hostname'): string | null {
+  if (/[/?#@\\\s]/.test(value)) return null
+  try {
+    return new URL(`https://${value}/`)[part]
+  } catch {
+    return null
+  }
 }
 
 /** Loopback only: 127.0.0.0/8, ::1 or localhost (a default base address `http://{host}:{port}` works only for these). */

@@ -27,6 +27,7 @@ export type LimiterName =
   | 'pending_authorizations'
   | 'sign_in_account'
   | 'sign_in_address'
+  | 'client_document_fetch'
 
 
 /** The limiters of a whole /mcp request (its member's and organization's windows), not of one of its messages. */

@@ -86,6 +86,25 @@ export function oauthAuthorize(config: Config): NamedWindow {
 }
 
 /**
+ * Client metadata document fetches per document host (SERVICE_CLIENT_DOCUMENT_FETCH_LIMIT per window; cached answers
+ * are not counted). Its refusal is the client's `invalid_client`, like every other reason a document cannot be used
+ * (docs/decisions/client-metadata-documents.md).
+ */
+export function clientDocumentFetches(config: Config): NamedWindow {
+  return {
+    prefix: 'orl:client-document:',
+    limit: config.clientDocumentFetchLimit,
+    windowMs: config.clientDocumentFetchLimitWindowMs,
+    limiter: 'client_document_fetch',
+    refusal: (decision) => new ServiceError('OAUTH_INVALID_CLIENT', {
+      limiter: 'client_document_fetch',
+      message: `too many client metadata document fetches from this host; try again in ${inWords(decision.retryAfter)}`,
+      retryAfter: decision.retryAfter,
+    }),
+  }
+}
+
+/**
  * Unanswered authorization requests per client address (SERVICE_PENDING_AUTHORIZATIONS_PER_ADDRESS). Counted in the
  * database, where the requests themselves are (the rows are what the bound protects): shared by every process without
  * Redis, and never counted in memory.

@@ -13,10 +13,11 @@ export const MAX_REDIRECT_URI_LENGTH = 2000
 
 const SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):/
 // Unreserved, reserved and '%' (RFC 3986 §2): anything else is not a URI character and is spelt differently by
-// different parsers (for example `\` is a `/` to WHATWG but not to an OS scheme handler).
-const URI_CHARS = /^[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=%]*$/
-const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
-const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i
+// different parsers (for example `\` is a `/` to WHATWG but not to an OS scheme handler). Client metadata document
+// URLs (client-documents/url.ts) are held to the same three rules.
+export const URI_CHARS = /^[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=%]*$/
+export const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/
+export const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i
 // Raw loopback form. The port, when present, is 1-65535 without leading zeros (checked again in isLoopbackRedirect).
 const LOOPBACK = /^http:\/\/(localhost|127\.0\.0\.1|\[::1\])(?::([1-9][0-9]{0,4}))?([/?][^#]*)?$/
 

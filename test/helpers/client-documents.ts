@@ -1,12 +1,12 @@
 /**
- * A test double of the Client ID Metadata Document resolver (src/oauth/client-documents/types.ts), for tests of what
+ * A test double of the Client ID Metadata Document resolver (src/oauth/client-documents/index.ts), for tests of what
  * the authorization server does with a document. It serves the documents a test puts in `documents` (no network, no
  * fetcher), refuses every other URL with the catalog's invalid_client, and can be made to refuse everything, as the
  * real resolver does once the operator's policy no longer allows a host. Tests only: the real resolver is the safe
  * fetcher.
  */
 import { ServiceError } from '../../src/errors/service-error.js'
-import type { ClientDocument, ClientDocumentResolver } from '../../src/oauth/client-documents/types.js'
+import type { ClientDocument, ClientDocumentResolver } from '../../src/oauth/client-documents/index.js'
 import type { RegisteredClient } from './oauth.js'
 
 export class DocumentsDouble implements ClientDocumentResolver {
