@@ -243,7 +243,7 @@ export const SECTIONS: ReadonlyArray<{ heading: string; commands: readonly Comma
   {
     heading: 'OAuth',
     commands: [
-      { name: 'clients list', about: 'Registered OAuth clients.', database: 'existing', run: async (c) => table(c, (await (await c.repos()).oauthClients.list()).map((o) => ({ id: o.id, name: o.name, redirect_uris: o.redirectUris.join(' '), scope: o.scope, created: when(o.createdAt), last_used: when(o.lastUsedAt) }))) },
+      { name: 'clients list', about: 'OAuth clients: registered ones, and those identified by their metadata document.', database: 'existing', run: async (c) => table(c, (await (await c.repos()).oauthClients.list()).map((o) => ({ id: o.id, source: o.source, name: o.name, redirect_uris: o.redirectUris.join(' '), scope: o.scope, created: when(o.createdAt), last_used: when(o.lastUsedAt) }))) },
       {
         name: 'signing-keys list',
         about: 'Access-token signing keys (the newest unretired one signs).',

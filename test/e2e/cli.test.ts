@@ -151,9 +151,19 @@ t.test('signing keys: rotate, list; clients list', async (t) => {
   t.equal(list.code, 0)
   t.equal(rowWith(list.stdout, secondKid!)?.at(-1), 'signing', 'the newest key signs')
   t.equal(rowWith(list.stdout, firstKid!)?.at(-1), 'verifying', 'the retired key still verifies')
+  const handle = openDatabase(env.SERVICE_DATABASE, { migrate: false })
+  try {
+    const repos = createRepos(handle.db)
+    await repos.oauthClients.create({ name: 'Registered', redirectUris: ['http://127.0.0.1:9/cb'], grantTypes: ['authorization_code'], scope: 'mcp:read' })
+    await repos.oauthClients.saveDocument({ id: 'https://app.example.com/client.json', name: 'By document', redirectUris: ['https://app.example.com/cb'], grantTypes: ['authorization_code'], scope: 'mcp:read' }, Date.now())
+  } finally {
+    handle.close()
+  }
   const clients = await cli(['clients', 'list'], env)
   t.equal(clients.code, 0)
   t.equal(clients.stderr, '')
+  t.equal(rowWith(clients.stdout, 'https://app.example.com/client.json')?.[1], 'metadata_document', 'a document client says so')
+  t.equal(rowWith(clients.stdout, 'Registered')?.[1], 'registration', 'a registered one too')
 })
 
 async function stop(t: Test, served: Served): Promise<void> {
