@@ -1,3 +1,4 @@
+import { providerUrlProblem } from './provider-url.js'
 import { ROLES, type Role } from './roles.js'
 
 /**
@@ -114,15 +115,8 @@ type Problem = (field: string, text: string) => ProviderConfigProblem
 
 /** https, or http on a loopback host (a provider run by the tests); no query, fragment or credentials. */
 function checkIssuer(issuer: string, problem: Problem): string {
-  let url: URL
-  try {
-    url = new URL(issuer)
-  } catch {
-    throw problem('issuer', 'must be an absolute https URL (the provider\'s issuer identifier)')
-  }
-  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && loopback)) throw problem('issuer', 'must use https (http only on a loopback address)')
-  if (url.search || url.hash || url.username || url.password) throw problem('issuer', 'must not contain a query, a fragment or credentials')
+  const wrong = providerUrlProblem(issuer)
+  if (wrong) throw problem('issuer', wrong)
   // Kept as written (the ID token's iss is compared to it exactly) but for a trailing slash, which discovery adds.
   return issuer.replace(/\/+$/, '')
 }

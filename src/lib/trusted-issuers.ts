@@ -1,3 +1,5 @@
+import { providerUrlProblem } from './provider-url.js'
+
 /**
  * The `trustedIssuers` setting: the enterprise identity providers whose identity assertions (ID-JAG) the token endpoint
  * exchanges for access tokens (docs/decisions/enterprise-managed-authorization.md). Parsed and checked once, at start;
@@ -55,10 +57,10 @@ function parseEntry(entry: unknown, index: number): TrustedIssuer {
   for (const key of Object.keys(e)) {
     if (!FIELDS.includes(key)) throw new Error(`${name}: unknown field ${JSON.stringify(key)} (the fields are ${FIELDS.join(', ')})`)
   }
-  const problem = urlProblem(e.issuer)
+  const problem = providerUrlProblem(e.issuer)
   if (problem) throw new Error(`${name}: "issuer" ${problem}`)
   if (typeof e.jwksUri !== 'string') throw new Error(`${name}: "jwksUri" is required: the URL of its JSON Web Key Set (jwks_uri in its discovery document)`)
-  const jwksProblem = urlProblem(e.jwksUri)
+  const jwksProblem = providerUrlProblem(e.jwksUri)
   if (jwksProblem) throw new Error(`${name}: "jwksUri" ${jwksProblem}`)
   const out: TrustedIssuer = { issuer: e.issuer, jwksUri: e.jwksUri, algorithms: parseAlgorithms(e.algorithms, name) }
   if (e.clients !== undefined) {
@@ -85,21 +87,4 @@ function parseAlgorithms(raw: unknown, name: string): string[] {
     }
   }
   return [...new Set(raw as string[])]
-}
-
-/**
- * Why `raw` cannot name an identity provider, or undefined: https, or http on a loopback host only (a test's or a
- * proxy's own machine); no credentials, query or fragment.
- */
-function urlProblem(raw: string): string | undefined {
-  let u: URL
-  try {
-    u = new URL(raw)
-  } catch {
-    return `must be an absolute URL, got ${JSON.stringify(raw)}`
-  }
-  if (u.username || u.password || u.search || u.hash) return 'must not contain credentials, a query or a fragment'
-  if (u.protocol === 'https:') return undefined
-  if (u.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname)) return undefined
-  return `must use https (http only on a loopback host), got ${JSON.stringify(raw)}`
 }

@@ -1,23 +1,13 @@
-import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import {
-  Client,
-  StreamableHTTPClientTransport,
-  UnauthorizedError,
-  type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type StoredOAuthClientInformation,
-  type StoredOAuthTokens,
-} from '@modelcontextprotocol/client'
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client'
 import t, { type Test } from 'tap'
 import { startServe, type Served } from '../helpers/cli.js'
 import { launchBrowser, openPage, screenshot } from '../helpers/browser.js'
 import { documentServer, type DocumentServer } from '../helpers/document-server.js'
 import { ROOT } from '../helpers/root.js'
+import { clientCallback, MemoryOAuthProvider } from '../helpers/sdk-v2-oauth.js'
 
 // Client ID Metadata Documents end to end: the SDK v2 client, given `clientMetadataUrl`, sends that https URL as its
 // client_id (the server advertises client_id_metadata_document_supported); the server, a real `serve` process, fetches
@@ -27,71 +17,6 @@ import { ROOT } from '../helpers/root.js'
 
 const OWNER_EMAIL = 'owner@example.com'
 const OWNER_PASSWORD = 'correct horse battery staple'
-
-/** The MCP client's loopback redirect URI: answers "done" to whatever comes back. */
-async function clientCallback(t: Test): Promise<string> {
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('done'))
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`
-}
-
-/** The SDK v2 client's OAuth state in memory, identified by its metadata document; its "browser" reads `redirects`. */
-class DocumentProvider implements OAuthClientProvider {
-  info: StoredOAuthClientInformation | undefined
-  stored: StoredOAuthTokens | undefined
-  verifier: string | undefined
-  readonly redirects: URL[] = []
-
-  constructor(readonly redirectUrl: string, readonly clientMetadataUrl: string) {}
-
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'Document client',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-      scope: 'mcp:read mcp:write',
-    }
-  }
-
-  clientInformation() {
-    return this.info
-  }
-
-  saveClientInformation(info: StoredOAuthClientInformation) {
-    this.info = info
-  }
-
-  tokens() {
-    return this.stored
-  }
-
-  saveTokens(tokens: StoredOAuthTokens) {
-    this.stored = tokens
-  }
-
-  state() {
-    return randomBytes(16).toString('base64url')
-  }
-
-  redirectToAuthorization(url: URL) {
-    this.redirects.push(url)
-  }
-
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier
-  }
-
-  codeVerifier() {
-    if (!this.verifier) throw new Error('no code verifier saved')
-    return this.verifier
-  }
-}
 
 async function serveWithDocuments(t: Test): Promise<Served> {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-cimd-'))
@@ -129,7 +54,7 @@ t.test('the SDK v2 client identified by its metadata document signs in through t
   const mcpUrl = new URL(served.url)
   t.match(served.stdout(), /SERVICE_CLIENT_DOCUMENTS_UNSAFE_LOOPBACK_HOSTS is set/, 'the server warns that the unsafe test setting is on')
 
-  const provider = new DocumentProvider(redirectUrl, documentUrl)
+  const provider = new MemoryOAuthProvider(redirectUrl, 'Document client', { clientMetadataUrl: documentUrl })
   const first = new Client({ name: 'cimd-e2e', version: '1.0.0' })
   const err = await first.connect(new StreamableHTTPClientTransport(mcpUrl, { authProvider: provider })).then(() => null, (e: unknown) => e)
   t.type(err, UnauthorizedError, 'the first connect stops at the authorization redirect')

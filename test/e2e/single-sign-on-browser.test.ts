@@ -1,18 +1,8 @@
-import { randomBytes } from 'node:crypto'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import {
-  Client,
-  StreamableHTTPClientTransport,
-  UnauthorizedError,
-  type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type StoredOAuthClientInformation,
-  type StoredOAuthTokens,
-} from '@modelcontextprotocol/client'
+import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client'
 import type { Browser, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { launchBrowser, openPage, screenshot } from '../helpers/browser.js'
+import { clientCallback, MemoryOAuthProvider } from '../helpers/sdk-v2-oauth.js'
 import { startServer, type TestServer } from '../helpers/server.js'
 import { teamIdp, type TeamIdp } from '../helpers/team-idp.js'
 
@@ -65,75 +55,9 @@ async function signInAtProvider(page: Page, login: string, shot?: string): Promi
   await page.getByRole('button', { name: 'Continue' }).click()
 }
 
-/** The MCP client's redirect URI: records the callback and answers "done". */
-async function clientCallback(t: Test): Promise<string> {
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('done'))
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`
-}
-
-/** The SDK v2 client's OAuth state in memory; its "browser" is whoever reads `redirects`. */
-class MemoryProvider implements OAuthClientProvider {
-  info: StoredOAuthClientInformation | undefined
-  stored: StoredOAuthTokens | undefined
-  verifier: string | undefined
-  readonly redirects: URL[] = []
-
-  constructor(readonly redirectUrl: string) {}
-
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'SSO test client',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-      scope: 'mcp:read mcp:write',
-    }
-  }
-
-  clientInformation() {
-    return this.info
-  }
-
-  saveClientInformation(info: StoredOAuthClientInformation) {
-    this.info = info
-  }
-
-  tokens() {
-    return this.stored
-  }
-
-  saveTokens(tokens: StoredOAuthTokens) {
-    this.stored = tokens
-  }
-
-  /** The contract requires state; the SDK sends one when its provider makes it. */
-  state() {
-    return randomBytes(16).toString('base64url')
-  }
-
-  redirectToAuthorization(url: URL) {
-    this.redirects.push(url)
-  }
-
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier
-  }
-
-  codeVerifier() {
-    if (!this.verifier) throw new Error('no code verifier saved')
-    return this.verifier
-  }
-}
-
 t.test('the SDK v2 client signs in through the team\'s provider in the browser, consents, and calls a tool', async (t) => {
   const { server } = await setup(t)
-  const provider = new MemoryProvider(await clientCallback(t))
+  const provider = new MemoryOAuthProvider(await clientCallback(t), 'SSO test client')
   const first = new Client({ name: 'sso-e2e', version: '1.0.0' })
   const err = await first.connect(new StreamableHTTPClientTransport(new URL(server.mcpUrl), { authProvider: provider })).then(() => null, (e: unknown) => e)
   t.type(err, UnauthorizedError, 'the first connect stops at the authorization redirect')
