@@ -328,7 +328,69 @@ export const catalog = {
     status: 403,
     message: 'Password sign-in is turned off on this server: sign in through your identity provider',
     action: 'Use one of the "Sign in with …" buttons',
+  },  /** Sign-in through an upstream OpenID Connect provider: shown as pages only (plugins/oauth/single-sign-on.ts). */
+  SIGN_IN_PROVIDER_UNKNOWN: {
+    status: 404,
+    message: 'This server has no sign-in provider by that name.',
+    action: 'Go back to the sign-in page and choose one of its buttons.',
   },
+  SIGN_IN_LINK_UNUSABLE: {
+    status: 400,
+    message: 'The application\'s sign-in this page continued has expired, was finished, or was started in another browser.',
+    action: 'Go back to the application and connect again.',
+  },
+  SIGN_IN_FLOW_UNKNOWN: {
+    status: 400,
+    message: 'The answer from your identity provider does not match a sign-in waiting here: it expired, was used already, or was not started here.',
+    action: 'Start again from the sign-in page.',
+  },
+  SIGN_IN_FLOW_ELSEWHERE: {
+    status: 400,
+    message: 'The sign-in your identity provider answered was started in another browser, so it cannot finish here.',
+    action: 'Start again from the sign-in page, in the browser you want to use.',
+  },
+  SIGN_IN_PROVIDER_ERROR: {
+    status: 403,
+    message: 'Your identity provider answered with an error instead of signing you in.',
+    action: 'Start again from the sign-in page; if it happens again, tell your administrator what is written below.',
+  },
+  SIGN_IN_PROVIDER_UNREACHABLE: {
+    status: 502,
+    message: 'This server could not complete the sign-in with your identity provider.',
+    action: 'Try again in a few minutes; if it keeps happening, tell your administrator what is written below.',
+    expose: true,
+  },
+  SIGN_IN_TOKEN_REFUSED: {
+    status: 403,
+    message: 'Your identity provider\'s answer did not pass this server\'s checks, so you are not signed in.',
+    action: 'Start again from the sign-in page; if it happens again, tell your administrator what is written below.',
+  },
+  SIGN_IN_NO_EMAIL: {
+    status: 403,
+    message: 'Your identity provider did not say which email address is yours, so this server cannot tell which account is yours.',
+    action: 'Ask your administrator to release the email claim to this server.',
+  },
+  SIGN_IN_EMAIL_UNVERIFIED: {
+    status: 403,
+    message: 'Your identity provider says your email address is not verified, so this server does not trust it to find your account.',
+    action: 'Verify your email address at your identity provider (or ask your administrator to), then sign in again.',
+  },
+  SIGN_IN_NOT_INVITED: {
+    status: 403,
+    message: 'You signed in at your identity provider, but this server has no account for you, and it creates none by itself.',
+    action: 'Ask the server\'s operator to invite you (create your account with your email address), then sign in again.',
+  },
+  SIGN_IN_ACCOUNT_DISABLED: {
+    status: 403,
+    message: 'Your account on this server is disabled.',
+    action: 'Ask the server\'s operator to enable it.',
+  },
+  SIGN_IN_EMAIL_TAKEN: {
+    status: 403,
+    message: 'The account with your email address is already tied to another person at this identity provider.',
+    action: 'Ask the server\'s operator to sort out the two accounts.',
+  },
+
 
   /** Catch-all. Never carries stack traces or SQL to the client. */
   INTERNAL_ERROR: {

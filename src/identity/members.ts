@@ -6,7 +6,8 @@ import { ROLES, type Role } from '../lib/roles.js'
 import type { OrganizationMapping, SignInProvider } from '../lib/sign-in-providers.js'
 
 /** Why a person who proved who they are at the provider still may not sign in here. */
-export type MemberRefusal = 'no_email' | 'unverified_email' | 'not_invited' | 'disabled' | 'email_taken'
+/** The catalog's codes for the people single sign-on refuses. */
+export type MemberRefusal = 'SIGN_IN_NO_EMAIL' | 'SIGN_IN_EMAIL_UNVERIFIED' | 'SIGN_IN_NOT_INVITED' | 'SIGN_IN_ACCOUNT_DISABLED' | 'SIGN_IN_EMAIL_TAKEN'
 
 /** One membership the provider's group mapping changed at this sign-in. */
 export interface MembershipChange {
@@ -35,12 +36,12 @@ interface Log {
  */
 export async function signInMember(repos: Repos, provider: SignInProvider, claims: JWTPayload & { sub: string }, now: number, log: Log): Promise<MemberResult> {
   const email = claims[provider.emailClaim]
-  if (typeof email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(email)) return { refused: 'no_email' }
-  if (claims.email_verified !== true) return { refused: 'unverified_email' }
+  if (typeof email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(email)) return { refused: 'SIGN_IN_NO_EMAIL' }
+  if (claims.email_verified !== true) return { refused: 'SIGN_IN_EMAIL_UNVERIFIED' }
 
   const found = await findUser(repos, provider, claims.sub, email, now)
   if ('refused' in found) return found
-  if (found.user.disabledAt !== null) return { refused: 'disabled' }
+  if (found.user.disabledAt !== null) return { refused: 'SIGN_IN_ACCOUNT_DISABLED' }
   const changes = await applyGroups(repos, provider, found.user, groupsOf(claims[provider.groupsClaim]), log)
   return { ...found, email, changes }
 }
@@ -50,20 +51,20 @@ async function findUser(repos: Repos, provider: SignInProvider, subject: string,
   if (identity) {
     const user = await repos.users.byId(identity.userId)
     // The identity row cascades with its user: a missing user means a race with a deletion.
-    if (!user) return { refused: 'not_invited' }
+    if (!user) return { refused: 'SIGN_IN_NOT_INVITED' }
     await repos.userIdentities.signedIn(provider.name, subject, email, now)
     return { user, found: 'identity' }
   }
   let user = await repos.users.byEmail(email)
   let found: 'email' | 'created' = 'email'
   if (!user) {
-    if (!provider.provision.justInTime) return { refused: 'not_invited' }
+    if (!provider.provision.justInTime) return { refused: 'SIGN_IN_NOT_INVITED' }
     user = await createUser(repos, email, nameOf(email))
     found = 'created'
   }
   // One identity per (provider, user): another subject of the same provider already holding this user is someone
   // else the provider now gives the same email (a reassigned address); linking them would hand over the account.
-  if ((await repos.userIdentities.forUser(user.id)).some((i) => i.provider === provider.name)) return { refused: 'email_taken' }
+  if ((await repos.userIdentities.forUser(user.id)).some((i) => i.provider === provider.name)) return { refused: 'SIGN_IN_EMAIL_TAKEN' }
   await repos.userIdentities.create({ provider: provider.name, subject, userId: user.id, email, createdAt: now, lastSignInAt: now })
   return { user, found }
 }

@@ -34,8 +34,26 @@ const PAGE_WORDING: Partial<Record<ErrorCode, { title: string; next?: string }>>
   METHOD_NOT_ALLOWED: { title: 'Not available' },
   SIGN_IN_REQUIRED: { title: 'Sign in again', next: 'Your sign-in has ended. Sign in again, then repeat what you were doing.' },
   NOT_FOUND: { title: 'Not found' },
+  // Single sign-on's refusals, whose catalog action speaks to the person (they are only ever pages).
+  SIGN_IN_PROVIDER_UNKNOWN: { title: 'No such sign-in provider' },
+  SIGN_IN_LINK_UNUSABLE: { title: 'This sign-in link can no longer be used' },
+  SIGN_IN_FLOW_UNKNOWN: { title: 'This sign-in has expired or was already used' },
+  SIGN_IN_FLOW_ELSEWHERE: { title: 'This sign-in was started in another browser' },
+  SIGN_IN_PROVIDER_ERROR: { title: 'Your identity provider did not sign you in' },
+  SIGN_IN_PROVIDER_UNREACHABLE: { title: 'Your identity provider cannot be reached' },
+  SIGN_IN_TOKEN_REFUSED: { title: 'Your sign-in could not be verified' },
+  SIGN_IN_NO_EMAIL: { title: 'No email address from your identity provider' },
+  SIGN_IN_EMAIL_UNVERIFIED: { title: 'Your email address is not verified' },
+  SIGN_IN_NOT_INVITED: { title: 'You have no account on this server' },
+  SIGN_IN_ACCOUNT_DISABLED: { title: 'Your account is disabled' },
+  SIGN_IN_EMAIL_TAKEN: { title: 'Your email address belongs to another account' },
 }
 const FALLBACK_WORDING = { title: 'Something went wrong', next: 'Go back and try again.' }
+
+/** The title (and next step, where the catalog's action is not for people) of `code`'s page. */
+export function pageWording(code: ErrorCode): { title: string; next?: string } {
+  return PAGE_WORDING[code] ?? FALLBACK_WORDING
+}
 
 /**
  * Anything that goes wrong on a page route is answered with the error page, never JSON. `link` is the way on that the
@@ -46,7 +64,7 @@ export function answerErrorsWithPages(fastify: FastifyInstance, options: { link?
     const e = toServiceError(fromFastifyError(err as Error))
     logFailure(request, err, e)
     refusalHeaders(reply, e)
-    const wording = PAGE_WORDING[e.code] ?? FALLBACK_WORDING
+    const wording = pageWording(e.code)
     return sendPage(reply, e.status, errorPage({
       title: wording.title,
       message: e.message,

@@ -2,13 +2,14 @@ import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Config } from '../../config.js'
 import type { Repos } from '../../db/repos/index.js'
+import { catalog } from '../../errors/catalog.js'
 import { IdTokenRefused } from '../../identity/id-token.js'
 import { signInMember, type MemberRefusal, type MembershipChange } from '../../identity/members.js'
 import { UpstreamRefused, UpstreamUnavailable, type UpstreamProvider } from '../../identity/upstream.js'
 import { randomSecret, sha256Hex } from '../../lib/crypto.js'
 import { errorPage, type SignInProviderButton } from '../../web/pages.js'
 import type { BrowserState } from './browser.js'
-import { answerErrorsWithPages, seeOther, sendPage } from './page-replies.js'
+import { answerErrorsWithPages, pageWording, seeOther, sendPage } from './page-replies.js'
 
 /** The CSRF purpose of forms on /account's sign-in page (account.ts uses the same). */
 const ACCOUNT_CSRF = 'account'
@@ -32,30 +33,9 @@ export function callbackUrl(config: Config, provider: string): string {
   return `${config.baseUrl}/oauth/callback/${provider}`
 }
 
-interface Refusal {
-  status: number
-  title: string
-  message: string
-  next?: string
-}
-
-/** Every refusal of an upstream sign-in, in the reader's terms: what happened and what to do (never a token). */
-const REFUSALS = {
-  unknown_provider: { status: 404, title: 'No such sign-in provider', message: 'This server has no sign-in provider by that name.', next: 'Go back to the sign-in page and choose one of its buttons.' },
-  link_unusable: { status: 400, title: 'This sign-in link can no longer be used', message: 'The application\'s sign-in this page continued has expired, was finished, or was started in another browser.', next: 'Go back to the application and connect again.' },
-  flow_unknown: { status: 400, title: 'This sign-in has expired or was already used', message: 'The answer from your identity provider does not match a sign-in waiting here: it expired, was used already, or was not started here.', next: 'Start again from the sign-in page.' },
-  flow_elsewhere: { status: 400, title: 'This sign-in was started in another browser', message: 'The sign-in your identity provider answered was started in another browser, so it cannot finish here.', next: 'Start again from the sign-in page, in the browser you want to use.' },
-  idp_error: { status: 403, title: 'Your identity provider did not sign you in', message: 'Your identity provider answered with an error instead of signing you in.', next: 'Start again from the sign-in page; if it happens again, tell your administrator what is written below.' },
-  upstream_down: { status: 502, title: 'Your identity provider cannot be reached', message: 'This server could not complete the sign-in with your identity provider.', next: 'Try again in a few minutes; if it keeps happening, tell your administrator what is written below.' },
-  token_refused: { status: 403, title: 'Your sign-in could not be verified', message: 'Your identity provider\'s answer did not pass this server\'s checks, so you are not signed in.', next: 'Start again from the sign-in page; if it happens again, tell your administrator what is written below.' },
-  no_email: { status: 403, title: 'No email address from your identity provider', message: 'Your identity provider did not say which email address is yours, so this server cannot tell which account is yours.', next: 'Ask your administrator to release the email claim to this server.' },
-  unverified_email: { status: 403, title: 'Your email address is not verified', message: 'Your identity provider says your email address is not verified, so this server does not trust it to find your account.', next: 'Verify your email address at your identity provider (or ask your administrator to), then sign in again.' },
-  not_invited: { status: 403, title: 'You have no account on this server', message: 'You signed in at your identity provider, but this server has no account for you, and it creates none by itself.', next: 'Ask the server\'s operator to invite you (create your account with your email address), then sign in again.' },
-  disabled: { status: 403, title: 'Your account is disabled', message: 'Your account on this server is disabled.', next: 'Ask the server\'s operator to enable it.' },
-  email_taken: { status: 403, title: 'Your email address belongs to another account', message: 'The account with your email address is already tied to another person at this identity provider.', next: 'Ask the server\'s operator to sort out the two accounts.' },
-} as const satisfies Record<string, Refusal>
-
-type RefusalKind = keyof typeof REFUSALS
+/** The catalog's codes of the refusals a sign-in through a provider ends in. */
+type SignInRefusal = MemberRefusal | 'SIGN_IN_PROVIDER_UNKNOWN' | 'SIGN_IN_LINK_UNUSABLE' | 'SIGN_IN_FLOW_UNKNOWN' | 'SIGN_IN_FLOW_ELSEWHERE'
+  | 'SIGN_IN_PROVIDER_ERROR' | 'SIGN_IN_PROVIDER_UNREACHABLE' | 'SIGN_IN_TOKEN_REFUSED'
 
 /**
  * Sign-in through an upstream OpenID Connect provider (docs/decisions/single-sign-on.md): a "Sign in with …" button
@@ -69,15 +49,17 @@ export async function singleSignOnRoutes(fastify: FastifyInstance, opts: { brows
   const { browser, providers } = opts
   answerErrorsWithPages(fastify)
 
-  function refuse(reply: FastifyReply, kind: RefusalKind, detail?: string): FastifyReply {
-    const r: Refusal = REFUSALS[kind]
-    return sendPage(reply, r.status, errorPage({
-      title: r.title,
-      message: r.message,
-      ...(r.next !== undefined ? { next: r.next } : {}),
+  /** A refusal's page: the catalog's entry (status, message, what to do), its page title, and the technical detail. */
+  function refuse(reply: FastifyReply, code: SignInRefusal, detail?: string): FastifyReply {
+    const spec = catalog[code]
+    return sendPage(reply, spec.status, errorPage({
+      title: pageWording(code).title,
+      message: spec.message,
+      next: spec.action,
       ...(detail !== undefined ? { detail } : {}),
     }))
   }
+
 
   /** Where the sign-in returns to: the pending authorization it continues (this browser's, still open), or /account. */
   async function returnPath(browserId: string, interaction: string | undefined): Promise<string | null> {
@@ -90,12 +72,12 @@ export async function singleSignOnRoutes(fastify: FastifyInstance, opts: { brows
 
   fastify.post('/oauth/sso/:provider', async (request, reply) => {
     const provider = providers.get((request.params as { provider: string }).provider)
-    if (!provider) return refuse(reply, 'unknown_provider')
+    if (!provider) return refuse(reply, 'SIGN_IN_PROVIDER_UNKNOWN')
     const body = (request.body ?? {}) as Record<string, unknown>
     const interaction = typeof body.interaction === 'string' && body.interaction !== '' ? body.interaction : undefined
     const browserId = browser.checkForm(request, interaction ?? ACCOUNT_CSRF, body.csrf)
     const returnTo = await returnPath(browserId, interaction)
-    if (returnTo === null) return refuse(reply, 'link_unusable')
+    if (returnTo === null) return refuse(reply, 'SIGN_IN_LINK_UNUSABLE')
     const state = randomSecret(32)
     const nonce = randomSecret(32)
     const codeVerifier = randomSecret(32)
@@ -110,7 +92,7 @@ export async function singleSignOnRoutes(fastify: FastifyInstance, opts: { brows
     } catch (err) {
       if (!(err instanceof UpstreamUnavailable)) throw err
       request.log.error({ provider: provider.name, reason: err.message }, 'sign-in provider unavailable')
-      return refuse(reply, 'upstream_down', `${provider.config.title}: ${err.message}`)
+      return refuse(reply, 'SIGN_IN_PROVIDER_UNREACHABLE', `${provider.config.title}: ${err.message}`)
     }
     const now = clock.now()
     await repos.signInFlows.create({
@@ -129,7 +111,7 @@ export async function singleSignOnRoutes(fastify: FastifyInstance, opts: { brows
 
   fastify.get('/oauth/callback/:provider', async (request, reply) => {
     const provider = providers.get((request.params as { provider: string }).provider)
-    if (!provider) return refuse(reply, 'unknown_provider')
+    if (!provider) return refuse(reply, 'SIGN_IN_PROVIDER_UNKNOWN')
     const query = request.query as Record<string, unknown>
     const state = typeof query.state === 'string' && query.state.length <= 512 ? query.state : undefined
     // Consumed before anything else is checked: whatever this answer turns out to be, the flow cannot be replayed.
@@ -137,24 +119,24 @@ export async function singleSignOnRoutes(fastify: FastifyInstance, opts: { brows
     const context = { provider: provider.name, address: request.ip }
     if (!flow || flow.provider !== provider.name || flow.expiresAt <= clock.now()) {
       request.log.warn({ ...context, reason: flow ? 'expired or another provider' : 'unknown state' }, 'sign-in callback refused')
-      return refuse(reply, 'flow_unknown')
+      return refuse(reply, 'SIGN_IN_FLOW_UNKNOWN')
     }
     const browserId = browser.existingBrowserId(request)
     if (!browserId || sha256Hex(browserId) !== flow.browserBinding) {
       request.log.warn({ ...context, reason: 'another browser' }, 'sign-in callback refused')
-      return refuse(reply, 'flow_elsewhere')
+      return refuse(reply, 'SIGN_IN_FLOW_ELSEWHERE')
     }
     if (typeof query.error === 'string') {
       const description = typeof query.error_description === 'string' ? `: ${query.error_description.slice(0, MAX_IDP_TEXT)}` : ''
       request.log.warn({ ...context, error: query.error.slice(0, MAX_IDP_TEXT) }, 'identity provider answered with an error')
-      return refuse(reply, 'idp_error', `${provider.config.title} answered ${query.error.slice(0, MAX_IDP_TEXT)}${description}`)
+      return refuse(reply, 'SIGN_IN_PROVIDER_ERROR', `${provider.config.title} answered ${query.error.slice(0, MAX_IDP_TEXT)}${description}`)
     }
     // RFC 9207: a provider that names itself in the answer must name itself (a mix-up of providers is refused).
     if (typeof query.iss === 'string' && query.iss.replace(/\/+$/, '') !== provider.config.issuer) {
       request.log.warn({ ...context, reason: 'iss mismatch' }, 'sign-in callback refused')
-      return refuse(reply, 'token_refused', 'the answer names another issuer')
+      return refuse(reply, 'SIGN_IN_TOKEN_REFUSED', 'the answer names another issuer')
     }
-    if (typeof query.code !== 'string' || query.code === '') return refuse(reply, 'idp_error', `${provider.config.title} answered without a code`)
+    if (typeof query.code !== 'string' || query.code === '') return refuse(reply, 'SIGN_IN_PROVIDER_ERROR', `${provider.config.title} answered without a code`)
 
     let claims
     try {
@@ -162,11 +144,11 @@ export async function singleSignOnRoutes(fastify: FastifyInstance, opts: { brows
     } catch (err) {
       if (err instanceof IdTokenRefused) {
         request.log.warn({ ...context, reason: err.message }, 'sign-in refused: ID token')
-        return refuse(reply, 'token_refused', err.message)
+        return refuse(reply, 'SIGN_IN_TOKEN_REFUSED', err.message)
       }
       if (err instanceof UpstreamRefused || err instanceof UpstreamUnavailable) {
         request.log.error({ ...context, reason: err.message }, 'sign-in failed at the identity provider')
-        return refuse(reply, err instanceof UpstreamRefused ? 'idp_error' : 'upstream_down', `${provider.config.title}: ${err.message}`)
+        return refuse(reply, err instanceof UpstreamRefused ? 'SIGN_IN_PROVIDER_ERROR' : 'SIGN_IN_PROVIDER_UNREACHABLE', `${provider.config.title}: ${err.message}`)
       }
       throw err
     }
