@@ -5,8 +5,7 @@ import { isServiceError } from '../errors/service-error.js'
 import { ROLES, type Role } from '../lib/roles.js'
 import type { OrganizationMapping, SignInProvider } from '../lib/sign-in-providers.js'
 
-/** Why a person who proved who they are at the provider still may not sign in here. */
-/** The catalog's codes for the people single sign-on refuses. */
+/** Why a person who proved who they are at the provider still may not sign in here: the catalog's codes. */
 export type MemberRefusal = 'SIGN_IN_NO_EMAIL' | 'SIGN_IN_EMAIL_UNVERIFIED' | 'SIGN_IN_NOT_INVITED' | 'SIGN_IN_ACCOUNT_DISABLED' | 'SIGN_IN_EMAIL_TAKEN'
 
 /** One membership the provider's group mapping changed at this sign-in. */
