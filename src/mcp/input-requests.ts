@@ -1,11 +1,11 @@
 import type { ClientCapabilities } from '../rpc/exchange.js'
-import { canElicitForm } from '../rpc/exchange.js'
+import { canElicitForm, canElicitUrl } from '../rpc/exchange.js'
 import { describeDetails, validationDetails, validatorFor } from '../validation/index.js'
 import type { AudioContent, ImageContent, Role, TextContent } from './content.js'
 
 /**
- * What a handler may ask the client while it runs: a form elicitation, a sampling (an LLM completion), or the
- * client's roots. The same requests in both eras: a session sends them as server requests on the call's stream; a
+ * What a handler may ask the client while it runs: a form elicitation, a URL-mode elicitation (a page the person
+ * opens in their browser), a sampling (an LLM completion), or the client's roots. The same requests in both eras: a session sends them as server requests on the call's stream; a
  * stateless 2026-07-28 request returns them as the `inputRequests` of an `input_required` result (see the elicitation
  * plugin). Answers are checked here before a handler sees them.
  */
@@ -23,11 +23,25 @@ export interface ElicitForm {
   readonly required?: readonly string[]
 }
 
-export interface ElicitParams {
+export interface ElicitFormParams {
   mode?: 'form'
   message: string
   requestedSchema: ElicitForm
 }
+
+/**
+ * A URL-mode elicitation (docs/decisions/url-elicitation.md): the client shows `url` and, with the person's consent,
+ * opens it in their browser; what happens there never passes through the client. `elicitationId` names it in the
+ * 2025-11-25 revision (and in its completion notification); 2026-07-28 has no such field, so it is not sent there.
+ */
+export interface ElicitUrlParams {
+  mode: 'url'
+  message: string
+  url: string
+  elicitationId: string
+}
+
+export type ElicitParams = ElicitFormParams | ElicitUrlParams
 
 export type SamplingContent = TextContent | ImageContent | AudioContent
 
@@ -82,16 +96,32 @@ export type InputResponse<R extends InputRequest = InputRequest> = R extends { m
 export type InputRequests = Record<string, InputRequest>
 export type InputResponses<R extends InputRequests> = { [K in keyof R]: InputResponse<R[K]> }
 
+/**
+ * `request` as the era's wire carries it: 2026-07-28 defines no `elicitationId` on a URL-mode elicitation (its
+ * requestState correlates the retry), so it is left out there.
+ */
+export function onTheWire(request: InputRequest, era: 'legacy' | 'modern'): InputRequest {
+  if (era === 'legacy' || request.method !== 'elicitation/create' || request.params.mode !== 'url') return request
+  const { elicitationId: _id, ...params } = request.params
+  return { method: request.method, params: params as ElicitUrlParams }
+}
+
 /** The capability a request kind needs, as `requiredCapabilities` names it; null when the client declared it. */
 export function missingCapability(request: InputRequest, capabilities: Readonly<ClientCapabilities>): Record<string, unknown> | null {
   switch (request.method) {
     case 'elicitation/create':
+      if (request.params.mode === 'url') return canElicitUrl(capabilities) ? null : { elicitation: { url: {} } }
       return canElicitForm(capabilities) ? null : { elicitation: {} }
     case 'sampling/createMessage':
       return isObject(capabilities.sampling) ? null : { sampling: {} }
     case 'roots/list':
       return isObject(capabilities.roots) ? null : { roots: {} }
   }
+}
+
+/** How a message names a missing capability: `elicitation.url` for URL mode, else the capability's own name. */
+export function capabilityName(required: Record<string, unknown>): string {
+  return Object.entries(required).map(([name, v]) => (isObject(v) && isObject(v.url) ? `${name}.url` : name)).join(' and ')
 }
 
 const validateElicit = validatorFor('mcp/elicit.result')
@@ -106,6 +136,8 @@ export function checkAnswer(request: InputRequest, answer: unknown): { ok: Input
   switch (request.method) {
     case 'elicitation/create': {
       if (validateElicit(answer) !== true) return { problem: describeDetails(validationDetails(validateElicit.errors)) }
+      // A URL-mode answer carries only the person's choice: whatever else a client sends is not kept.
+      if (request.params.mode === 'url') return { ok: { action: (answer as unknown as ElicitResult).action } }
       return checkForm(request.params.requestedSchema, answer as unknown as ElicitResult)
     }
     case 'sampling/createMessage': {

@@ -60,6 +60,12 @@ export function canElicitForm(capabilities: Readonly<ClientCapabilities>): boole
   return Object.keys(e).length === 0 || (typeof e.form === 'object' && e.form !== null)
 }
 
+/** True when the client declared URL-mode elicitation (`elicitation.url`, an object); `elicitation: {}` is form only. */
+export function canElicitUrl(capabilities: Readonly<ClientCapabilities>): boolean {
+  const e = capabilities.elicitation
+  return typeof e === 'object' && e !== null && typeof e.url === 'object' && e.url !== null
+}
+
 /** True when the client declared the extension (`capabilities.extensions[id]`, an object). */
 export function declaresExtension(capabilities: Readonly<ClientCapabilities>, id: string): boolean {
   const value = capabilities.extensions?.[id]

@@ -8,6 +8,7 @@ import type {
   CreateMessageResult,
   ElicitForm,
   ElicitResult,
+  ElicitUrlParams,
   InputRequests,
   InputResponses,
   ListRootsResult,
@@ -68,6 +69,22 @@ export interface RequestContext {
   ask<R extends InputRequests>(requests: R, options?: AskOptions): Promise<InputResponses<R>>
   /** Asks the user to fill a form (`elicitation/create`); see `ask`. */
   elicit(message: string, requestedSchema: ElicitForm, key?: string): Promise<ElicitResult>
+  /**
+   * Asks the person to open `url` in their browser (URL-mode elicitation; docs/decisions/url-elicitation.md) and
+   * resolves with their choice: `accept` means they consented to open it, not that what the page does is done. Only
+   * for clients that declared `elicitation.url` (look at `clientCapabilities`): otherwise it throws as `ask` does. The
+   * URL must be on a page that identifies the person itself (never one that works for whoever holds the link), and
+   * nothing secret goes in it. `elicitationId` names it in 2025-11-25 (and in `completeElicitation`); on a stateless
+   * request it is not sent, and the handler must pass the same one on every retry.
+   */
+  elicitUrl(request: Omit<ElicitUrlParams, 'mode'>, key?: string): Promise<ElicitResult>
+  /**
+   * Tells the client that the out-of-band part of the URL-mode elicitation `elicitationId` finished
+   * (`notifications/elicitation/complete` on the call's stream, 2025-11-25 sessions). 2026-07-28 removed the
+   * notification (the client learns the outcome by retrying), so on a stateless request, and in sessions of earlier
+   * revisions, nothing is sent.
+   */
+  completeElicitation(elicitationId: string): void
   /** Asks the client's LLM for a completion (`sampling/createMessage`); see `ask`. */
   sample(params: CreateMessageParams, key?: string): Promise<CreateMessageResult>
   /** Asks the client for its roots (`roots/list`); see `ask`. */
@@ -176,6 +193,19 @@ export class HandlerContext implements RequestContext {
     const k = key ?? this.#nextKey('elicit')
     const answers = await this.ask({ [k]: { method: 'elicitation/create' as const, params: { mode: 'form' as const, message, requestedSchema } } })
     return answers[k]!
+  }
+
+  async elicitUrl(request: Omit<ElicitUrlParams, 'mode'>, key?: string): Promise<ElicitResult> {
+    const k = key ?? this.#nextKey('elicit')
+    const params: ElicitUrlParams = { mode: 'url', message: request.message, url: request.url, elicitationId: request.elicitationId }
+    const answers = await this.ask({ [k]: { method: 'elicitation/create' as const, params } })
+    return answers[k]!
+  }
+
+  completeElicitation(elicitationId: string): void {
+    // Only sessions of the revision that defines it: an earlier session's client would not know the method.
+    if (this.era !== 'legacy' || this.protocolVersion < '2025-11-25') return
+    this.call.sink.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId } })
   }
 
   async sample(params: CreateMessageParams, key?: string): Promise<CreateMessageResult> {

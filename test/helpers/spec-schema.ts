@@ -200,6 +200,7 @@ const NOTIFICATIONS: Readonly<Record<string, string>> = {
   'notifications/message': 'LoggingMessageNotification',
   'notifications/progress': 'ProgressNotification',
   'notifications/cancelled': 'CancelledNotification',
+  'notifications/elicitation/complete': 'ElicitationCompleteNotification',
   'notifications/subscriptions/acknowledged': 'SubscriptionsAcknowledgedNotification',
 }
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { lastingCredential, type Principal } from '../../auth/principal.js'
 import { fail, ServiceError } from '../../errors/service-error.js'
 import { randomSecret } from '../../lib/crypto.js'
-import { checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
+import { capabilityName, checkAnswer, missingCapability, onTheWire, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import { argumentsDigest } from '../../mrtr/canonical.js'
 import type { RequestStateSealer } from '../../mrtr/state-sealer.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
@@ -197,7 +197,8 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
     if (sealed.length > MAX_STATE_LENGTH) {
       throw fail('INVALID_PARAMS', { message: 'The answers given so far are too large to carry to the next round; answer with less' })
     }
-    return new InputRequired({ resultType: 'input_required', inputRequests: requests, requestState: sealed })
+    const inputRequests = Object.fromEntries(Object.entries(requests).map(([k, r]) => [k, onTheWire(r, 'modern')]))
+    return new InputRequired({ resultType: 'input_required', inputRequests, requestState: sealed })
   }
 
   /**
@@ -239,7 +240,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
     for (const request of Object.values(requests)) Object.assign(required, missingCapability(request, ctx.exchange.clientCapabilities))
     if (Object.keys(required).length > 0) {
       throw fail('MISSING_CLIENT_CAPABILITY', {
-        message: `${about.target} asks the client for input: declare ${Object.keys(required).join(' and ')} in this request's io.modelcontextprotocol/clientCapabilities`,
+        message: `${about.target} asks the client for input: declare ${capabilityName(required)} in this request's io.modelcontextprotocol/clientCapabilities`,
         details: { requiredCapabilities: required },
       })
     }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { fail } from '../../errors/service-error.js'
-import { checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
+import { capabilityName, checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import type { AskTarget } from '../../rpc/handler-context.js'
 import { OutboundRequestError } from '../../rpc/calls.js'
@@ -25,7 +25,7 @@ export function sessionAsker(fastify: FastifyInstance) {
     // Gated only on what was declared, whatever the revision (docs/decisions/protocol-revisions.md).
     const required = Object.values(requests).map((r) => missingCapability(r, session.clientCapabilities)).filter((m) => m !== null)
     if (required.length > 0) {
-      const names = required.flatMap((m) => Object.keys(m))
+      const names = required.map(capabilityName)
       throw fail('CAPABILITY_REQUIRED', { message: `${about.target} asks the client for input: the client must declare ${names.join(' and ')} at initialize` })
     }
     if (!ctx.sink.streaming) {
