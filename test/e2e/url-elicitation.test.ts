@@ -5,13 +5,14 @@
  * with a URL-mode input request (no elicitationId) and the answer on the retry. Only clients that declared
  * `elicitation.url` are asked.
  */
+import { Client, StreamableHTTPClientTransport, type ElicitRequest, type VersionNegotiationMode } from '@modelcontextprotocol/client'
 import t, { type Test } from 'tap'
 import { defineTool, text, toolResult } from '../../src/index.js'
 import { answerRequest, openLiveCall, readToEnd } from '../helpers/confirm.js'
 import { injectServer } from '../helpers/inject.js'
 import { openSession, post } from '../helpers/mcp.js'
 import { answerOf, modernCall } from '../helpers/modern.js'
-import { startServer } from '../helpers/server.js'
+import { startServer, type TestServer } from '../helpers/server.js'
 import { assertNotification, assertServerRequest } from '../helpers/spec-schema.js'
 import { messagesOf } from '../helpers/stream.js'
 
@@ -111,4 +112,34 @@ t.test('2026-07-28 request that declared form only: -32021 requiring elicitation
   t.equal(error.code, -32021)
   t.strictSame(error.data.requiredCapabilities, { elicitation: { url: {} } })
   t.match(error.message, /elicitation\.url/)
+})
+
+/** The SDK v2 client, declaring URL mode, answering with `action` and recording completion notifications. */
+function sdkClient(t: Test, server: TestServer, mode: VersionNegotiationMode, action: 'accept' | 'decline') {
+  const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), { requestInit: { headers: { Authorization: `Bearer ${server.apiKey}` } } })
+  const client = new Client({ name: 'sdk-v2-url', version: '2.0.0' }, { capabilities: { elicitation: { url: {} } }, versionNegotiation: { mode } })
+  const asked: ElicitRequest[] = []
+  client.setRequestHandler('elicitation/create', async (request) => {
+    asked.push(request)
+    return { action }
+  })
+  const completed: string[] = []
+  client.setNotificationHandler('notifications/elicitation/complete', (n) => void completed.push(n.params.elicitationId))
+  t.teardown(() => client.close())
+  return { client, transport, asked, completed }
+}
+
+t.test('SDK v2 client declaring elicitation.url: asked in URL mode in both eras, its answer reaches the handler', async (t) => {
+  const server = await startServer(t, { tools: [pageTool()] })
+  for (const [mode, action] of [['legacy', 'accept'], [{ pin: '2026-07-28' }, 'accept'], [{ pin: '2026-07-28' }, 'decline']] as const) {
+    const what = typeof mode === 'string' ? mode : mode.pin
+    const { client, transport, asked, completed } = sdkClient(t, server, mode, action)
+    await client.connect(transport)
+    const result = await client.callTool({ name: 'open_page', arguments: {} })
+    t.equal((result.content as Array<{ text: string }>)[0]!.text, `action=${action} content=null`, `${what} ${action}: the handler got the answer`)
+    t.equal(asked.length, 1, `${what}: asked once`)
+    t.match(asked[0]!.params, { mode: 'url', url: PAGE, message: 'Finish in your browser' }, `${what}: URL mode`)
+    if (typeof mode === 'string') t.strictSame(completed, [ELICITATION_ID], 'the session heard the completion')
+    else t.notOk('elicitationId' in asked[0]!.params, '2026-07-28: no elicitationId')
+  }
 })
