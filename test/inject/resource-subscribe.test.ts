@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { legacyClient, otherOrganization, seedApp, seedDeployment } from '../helpers/builtin-catalog.js'
 import { injectServer, type InjectServer } from '../helpers/inject.js'
 import { createMember, defaultOrganization } from '../helpers/seed.js'
+import { until } from '../helpers/stream.js'
 
 // resources/subscribe in a session (2025 revisions) checks what resources/read checks, once, when it is asked: the
 // URI must name something the caller may read now. Absent and foreign ids get one answer (RESOURCE_NOT_FOUND, -32002,
@@ -46,8 +47,7 @@ function recordUpdates(server: InjectServer): Map<string, string[]> {
  * witness is told, every earlier session's check has been decided.
  */
 async function heardBy(seen: Map<string, string[]>, witness: { sessionId: string }, count: number): Promise<void> {
-  for (let i = 0; i < 500 && (seen.get(witness.sessionId)?.length ?? 0) < count; i++) await new Promise((resolve) => setImmediate(resolve))
-  if ((seen.get(witness.sessionId)?.length ?? 0) < count) throw new Error(`the witness heard ${seen.get(witness.sessionId)?.length ?? 0} updates, not ${count}`)
+  await until(() => (seen.get(witness.sessionId)?.length ?? 0) >= count, 5000, `the witness's update ${count}`)
 }
 
 t.test('own app and own deployment log: subscribed', async (t) => {
