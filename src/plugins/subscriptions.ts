@@ -200,7 +200,11 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       if (requested.toolsListChanged === true) honored.toolsListChanged = true
       if (requested.promptsListChanged === true) honored.promptsListChanged = true
       if (requested.resourcesListChanged === true) honored.resourcesListChanged = true
-      const readable = [...new Set(requested.resourceSubscriptions?.filter((uri) => mayRead(ctx.principal, uri)) ?? [])]
+      // resources/read's rule, once per URI asked for: absent and foreign ones are left out alike. Later updates check
+      // only the role and scope (mayRead), at the stream's credential checks (docs/decisions/subscriptions.md).
+      const asked = [...new Set(requested.resourceSubscriptions ?? [])]
+      const mayFollow = await Promise.all(asked.map((uri) => fastify.resources.readable(uri, ctx)))
+      const readable = asked.filter((_uri, i) => mayFollow[i])
       if (readable.length > 0) honored.resourceSubscriptions = readable
       if (requested.taskIds !== undefined) {
         const found = await Promise.all(requested.taskIds.map((id) => fastify.tasks.get(ctx.principal, id)))

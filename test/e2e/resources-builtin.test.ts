@@ -320,7 +320,7 @@ t.test('sessions: a subscriber hears notifications/resources/updated on its GET 
   const handle = await run(server, late) // waits 300 ms before any output of its own
   const uri = logUri(handle.deployment.id)
   t.strictSame((await subscriber.rpc('resources/subscribe', { uri })).result, {}, 'subscribe answers an empty result')
-  t.strictSame((await foreign.rpc('resources/subscribe', { uri })).result, {}, 'org B may subscribe to the same URI: it names nothing it can read')
+  t.equal((await foreign.rpc('resources/subscribe', { uri })).error?.code, -32002, 'org B may not subscribe to the same URI: it names nothing it can read')
   const final = await handle.done
   t.equal(final.status, 'failed')
   await streams.subscriber.waitFor(() => updatesOf(streams.subscriber).length >= 1, 3000, 'notifications/resources/updated')
@@ -435,7 +435,7 @@ t.test('announcements of app changes: created, changed, env vars, deleted; to th
   const live = await getStream(t, server, s.headers)
   const otherLive = await getStream(t, server, other.headers)
   await s.rpc('resources/subscribe', { uri: appUri(alpha.id) })
-  await other.rpc('resources/subscribe', { uri: appUri(alpha.id) })
+  t.equal((await other.rpc('resources/subscribe', { uri: appUri(alpha.id) })).error?.code, -32002, 'org B may not subscribe to org A\'s app')
   /** Whether `count` grows past `before` within a short wait. */
   const grows = (count: () => number, before: number) => until(() => count() > before, 500, 'an announcement').then(() => true, () => false)
   const changes = () => listChangesOf(live).length
@@ -473,5 +473,5 @@ t.test('announcements of app changes: created, changed, env vars, deleted; to th
   t.ok(await grows(appUpdates, updatesBefore), 'service_apps_delete: resources/updated (a subscriber reads it again and finds it gone)')
 
   t.strictSame(listChangesOf(otherLive), [], 'org B heard no list change')
-  t.strictSame(updatesOf(otherLive), [], 'nor an update, though it subscribed to the URI')
+  t.strictSame(updatesOf(otherLive), [], 'nor an update, though it asked to subscribe to the URI')
 })

@@ -42,6 +42,13 @@ export interface TemplateResourceDefinition extends ResourceBase {
   /** The concrete resources resources/list shows this caller (none when omitted). */
   list?(ctx: RequestContext): Promise<ResourceEntry[]> | ResourceEntry[]
   read(variables: Readonly<Record<string, string>>, uri: string, ctx: RequestContext): Promise<ReadResult | null> | ReadResult | null
+  /**
+   * Whether the variables name something this caller may read, without reading it: resources/subscribe and the
+   * subscriptions/listen acknowledgement ask it (a read may be costly, or ask the client something). It must agree
+   * with `read` (share its lookup): false exactly when `read` would return null. When omitted, every URI the template
+   * matches counts as present.
+   */
+  exists?(variables: Readonly<Record<string, string>>, ctx: RequestContext): Promise<boolean> | boolean
   /** Completions of its variables (completion/complete with a ref/resource naming the template). */
   complete?: Completers
 }

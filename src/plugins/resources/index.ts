@@ -32,6 +32,12 @@ export interface Resources {
   listChanged(organizationId: string | null): void
   /** Who may see and read `uri` (its definition's audience), or undefined when nothing serves it. */
   audienceOf(uri: string): Audience | undefined
+  /**
+   * Whether the caller may read `uri` now, by resources/read's own rule: something serves it, its audience admits the
+   * caller (scope ∩ role), and it names something of the caller's organization (the definition's `exists`). Absent
+   * and foreign are both false. For resources/subscribe and the subscriptions/listen acknowledgement.
+   */
+  readable(uri: string, ctx: CallContext): Promise<boolean>
 }
 
 export interface ResourcesPluginOptions {
@@ -67,11 +73,19 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     const found = registry.resolve(uri)
     return found?.resource.audience
   }
+  const readable = async (uri: string, ctx: CallContext): Promise<boolean> => {
+    const found = registry.resolve(uri)
+    if (!found || !canUse(ctx.principal, found.resource.audience)) return false
+    // A static resource is at its URI; a template's variables may name an absent or foreign id.
+    if (found.kind === 'static' || !found.resource.def.exists) return true
+    return found.resource.def.exists(found.variables, new HandlerContext(ctx, { target: readTarget(uri), args: {} }, deps))
+  }
   fastify.decorate('resources', {
     registry,
     updated: (uri, organizationId) => events.emit({ type: 'resource.updated', uri, organizationId }),
     listChanged: (organizationId) => events.emit({ type: 'list.changed', list: 'resources', organizationId }),
     audienceOf,
+    readable,
   } satisfies Resources)
 
   const notFound = (uri: string) => new ServiceError('RESOURCE_NOT_FOUND', { message: `Resource not found: ${uri}`, details: { uri } })
@@ -146,9 +160,9 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
     method: 'resources/subscribe',
     eras: ['legacy'],
     params: validatorFor('mcp/resources-subscribe.params'),
-    handle(params, ctx) {
-      const audience = audienceOf(params.uri)
-      if (!audience || !canUse(ctx.principal, audience)) throw notFound(params.uri)
+    async handle(params, ctx) {
+      // Checked once, here: what the member may read later is checked again at each update (notifyIfReadable).
+      if (!(await readable(params.uri, ctx))) throw notFound(params.uri)
       if (!fastify.sessions.subscribe(ctx.session!, params.uri, ctx.principal.scopes, config.resourceSubscriptionsMax)) {
         throw fail('INVALID_PARAMS', {
           message: `A session may subscribe to ${config.resourceSubscriptionsMax} resources; unsubscribe from one first`,
@@ -173,8 +187,8 @@ const resourcesPlugin: FastifyPluginAsync<ResourcesPluginOptions> = async (fasti
   const concerns = (session: Session, organizationId: string | null) => organizationId === null || session.organizationId === organizationId
   /**
    * Whether the session's member may still read `uri`: a subscription outlives the request that made it, and a
-   * demoted member must stop hearing of what it can no longer read. Scopes are the credential's (fixed for the
-   * session); the role is read now.
+   * demoted or removed member must stop hearing of what it can no longer read (docs/decisions/subscriptions.md).
+   * Scopes are the credential's (fixed for the session); the role is read now.
    */
   const stillReadable = async (session: Session, subscriptions: ResourceSubscriptions, uri: string): Promise<boolean> => {
     const audience = audienceOf(uri)

@@ -33,6 +33,11 @@ export async function completeAppId(value: string, ctx: RequestContext): Promise
   return [...byName, ...byId].map((a) => a.id)
 }
 
+/** The app `service://apps/{app_id}` names, in the caller's organization only: an absent and a foreign id alike give undefined. */
+function appOf(variables: Readonly<Record<string, string>>, ctx: RequestContext): Promise<App | undefined> {
+  return ctx.repos.apps.byId(ctx.principal.organizationId, variables.app_id!)
+}
+
 /** How resources/list shows an app. */
 function entryOf(app: App): ResourceEntry {
   return {
@@ -61,9 +66,12 @@ export const appResource = defineResource({
     return (await appsOf(ctx.repos, ctx.principal.organizationId)).map(entryOf)
   },
   async read(variables, uri, ctx) {
-    const app = await ctx.repos.apps.byId(ctx.principal.organizationId, variables.app_id!)
+    const app = await appOf(variables, ctx)
     if (!app) return null
     return { uri, mimeType: 'application/json', text: JSON.stringify(await appDetails(ctx.repos, app)) }
+  },
+  async exists(variables, ctx) {
+    return (await appOf(variables, ctx)) !== undefined
   },
   complete: { app_id: completeAppId },
 })

@@ -55,6 +55,11 @@ export function deploymentIdCompleter(first?: (d: Deployment) => boolean) {
   }
 }
 
+/** The deployment a log URI names, in the caller's organization only: an absent and a foreign id alike give undefined. */
+function deploymentOf(variables: Readonly<Record<string, string>>, ctx: RequestContext): Promise<Deployment | undefined> {
+  return ctx.repos.deployments.byId(ctx.principal.organizationId, variables.deployment_id!)
+}
+
 /** How resources/list shows a deployment's log. */
 function entryOf(d: Deployment, appName: string): ResourceEntry {
   return {
@@ -88,9 +93,12 @@ export const deploymentLogResource = defineResource({
       .map((d) => entryOf(d, names.get(d.appId) ?? d.appId))
   },
   async read(variables, uri, ctx) {
-    const d = await ctx.repos.deployments.byId(ctx.principal.organizationId, variables.deployment_id!)
+    const d = await deploymentOf(variables, ctx)
     if (!d) return null
     return { uri, mimeType: 'text/plain', text: await renderLog(ctx.repos, d.id) }
+  },
+  async exists(variables, ctx) {
+    return (await deploymentOf(variables, ctx)) !== undefined
   },
   complete: { deployment_id: deploymentIdCompleter() },
 })
