@@ -30,7 +30,7 @@ const FIXTURE_TOOLS = [
   'test_input_required_result_elicitation', 'test_input_required_result_sampling', 'test_input_required_result_list_roots',
   'test_input_required_result_request_state', 'test_input_required_result_multiple_inputs', 'test_input_required_result_multi_round',
   'test_input_required_result_tampered_state', 'test_input_required_result_capabilities', 'test_custom_header', 'greet',
-  'slow_compute', 'failing_job',
+  'slow_compute', 'failing_job', 'protocol_error_job',
 ]
 const FIXTURE_PROMPTS = ['test_simple_prompt', 'test_prompt_with_arguments', 'test_prompt_with_embedded_resource', 'test_prompt_with_image', 'test_input_required_result_prompt']
 const FIXTURE_RESOURCES = ['test://static-text', 'test://static-binary', 'test://watched-resource']
@@ -122,7 +122,7 @@ t.test('the command line: banner, in-memory database, nothing on disk, requests 
   t.match(stderr, /NO PERSISTENCE: in-memory database/)
   t.match(stderr, new RegExp(`ignored: SERVICE_DATABASE "${configured.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}", SERVICE_ENV_KEY_FILE`), 'it says which settings it ignored')
   t.match(stderr, /LOOPBACK ONLY: listening on 127\.0\.0\.1/)
-  t.match(stderr, /30 tools, 4 resources and templates, 5 prompts; no built-in tool/)
+  t.match(stderr, new RegExp(`${FIXTURE_TOOLS.length} tools, 4 resources and templates, 5 prompts; no built-in tool`))
   t.ok(stderr.includes(`MCP endpoint (give it to the suite or your client): ${url}`), 'the banner gives the URL')
 
   // A session and a stateless request, neither with credentials.
@@ -461,6 +461,12 @@ t.test('2026-07-28: custom header, tasks fixtures', async (t) => {
   t.match(done, { status: 'completed', result: { content: [{ type: 'text', text: 'quick: computed for 0.2 s' }], isError: false } })
   const failed = await settled(failing.taskId)
   t.match(failed, { status: 'completed', result: { isError: true } }, 'a tool error completes the task with isError')
+  const crashing = answerOf(await call(mcpUrl, 'protocol_error_job', {}, tasks)).result
+  t.equal(crashing.resultType, 'task')
+  const crashed = await settled(crashing.taskId)
+  t.match(crashed, { status: 'failed', error: { code: -32603, message: String, data: { code: 'INTERNAL_ERROR' } } }, 'a crash of the work fails the task with the JSON-RPC error')
+  t.notOk('result' in crashed, 'a failed task has no result')
+  t.notMatch(JSON.stringify(crashed.error), /crashed, as it always does/, 'the crash message stays in the log')
 
   const long = answerOf(await call(mcpUrl, 'slow_compute', { arguments: { seconds: 60 } }, tasks)).result
   const ack = (await stateless(mcpUrl, 'tasks/cancel', { taskId: long.taskId }, tasks)).json.result

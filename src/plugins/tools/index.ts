@@ -220,6 +220,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (isServiceError(err) && err.code === 'MISSING_CLIENT_CAPABILITY') throw err
       // Before 2025-11-25, invalid arguments are a protocol error (-32602); from then on a tool result.
       if (isServiceError(err) && err.code === 'INVALID_ARGUMENTS' && !atLeast(version, '2025-11-25')) throw err
+      // In a task, a crash is a protocol error: the task ends `failed` with it (docs/decisions/tasks.md).
+      if (!isServiceError(err) && toolCtx.inTask) throw err
       if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
       return toToolResult(err)
     }
@@ -319,6 +321,11 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     readonly #work: CallAbort | undefined
     readonly #quiet: boolean
     readonly #onConfirmed: (() => void) | undefined
+
+    /** True when the call runs as a task (its failures are recorded on the task, not answered). */
+    get inTask(): boolean {
+      return this.#work !== undefined
+    }
 
     /**
      * `progressToken`: the call's, for notifications/progress. A task's call passes `work` (its own cancellation,
