@@ -81,6 +81,7 @@ interface RawConfig {
   discoverTtlMs: number
   taskTtlMs: number
   taskPollIntervalMs: number
+  taskInputTimeoutMs: number
   listenCheckMs: number
   listenMaxPerMember: number
   rateLimitWindowMs: number
@@ -251,6 +252,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'resourceUpdateIntervalMs', env: 'SERVICE_RESOURCE_UPDATE_INTERVAL_MS', flag: '--resource-update-interval-ms', kind: 'int', default: 250, min: 1, doc: 'Shortest time between two `notifications/resources/updated` for a resource that keeps changing (a running deployment\'s log); its last change is always announced' },
   { key: 'discoverTtlMs', env: 'SERVICE_DISCOVER_TTL_MS', flag: '--discover-ttl-ms', kind: 'int', default: 3_600_000, min: 0, doc: '`ttlMs` of `server/discover` results (1 h)' },
   { key: 'taskTtlMs', env: 'SERVICE_TASK_TTL_MS', flag: '--task-ttl-ms', kind: 'int', default: 86_400_000, min: 1000, doc: 'How long a task (tasks extension) stays readable after it was created (24 h)' },
+  { key: 'taskInputTimeoutMs', env: 'SERVICE_TASK_INPUT_TIMEOUT_MS', flag: '--task-input-timeout-ms', kind: 'int', default: 600_000, min: 1, doc: 'How long a task waits for the answers to its input requests (tasks/update) before its question fails with INPUT_TIMEOUT (10 min)' },
   { key: 'taskPollIntervalMs', env: 'SERVICE_TASK_POLL_INTERVAL_MS', flag: '--task-poll-interval-ms', kind: 'int', default: 2_000, min: 1, doc: '`pollIntervalMs` suggested to clients polling a task (2 s)' },
   { key: 'listenCheckMs', env: 'SERVICE_LISTEN_CHECK_MS', flag: '--listen-check-ms', kind: 'int', default: 30_000, min: 1, doc: 'How often a `subscriptions/listen` stream re-checks its credential and the tools it may see (30 s)' },
   { key: 'listenMaxPerMember', env: 'SERVICE_LISTEN_MAX_PER_MEMBER', flag: '--listen-max-per-member', kind: 'int', default: 10, min: 1, doc: 'Open `subscriptions/listen` streams a member may hold at once (429 beyond)' },

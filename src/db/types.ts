@@ -284,6 +284,10 @@ export type TaskRow = {
   expiresAt: number
   /** The server process running the task while it is working. */
   owner: string | null
+  /** While `input_required`: the requests still unanswered, by key. */
+  inputRequests: Record<string, unknown> | null
+  /** Answers given with tasks/update, not yet taken by the work. */
+  inputResponses: Record<string, unknown> | null
 }
 
 /** A server process serving the database, alive while its lease lasts (sqlite/schema.ts `processes`). */

@@ -30,7 +30,7 @@ const FIXTURE_TOOLS = [
   'test_input_required_result_elicitation', 'test_input_required_result_sampling', 'test_input_required_result_list_roots',
   'test_input_required_result_request_state', 'test_input_required_result_multiple_inputs', 'test_input_required_result_multi_round',
   'test_input_required_result_tampered_state', 'test_input_required_result_capabilities', 'test_custom_header', 'greet',
-  'slow_compute', 'failing_job',
+  'slow_compute', 'failing_job', 'confirm_delete', 'multi_input', 'test_tool_with_task', 'protocol_error_job',
 ]
 const FIXTURE_PROMPTS = ['test_simple_prompt', 'test_prompt_with_arguments', 'test_prompt_with_embedded_resource', 'test_prompt_with_image', 'test_input_required_result_prompt']
 const FIXTURE_RESOURCES = ['test://static-text', 'test://static-binary', 'test://watched-resource']
@@ -122,7 +122,7 @@ t.test('the command line: banner, in-memory database, nothing on disk, requests 
   t.match(stderr, /NO PERSISTENCE: in-memory database/)
   t.match(stderr, new RegExp(`ignored: SERVICE_DATABASE "${configured.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}", SERVICE_ENV_KEY_FILE`), 'it says which settings it ignored')
   t.match(stderr, /LOOPBACK ONLY: listening on 127\.0\.0\.1/)
-  t.match(stderr, /30 tools, 4 resources and templates, 5 prompts; no built-in tool/)
+  t.match(stderr, new RegExp(`${FIXTURE_TOOLS.length} tools, 4 resources and templates, 5 prompts; no built-in tool`))
   t.ok(stderr.includes(`MCP endpoint (give it to the suite or your client): ${url}`), 'the banner gives the URL')
 
   // A session and a stateless request, neither with credentials.
@@ -461,6 +461,12 @@ t.test('2026-07-28: custom header, tasks fixtures', async (t) => {
   t.match(done, { status: 'completed', result: { content: [{ type: 'text', text: 'quick: computed for 0.2 s' }], isError: false } })
   const failed = await settled(failing.taskId)
   t.match(failed, { status: 'completed', result: { isError: true } }, 'a tool error completes the task with isError')
+  const crashing = answerOf(await call(mcpUrl, 'protocol_error_job', {}, tasks)).result
+  t.equal(crashing.resultType, 'task')
+  const crashed = await settled(crashing.taskId)
+  t.match(crashed, { status: 'failed', error: { code: -32603, message: String, data: { code: 'INTERNAL_ERROR' } } }, 'a crash of the work fails the task with the JSON-RPC error')
+  t.notOk('result' in crashed, 'a failed task has no result')
+  t.notMatch(JSON.stringify(crashed.error), /crashed, as it always does/, 'the crash message stays in the log')
 
   const long = answerOf(await call(mcpUrl, 'slow_compute', { arguments: { seconds: 60 } }, tasks)).result
   const ack = (await stateless(mcpUrl, 'tasks/cancel', { taskId: long.taskId }, tasks)).json.result
@@ -469,3 +475,60 @@ t.test('2026-07-28: custom header, tasks fixtures', async (t) => {
   t.match(await settled(long.taskId), { status: 'cancelled' }, 'and stops the work')
 })
 
+
+t.test('2026-07-28: tasks that ask (input_required, tasks/update, partial answers, cancellation, asking before the task)', async (t) => {
+  const { mcpUrl } = await startProfile(t)
+  const tasks = { capabilities: { elicitation: {}, extensions: { [TASKS_EXTENSION]: {} } } }
+  const get = async (taskId: string) => (await stateless(mcpUrl, 'tasks/get', { taskId }, tasks)).json.result
+  const update = async (taskId: string, inputResponses: Record<string, unknown>) => (await stateless(mcpUrl, 'tasks/update', { taskId, inputResponses }, tasks)).json.result
+  /** The task once its status is one of `statuses` (polled, bounded). */
+  const reached = async (taskId: string, statuses: string[]): Promise<any> => {
+    for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(30)) {
+      const got = await get(taskId)
+      if (statuses.includes(got.status)) return got
+    }
+    throw new Error(`task ${taskId} not ${statuses.join(' or ')} after 5 s`)
+  }
+
+  const deleting = answerOf(await call(mcpUrl, 'confirm_delete', { arguments: { filename: 'a.txt' } }, tasks)).result
+  t.equal(deleting.resultType, 'task')
+  t.notOk('inputRequests' in deleting, 'the handle carries no input requests')
+  const asking = await reached(deleting.taskId, ['input_required'])
+  const key = Object.keys(asking.inputRequests)[0] as string
+  t.equal(Object.keys(asking.inputRequests).length, 1, 'one input request')
+  t.match(asking.inputRequests[key], { method: 'elicitation/create', params: { message: 'Delete a.txt?' } })
+  t.equal((await update(deleting.taskId, { 'unknown-key': { ignored: true } })).resultType, 'complete', 'unknown keys are acknowledged and ignored')
+  t.equal((await get(deleting.taskId)).status, 'input_required', 'still waiting')
+  const badAnswer = await stateless(mcpUrl, 'tasks/update', { taskId: deleting.taskId, inputResponses: { [key]: { action: 'maybe' } } }, tasks)
+  t.equal(badAnswer.json.error?.code, -32602, 'an answer that does not fit its request is refused')
+  const ack = await update(deleting.taskId, { [key]: { action: 'accept', content: { confirm: true } } })
+  t.equal(ack.resultType, 'complete')
+  for (const k of ['taskId', 'status', 'inputRequests']) t.notOk(k in ack, `the ack has no ${k}`)
+  t.match(await reached(deleting.taskId, ['completed', 'failed', 'cancelled']), { status: 'completed', result: { content: [{ type: 'text', text: 'Deleted a.txt' }] } }, 'the task resumed where it asked')
+
+  const multi = answerOf(await call(mcpUrl, 'multi_input', {}, tasks)).result
+  const both = await reached(multi.taskId, ['input_required'])
+  const keys = Object.keys(both.inputRequests)
+  t.equal(keys.length, 2, 'two requests pending at once')
+  await update(multi.taskId, { [keys[0]!]: { action: 'accept', content: { name: 'Ada', confirm: true } } })
+  const partly = await get(multi.taskId)
+  t.equal(partly.status, 'input_required', 'a partial answer keeps the task waiting')
+  t.same(Object.keys(partly.inputRequests), [keys[1]], 'only the unanswered request remains')
+  await update(multi.taskId, { [keys[1]!]: { action: 'accept', content: { name: 'Ada', confirm: true } } })
+  t.match(await reached(multi.taskId, ['completed']), { result: { content: [{ text: 'Name: Ada; confirmed: true' }] } })
+
+  const cancelled = answerOf(await call(mcpUrl, 'confirm_delete', { arguments: { filename: 'b.txt' } }, tasks)).result
+  await reached(cancelled.taskId, ['input_required'])
+  await stateless(mcpUrl, 'tasks/cancel', { taskId: cancelled.taskId }, tasks)
+  const stopped = await reached(cancelled.taskId, ['completed', 'failed', 'cancelled'])
+  t.equal(stopped.status, 'cancelled', 'a task waiting for answers is cancelled')
+  t.notOk('inputRequests' in stopped)
+
+  const round1 = answerOf(await call(mcpUrl, 'test_tool_with_task', {}, tasks)).result
+  t.equal(round1.resultType, 'input_required', 'the question before the task is an input_required round of the call')
+  t.notOk('taskId' in round1)
+  const round2 = answerOf(await call(mcpUrl, 'test_tool_with_task', { inputResponses: { user_name: { action: 'accept', content: { name: 'Alice' } } }, requestState: round1.requestState }, tasks)).result
+  t.equal(round2.resultType, 'task', 'answered, the call becomes a task')
+  t.notOk('requestState' in round2)
+  t.match(await reached(round2.taskId, ['completed']), { result: { content: [{ text: /Hello, Alice!/ }] } })
+})

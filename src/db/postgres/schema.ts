@@ -263,6 +263,8 @@ export const tasks = pgTable('tasks', {
   updatedAt: millis('updated_at').notNull(),
   expiresAt: millis('expires_at').notNull(),
   owner: text('owner'),
+  inputRequests: json('input_requests').$type<Record<string, unknown>>(),
+  inputResponses: json('input_responses').$type<Record<string, unknown>>(),
 }, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])
 export const serviceMeta = pgTable('service_meta', {
   name: text('name').primaryKey(),

@@ -346,6 +346,10 @@ export const tasks = sqliteTable('tasks', {
   expiresAt: integer('expires_at').notNull(),
   /** The server process running the task (`processes.id`) while it is working. */
   owner: text('owner'),
+  /** While `input_required`: the requests still unanswered, by key (docs/decisions/tasks.md). */
+  inputRequests: text('input_requests', { mode: 'json' }).$type<Record<string, unknown>>(),
+  /** Answers given with tasks/update and not yet taken by the work, by key. */
+  inputResponses: text('input_responses', { mode: 'json' }).$type<Record<string, unknown>>(),
 }, (t) => [index('tasks_expires_idx').on(t.expiresAt), index('tasks_status_idx').on(t.status)])
 
 /**

@@ -43,7 +43,10 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
   timer.unref()
   // While the pipelines are interrupted (same phase), live tasks record how they ended.
   fastify.shutdown.onDrain(() => manager.settle(config.pipelineGraceMs + 1000))
-  fastify.addHook('onClose', async () => clock.clearTimer(timer))
+  fastify.addHook('onClose', async () => {
+    clock.clearTimer(timer)
+    manager.close()
+  })
 
   const requires = { extensions: { [TASKS_EXTENSION]: {} } }
   const ownTask = async (ctx: CallContext, taskId: string) => {
@@ -85,8 +88,7 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
     },
   })
 
-  // No task of this server asks for input while it runs (confirmations happen before a task starts), so there is
-  // never an outstanding request: answers are acknowledged and ignored, as the extension says for unknown keys.
+  // Answers to a task's outstanding input requests; keys that are not outstanding are ignored (the extension says so).
   rpc.registerRequest<{ taskId: string; inputResponses: Record<string, unknown> }>({
     method: 'tasks/update',
     eras: ['modern'],
@@ -94,7 +96,7 @@ const tasksPlugin: FastifyPluginAsync = async (fastify) => {
     requires,
     params: validatorFor('mcp/tasks-update.params'),
     async handle(params, ctx) {
-      await ownTask(ctx, params.taskId)
+      await manager.update(await ownTask(ctx, params.taskId), params.inputResponses)
       return {}
     },
   })

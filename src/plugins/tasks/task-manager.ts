@@ -5,6 +5,9 @@ import type { Repos } from '../../db/repos/index.js'
 import type { Abandoned } from '../../db/types.js'
 import type { TaskRow } from '../../db/repos/tasks.js'
 import { toRpcError } from '../../errors/render.js'
+import { fail, ServiceError } from '../../errors/service-error.js'
+import { checkAnswer, missingCapability, type InputRequest, type InputRequests } from '../../mcp/input-requests.js'
+import type { ClientCapabilities } from '../../rpc/exchange.js'
 import type { EventBus } from '../../lib/event-bus.js'
 import { systemClock, type Clock } from '../../lib/clock.js'
 import { randomSecret } from '../../lib/crypto.js'
@@ -14,6 +17,16 @@ import { TaskCancelled, type CallAbort } from '../../rpc/call-abort.js'
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
 
 export type ToolResult = Record<string, unknown>
+
+/** A task whose work runs in this process: its cancellation, its end, and the question it waits on, if any. */
+interface LiveTask {
+  abort: CallAbort
+  done: Promise<void>
+  /** Questions asked so far: each round's keys are minted from its number. */
+  rounds: number
+  /** The pending question: minted key → the handler's key, and how to hand the answers over. */
+  waiting: { keys: Record<string, string>; resolve: (answers: Record<string, unknown>) => void } | null
+}
 
 /** The tool-failure code of a result, when it is one (`{"code", "message"}` in its text content). */
 function failureCode(result: ToolResult): string | undefined {
@@ -40,7 +53,8 @@ export class TaskManager {
   readonly #log: FastifyBaseLogger
   /** Task lifetimes (created, updated, expired) are read from it (docs/decisions/clock.md). */
   readonly #clock: Clock
-  readonly #live = new Map<string, { abort: CallAbort; done: Promise<void> }>()
+  readonly #live = new Map<string, LiveTask>()
+  readonly #unsubscribe: () => void
 
   /** The process running the tasks this manager adopts (the `owner` of their rows). */
   readonly #owner: string | null
@@ -52,6 +66,15 @@ export class TaskManager {
     this.#config = options.config
     this.#events = options.events
     this.#log = options.log
+    // Answers and cancellations may arrive through another process: each shows as a task event (relayed by Redis).
+    this.#unsubscribe = this.#events.subscribe((e) => {
+      if (e.type === 'task' && this.#live.has(e.taskId)) void this.#wake(e.taskId)
+    })
+  }
+
+  /** Stops following task events (the server is closing). */
+  close(): void {
+    this.#unsubscribe()
   }
 
   /** At start: tasks a previous process left working can never end; they complete with `interrupted`. */
@@ -89,7 +112,7 @@ export class TaskManager {
       (result) => this.#end(row, result),
       (err: unknown) => this.#failed(row, err),
     ).finally(() => this.#live.delete(row.id))
-    this.#live.set(row.id, { abort, done })
+    this.#live.set(row.id, { abort, done, rounds: 0, waiting: null })
     this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
     return this.#handle(row)
   }
@@ -109,12 +132,96 @@ export class TaskManager {
     return row ? this.#handle(row) : handle
   }
 
-  /** Asks the work of a working task to stop (cooperative); a task that already ended stays as it is. */
+  /** Asks the work of an active task to stop (cooperative); a task that already ended stays as it is. */
   async cancel(row: TaskRow, reason: string, now = this.#clock.now()): Promise<void> {
-    if (row.status !== 'working') return
+    if (row.status !== 'working' && row.status !== 'input_required') return
     // Recorded before the work hears of it: how the work ends is read against it (#end).
     await this.#repos.tasks.markCancelRequested(row.id, now)
-    this.#live.get(row.id)?.abort.abort(new TaskCancelled(reason))
+    const live = this.#live.get(row.id)
+    if (live) live.abort.abort(new TaskCancelled(reason))
+    // Run by another process: it hears of the request through the task event (#wake).
+    else this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
+  }
+
+  /**
+   * A question of a running task's work (docs/decisions/tasks.md): the task turns `input_required` with `requests`
+   * under keys minted for this round (never reused in the task's life), and the promise resolves with the answers,
+   * by the handler's keys, once tasks/update (on any process) has delivered all of them. Rejects with
+   * OPERATION_CANCELLED when the task is cancelled, INPUT_TIMEOUT after `taskInputTimeoutMs`, -32021 when the request
+   * that started the task did not declare what a request needs.
+   */
+  async ask(taskId: string, requests: InputRequests, capabilities: Readonly<ClientCapabilities>): Promise<Record<string, unknown>> {
+    const live = this.#live.get(taskId)
+    if (!live) throw new ServiceError('OPERATION_CANCELLED')
+    const required: Record<string, unknown> = {}
+    for (const request of Object.values(requests)) Object.assign(required, missingCapability(request, capabilities))
+    if (Object.keys(required).length > 0) {
+      throw fail('MISSING_CLIENT_CAPABILITY', {
+        message: `The task asks the client for input: declare ${Object.keys(required).join(' and ')} in the clientCapabilities of the request that starts it`,
+        details: { requiredCapabilities: required },
+      })
+    }
+    const round = ++live.rounds
+    const keys = Object.fromEntries(Object.keys(requests).map((k) => [`${round}.${k}`, k]))
+    const minted = Object.fromEntries(Object.entries(keys).map(([m, k]) => [m, requests[k]]))
+    const answered = new Promise<Record<string, unknown>>((resolve, reject) => {
+      const signal = live.abort.signal
+      const stop = (err: Error) => {
+        this.#clock.clearTimer(timer)
+        signal.removeEventListener('abort', onAbort)
+        live.waiting = null
+        reject(err)
+      }
+      const onAbort = () => stop(new ServiceError('OPERATION_CANCELLED'))
+      const timer = this.#clock.setTimeout(() => this.#timedOut(taskId, stop), this.#config.taskInputTimeoutMs).unref()
+      signal.addEventListener('abort', onAbort, { once: true })
+      live.waiting = {
+        keys,
+        resolve: (answers) => {
+          this.#clock.clearTimer(timer)
+          signal.removeEventListener('abort', onAbort)
+          live.waiting = null
+          resolve(answers)
+        },
+      }
+      if (signal.aborted) onAbort()
+    })
+    await this.#setInput(taskId, (row) => row.status === 'working'
+      ? { status: 'input_required', statusMessage: `${row.tool} is waiting for ${Object.keys(minted).length} answer(s)`, inputRequests: minted, inputResponses: null }
+      : null)
+    return answered
+  }
+
+  /**
+   * tasks/update: answers to the task's outstanding requests are kept (each checked against its request, -32602 when
+   * one does not fit); keys that are not outstanding are ignored. Once none is left the task is `working` again and
+   * its work takes the answers. Acknowledged whatever the task's status.
+   */
+  async update(row: TaskRow, given: Record<string, unknown>): Promise<void> {
+    let current: TaskRow | undefined = row
+    for (let attempt = 0; attempt < 5 && current; attempt++) {
+      if (current.status !== 'input_required' || !current.inputRequests) return
+      const pending = { ...current.inputRequests }
+      const responses = { ...current.inputResponses }
+      for (const [key, answer] of Object.entries(given)) {
+        const request = pending[key] as InputRequest | undefined
+        if (!request) continue
+        const outcome = checkAnswer(request, answer)
+        if ('problem' in outcome) throw fail('INVALID_PARAMS', { message: `inputResponses.${key} does not answer its ${request.method} request: ${outcome.problem}`, details: { param: `inputResponses.${key}` } })
+        responses[key] = outcome.ok
+        delete pending[key]
+      }
+      if (Object.keys(responses).length === Object.keys(current.inputResponses ?? {}).length) return
+      const done = Object.keys(pending).length === 0
+      const change = done
+        ? { status: 'working' as const, statusMessage: `${current.tool} is running`, inputRequests: null, inputResponses: responses }
+        : { status: 'input_required' as const, statusMessage: `${current.tool} is waiting for ${Object.keys(pending).length} answer(s)`, inputRequests: pending, inputResponses: responses }
+      if (await this.#repos.tasks.changeInput(current, change, this.#clock.now())) {
+        this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
+        return
+      }
+      current = await this.#repos.tasks.byId(row.id, this.#clock.now())
+    }
   }
 
   /** A task as tasks/get and notifications/tasks show it (DetailedTask, without resultType). */
@@ -128,14 +235,15 @@ export class TaskManager {
       pollIntervalMs: this.#config.taskPollIntervalMs,
     }
     if (row.statusMessage !== null) v.statusMessage = row.statusMessage
+    if (row.status === 'input_required' && row.inputRequests) v.inputRequests = row.inputRequests
     if (row.status === 'completed' && row.result) v.result = row.result
     if (row.status === 'failed' && row.error) v.error = row.error
     return v
   }
 
-  /** The CreateTaskResult: the task's fields, never its result or error (tasks/get gives those). */
+  /** The CreateTaskResult: the task's fields, never its result, error or input requests (tasks/get gives those). */
   #handle(row: TaskRow): ToolResult {
-    const { result: _result, error: _error, ...task } = this.view(row)
+    const { result: _result, error: _error, inputRequests: _inputRequests, ...task } = this.view(row)
     return { ...task, resultType: 'task' }
   }
 
@@ -146,6 +254,45 @@ export class TaskManager {
     let timer: NodeJS.Timeout | undefined
     await Promise.race([Promise.allSettled(pending), new Promise((r) => (timer = setTimeout(r, ms)))])
     clearTimeout(timer)
+  }
+
+  /** A task event for a task run here: its cancellation requested elsewhere, or the answers its work waits for. */
+  async #wake(taskId: string): Promise<void> {
+    const live = this.#live.get(taskId)
+    let row: TaskRow | undefined
+    try {
+      row = await this.#repos.tasks.byId(taskId, this.#clock.now())
+    } catch (err) {
+      this.#log.error({ err, task: taskId }, 'could not read a task')
+      return
+    }
+    if (!live || !row) return
+    if (row.cancelRequestedAt !== null && !live.abort.signal.aborted) live.abort.abort(new TaskCancelled('tasks/cancel'))
+    const waiting = live.waiting
+    const responses = row.inputResponses
+    if (!waiting || row.status !== 'working' || !responses || !Object.keys(waiting.keys).every((m) => m in responses)) return
+    waiting.resolve(Object.fromEntries(Object.entries(waiting.keys).map(([m, k]) => [k, responses[m]])))
+  }
+
+  /** The answers never came: the task works again (its work's question fails with INPUT_TIMEOUT). */
+  async #timedOut(taskId: string, stop: (err: Error) => void): Promise<void> {
+    await this.#setInput(taskId, (row) => row.status === 'input_required'
+      ? { status: 'working', statusMessage: `${row.tool} is running: its input requests were not answered in time`, inputRequests: null, inputResponses: null }
+      : null)
+    stop(new ServiceError('INPUT_TIMEOUT'))
+  }
+
+  /** Changes the task's input state with `change` (null: leave it), read again when another write came first. */
+  async #setInput(taskId: string, change: (row: TaskRow) => Parameters<Repos['tasks']['changeInput']>[1] | null): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const row = await this.#repos.tasks.byId(taskId, this.#clock.now())
+      const next = row && change(row)
+      if (!row || !next) return
+      if (await this.#repos.tasks.changeInput(row, next, this.#clock.now())) {
+        this.#events.emit({ type: 'task', taskId, membershipId: row.membershipId })
+        return
+      }
+    }
   }
 
   /** Records the work's result. Never rejects (a failure is logged). */

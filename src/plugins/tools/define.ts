@@ -93,6 +93,11 @@ export interface ToolDefinition<I = Record<string, unknown>, O = Record<string, 
    * tasks extension runs it as a task (after its confirmation, if any).
    */
   longRunning?: boolean
+  /**
+   * With `longRunning`: the handler's first `ask()` is answered before the call becomes a task (input_required rounds
+   * of the call itself); the task starts once it is answered, and later asks are the task's input requests.
+   */
+  asksBeforeTask?: boolean
   /** Calls per member per minute. */
   rateLimitPerMinute?: number
   /**

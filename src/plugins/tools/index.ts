@@ -8,10 +8,11 @@ import { writeAudit } from '../../lib/audit.js'
 import { loadEnvKey } from '../../db/env-key.js'
 import { SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
-import { CallAbort } from '../../rpc/call-abort.js'
+import { CallAbort, TaskCancelled } from '../../rpc/call-abort.js'
 import { rememberJson, textContent, type TextMemo } from '../../lib/message-json.js'
 import type { CallContext, PrecheckContext } from '../../rpc/dispatcher.js'
-import { HandlerContext, handlerDeps } from '../../rpc/handler-context.js'
+import { HandlerContext, handlerDeps, type AskOptions } from '../../rpc/handler-context.js'
+import type { InputRequests, InputResponses } from '../../mcp/input-requests.js'
 import { declaresExtension } from '../../rpc/exchange.js'
 import { atLeast, type RequestId } from '../../rpc/types.js'
 import { describeDetails, validationDetails, validatorFor } from '../../validation/index.js'
@@ -220,6 +221,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (isServiceError(err) && err.code === 'MISSING_CLIENT_CAPABILITY') throw err
       // Before 2025-11-25, invalid arguments are a protocol error (-32602); from then on a tool result.
       if (isServiceError(err) && err.code === 'INVALID_ARGUMENTS' && !atLeast(version, '2025-11-25')) throw err
+      // In a task, a crash is a protocol error: the task ends `failed` with it (docs/decisions/tasks.md).
+      if (!isServiceError(err) && toolCtx.inTask) throw err
       if (!isServiceError(err)) ctx.log.error({ err, tool: tool.def.name }, 'tool failed')
       return toToolResult(err)
     }
@@ -289,8 +292,19 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (!started) work.abort(ctx.signal.reason)
     }
     ctx.signal.addEventListener('abort', onRequestAbort, { once: true })
-    const toolCtx = new ToolCall(ctx, tool.def.name, args, { work, quiet: true, onConfirmed: () => begin() })
-    if (tool.def.confirm !== true) begin()
+    // The work may ask once it is a task: its questions wait for the task to be stored.
+    let stored!: (taskId: string) => void
+    let notStored!: (err: unknown) => void
+    const taskId = new Promise<string>((resolve, reject) => ((stored = resolve), (notStored = reject)))
+    taskId.catch(() => {}) // the work may never ask
+    const asksFirst = tool.def.asksBeforeTask === true
+    const toolCtx = new ToolCall(ctx, tool.def.name, args, {
+      work,
+      quiet: true,
+      onConfirmed: () => begin(),
+      task: { id: taskId, started: () => started, onAnswered: asksFirst ? () => begin() : undefined },
+    })
+    if (tool.def.confirm !== true && !asksFirst) begin()
     const running = callTool(tool, args, toolCtx, ctx)
     try {
       const early = await Promise.race([gate, running])
@@ -298,7 +312,15 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     } finally {
       ctx.signal.removeEventListener('abort', onRequestAbort)
     }
-    return fastify.tasks.adopt(ctx.principal, tool.def.name, running, work)
+    try {
+      const handle = await fastify.tasks.adopt(ctx.principal, tool.def.name, running, work)
+      stored(handle.taskId as string)
+      return handle
+    } catch (err) {
+      work.abort(new TaskCancelled('the task could not be stored'))
+      notStored(err)
+      throw err
+    }
   }
 
   /** Audit entries of a stateless confirmed call name its operation too, linking the write to its confirmation. */
@@ -319,12 +341,18 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     readonly #work: CallAbort | undefined
     readonly #quiet: boolean
     readonly #onConfirmed: (() => void) | undefined
+    readonly #task: TaskLink | undefined
+
+    /** True when the call runs as a task (its failures are recorded on the task, not answered). */
+    get inTask(): boolean {
+      return this.#work !== undefined
+    }
 
     /**
      * `progressToken`: the call's, for notifications/progress. A task's call passes `work` (its own cancellation,
      * instead of the request's), `quiet` (tasks send no notifications) and `onConfirmed` (the work may start).
      */
-    constructor(ctx: CallContext, toolName: string, args: Record<string, unknown>, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void } = {}) {
+    constructor(ctx: CallContext, toolName: string, args: Record<string, unknown>, options: { progressToken?: RequestId | undefined; work?: CallAbort; quiet?: boolean; onConfirmed?: () => void; task?: TaskLink } = {}) {
       super(ctx, { target: toolTarget(toolName), args }, deps)
       this.#toolName = toolName
       this.#args = args
@@ -332,6 +360,18 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       this.#work = options.work
       this.#quiet = options.quiet === true
       this.#onConfirmed = options.onConfirmed
+      this.#task = options.task
+    }
+
+    /** Once the call is a task, its questions are the task's input requests (tasks/update answers them). */
+    override async ask<R extends InputRequests>(requests: R, options?: AskOptions): Promise<InputResponses<R>> {
+      const task = this.#task
+      if (!task?.started()) {
+        const answers = await super.ask(requests, options)
+        task?.onAnswered?.()
+        return answers
+      }
+      return (await fastify.tasks.ask(await task.id, requests, this.call.exchange.clientCapabilities)) as InputResponses<R>
     }
 
     override get signal(): AbortSignal {
@@ -362,6 +402,14 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       return audit(this.call, this.#toolName, entry)
     }
   }
+}
+
+/** How a call run as a task reaches its task: the id once stored, whether it started, what its first answer starts. */
+interface TaskLink {
+  id: Promise<string>
+  started: () => boolean
+  /** The task starts once the first question is answered (asksBeforeTask). */
+  onAnswered: (() => void) | undefined
 }
 
 /** What a tool call's questions are about, in a stateless requestState. */
