@@ -5,29 +5,13 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { builtinTools, defineTool, text, toolResult } from '../../src/index.js'
+import { builtinTools } from '../../src/index.js'
 import { postgresDatabase, redisPrefix, redisUrl } from '../helpers/backends.js'
 import { answerOf, modernPost, WITH_TASKS } from '../helpers/modern.js'
 import { startServer, type TestServer } from '../helpers/server.js'
+import { twoQuestions } from '../helpers/task-tools.js'
 
 const ENV_KEY = Buffer.alloc(32, 0x3e).toString('base64')
-const ask = (message: string) => ({ method: 'elicitation/create' as const, params: { message, requestedSchema: { type: 'object' as const, properties: { ok: { type: 'boolean' as const } }, required: ['ok'] } } })
-
-const twoQuestions = defineTool({
-  name: 'two_questions',
-  title: 'Two Questions',
-  description: 'Asks two questions, one after the other, while it runs as a task',
-  scope: 'mcp:read',
-  role: 'viewer',
-  inputSchema: { type: 'object', properties: {}, additionalProperties: false },
-  longRunning: true,
-  async handler(_args, ctx) {
-    const first = await ctx.ask({ q: ask('First?') })
-    const second = await ctx.ask({ q: ask('Second?') })
-    return toolResult([text(`first: ${first.q.action}; second: ${second.q.action}`)])
-  },
-})
-
 let ids = 0
 const rpc = async (server: TestServer, method: string, params: Record<string, unknown>) => {
   const id = `r-${++ids}`

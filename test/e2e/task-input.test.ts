@@ -5,31 +5,14 @@
  * the task with -32021.
  */
 import t, { type Test } from 'tap'
-import { builtinTools, defineTool, text, toolResult } from '../../src/index.js'
+import { builtinTools } from '../../src/index.js'
 import { ManualClock } from '../helpers/clock.js'
 import { startServer, type TestServer } from '../helpers/server.js'
+import { twoQuestions } from '../helpers/task-tools.js'
 import { answerOf, modernPost, TASKS_EXTENSION, WITH_TASKS } from '../helpers/modern.js'
 import { sleep } from '../helpers/stream.js'
 
 const TIMEOUT_MS = 30_000
-
-const ask = (message: string) => ({ method: 'elicitation/create' as const, params: { message, requestedSchema: { type: 'object' as const, properties: { ok: { type: 'boolean' as const } }, required: ['ok'] } } })
-
-/** Asks twice inside its task, and says what it heard. */
-const twoQuestions = defineTool({
-  name: 'two_questions',
-  title: 'Two Questions',
-  description: 'Asks two questions, one after the other, while it runs as a task',
-  scope: 'mcp:read',
-  role: 'viewer',
-  inputSchema: { type: 'object', properties: {}, additionalProperties: false },
-  longRunning: true,
-  async handler(_args, ctx) {
-    const first = await ctx.ask({ q: ask('First?') })
-    const second = await ctx.ask({ q: ask('Second?') })
-    return toolResult([text(`first: ${first.q.action}; second: ${second.q.action}`)])
-  },
-})
 
 let ids = 0
 async function serve(t: Test, clock: ManualClock): Promise<TestServer> {
