@@ -263,7 +263,7 @@ t.test('SDK v1: subscribeResource, then notifications/resources/updated while a 
   const handle = await server.app.pipelines.start({ organizationId: app.organizationId, appId: app.id, kind: 'deploy', createdBy: null })
   const uri = logUri(handle.deployment.id)
   t.strictSame(await owner.client.subscribeResource({ uri }), {}, 'subscribed')
-  t.strictSame(await other.client.subscribeResource({ uri }), {}, 'org B may subscribe to the string, and hears nothing')
+  t.equal(await codeOf(other.client.subscribeResource({ uri })), -32002, 'org B may not subscribe to org A\'s log: not found, as a read')
   await handle.done
   await until(() => owner.updated.length > 0, 3000, 'notifications/resources/updated')
   await sleep(150)
