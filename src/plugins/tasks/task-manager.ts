@@ -198,8 +198,10 @@ export class TaskManager {
    * its work takes the answers. Acknowledged whatever the task's status.
    */
   async update(row: TaskRow, given: Record<string, unknown>): Promise<void> {
-    let current: TaskRow | undefined = row
-    for (let attempt = 0; attempt < 5 && current; attempt++) {
+    // Until stored: a lost compare-and-set means another write to the task won, and each write either takes at least
+    // one outstanding answer or changes the status, so the losses are bounded by the questions of the round (once the
+    // round is over, these keys are no longer outstanding and nothing is left to store). An answer is never dropped.
+    for (let current: TaskRow | undefined = row; current; current = await this.#repos.tasks.byId(row.id, this.#clock.now())) {
       if (current.status !== 'input_required' || !current.inputRequests) return
       const pending = { ...current.inputRequests }
       const responses = { ...current.inputResponses }
@@ -220,7 +222,6 @@ export class TaskManager {
         this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
         return
       }
-      current = await this.#repos.tasks.byId(row.id, this.#clock.now())
     }
   }
 
@@ -284,7 +285,9 @@ export class TaskManager {
 
   /** Changes the task's input state with `change` (null: leave it), read again when another write came first. */
   async #setInput(taskId: string, change: (row: TaskRow) => Parameters<Repos['tasks']['changeInput']>[1] | null): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
+    // Until it holds or `change` says there is nothing to do: as in update(), every lost compare-and-set is another
+    // write that won, and those are bounded.
+    for (;;) {
       const row = await this.#repos.tasks.byId(taskId, this.#clock.now())
       const next = row && change(row)
       if (!row || !next) return

@@ -1,0 +1,50 @@
+// test-backends: both (the task row's compare-and-set, on each dialect)
+/**
+ * Many tasks/update calls answering one task's questions at once (regression: each lost compare-and-set was retried
+ * at most five times, and an answer that lost six times was dropped without a word, leaving the task waiting for an
+ * answer its client had been told was taken). Every answer given concurrently must be kept and reach the work.
+ */
+import type { FastifyBaseLogger } from 'fastify'
+import t from 'tap'
+import type { Principal } from '../../src/auth/principal.js'
+import { loadConfig } from '../../src/config.js'
+import { EventBus } from '../../src/lib/event-bus.js'
+import type { InputRequests } from '../../src/mcp/input-requests.js'
+import { TaskManager } from '../../src/plugins/tasks/task-manager.js'
+import { CallAbort } from '../../src/rpc/call-abort.js'
+import { unitRepos } from '../helpers/unit-repos.js'
+
+const quiet = new Proxy({}, { get: (_target, name) => (name === 'child' ? () => quiet : () => {}) }) as FastifyBaseLogger
+const owner = { membershipId: 'mem_1', organizationId: 'org_1' } as Principal
+const QUESTIONS = 24
+
+const question = (n: number) => ({
+  method: 'elicitation/create' as const,
+  params: { mode: 'form' as const, message: `question ${n}`, requestedSchema: { type: 'object' as const, properties: { n: { type: 'number' as const } }, required: ['n'] } },
+})
+
+t.test('answers given by concurrent tasks/update calls are all kept', async (t) => {
+  const repos = await unitRepos(t)
+  const manager = new TaskManager({ repos, config: loadConfig({ env: {}, requireEnvKey: false }), events: new EventBus(), log: quiet })
+  t.teardown(() => manager.close())
+  let release!: (v: Record<string, unknown>) => void
+  const work = new Promise<Record<string, unknown>>((resolve) => (release = resolve))
+  const handle = await manager.adopt(owner, 'asker', work, new CallAbort())
+  const taskId = handle.taskId as string
+
+  const requests: InputRequests = Object.fromEntries(Array.from({ length: QUESTIONS }, (_, i) => [`q${i}`, question(i)]))
+  const answered = manager.ask(taskId, requests, { elicitation: {} })
+  let row = await manager.get(owner, taskId)
+  for (let i = 0; i < 50 && row?.status !== 'input_required'; i++) row = await manager.get(owner, taskId)
+  t.equal(row?.status, 'input_required')
+  const keys = Object.keys(row!.inputRequests!)
+  t.equal(keys.length, QUESTIONS)
+
+  // Each call starts from the row it read before any of them wrote, as concurrent requests do.
+  await Promise.all(keys.map((key) => manager.update(row!, { [key]: { action: 'accept', content: { n: Number(key.split('.q')[1]) } } })))
+  const answers = await answered
+  t.same(Object.keys(answers).sort(), Object.keys(requests).sort(), 'the work receives every answer')
+  for (const [key, answer] of Object.entries(answers)) t.same(answer, { action: 'accept', content: { n: Number(key.slice(1)) } })
+  t.equal((await manager.get(owner, taskId))?.status, 'working')
+  release({ content: [] })
+})
