@@ -24,6 +24,8 @@ interface LiveTask {
   done: Promise<void>
   /** Questions asked so far: each round's keys are minted from its number. */
   rounds: number
+  /** When the task's `ttlMs` runs out: no question waits past it (docs/decisions/tasks.md). */
+  expiresAt: number
   /** The pending question: minted key → the handler's key, and how to hand the answers over. */
   waiting: { keys: Record<string, string>; resolve: (answers: Record<string, unknown>) => void } | null
 }
@@ -112,7 +114,7 @@ export class TaskManager {
       (result) => this.#end(row, result),
       (err: unknown) => this.#failed(row, err),
     ).finally(() => this.#live.delete(row.id))
-    this.#live.set(row.id, { abort, done, rounds: 0, waiting: null })
+    this.#live.set(row.id, { abort, done, rounds: 0, expiresAt: row.expiresAt, waiting: null })
     this.#events.emit({ type: 'task', taskId: row.id, membershipId: row.membershipId })
     return this.#handle(row)
   }
@@ -147,7 +149,8 @@ export class TaskManager {
    * A question of a running task's work (docs/decisions/tasks.md): the task turns `input_required` with `requests`
    * under keys minted for this round (never reused in the task's life), and the promise resolves with the answers,
    * by the handler's keys, once tasks/update (on any process) has delivered all of them. Rejects with
-   * OPERATION_CANCELLED when the task is cancelled, INPUT_TIMEOUT after `taskInputTimeoutMs`, -32021 when the request
+   * OPERATION_CANCELLED when the task is cancelled, INPUT_TIMEOUT after `taskInputTimeoutMs` (or when the task's TTL
+   * runs out, if sooner), -32021 when the request
    * that started the task did not declare what a request needs.
    */
   async ask(taskId: string, requests: InputRequests, capabilities: Readonly<ClientCapabilities>): Promise<Record<string, unknown>> {
@@ -173,7 +176,9 @@ export class TaskManager {
         reject(err)
       }
       const onAbort = () => stop(new ServiceError('OPERATION_CANCELLED'))
-      const timer = this.#clock.setTimeout(() => this.#timedOut(taskId, stop), this.#config.taskInputTimeoutMs).unref()
+      // The extension lets a server end a task once its ttlMs has passed: a question never outlives the task's TTL.
+      const wait = Math.max(0, Math.min(this.#config.taskInputTimeoutMs, live.expiresAt - this.#clock.now()))
+      const timer = this.#clock.setTimeout(() => this.#timedOut(taskId, stop), wait).unref()
       signal.addEventListener('abort', onAbort, { once: true })
       live.waiting = {
         keys,

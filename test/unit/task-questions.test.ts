@@ -1,6 +1,6 @@
 // test-backends: both (the task row's compare-and-set, on each dialect)
 /**
- * Many tasks/update calls answering one task's questions at once (regression: each lost compare-and-set was retried
+ * Questions of a task's work. Many tasks/update calls answering one task's questions at once (regression: each lost compare-and-set was retried
  * at most five times, and an answer that lost six times was dropped without a word, leaving the task waiting for an
  * answer its client had been told was taken). Every answer given concurrently must be kept and reach the work.
  */
@@ -12,6 +12,7 @@ import { EventBus } from '../../src/lib/event-bus.js'
 import type { InputRequests } from '../../src/mcp/input-requests.js'
 import { TaskManager } from '../../src/plugins/tasks/task-manager.js'
 import { CallAbort } from '../../src/rpc/call-abort.js'
+import { ManualClock } from '../helpers/clock.js'
 import { unitRepos } from '../helpers/unit-repos.js'
 
 const quiet = new Proxy({}, { get: (_target, name) => (name === 'child' ? () => quiet : () => {}) }) as FastifyBaseLogger
@@ -47,4 +48,20 @@ t.test('answers given by concurrent tasks/update calls are all kept', async (t) 
   for (const [key, answer] of Object.entries(answers)) t.same(answer, { action: 'accept', content: { n: Number(key.slice(1)) } })
   t.equal((await manager.get(owner, taskId))?.status, 'working')
   release({ content: [] })
+})
+
+t.test('a question never waits past the task\'s TTL, even with a longer input timeout', async (t) => {
+  const repos = await unitRepos(t)
+  const clock = new ManualClock()
+  const config = loadConfig({ env: {}, requireEnvKey: false, overrides: { taskTtlMs: 5_000, taskInputTimeoutMs: 600_000 } })
+  const manager = new TaskManager({ repos, config, events: new EventBus(), log: quiet, clock })
+  t.teardown(() => manager.close())
+  const handle = await manager.adopt(owner, 'asker', new Promise(() => {}), new CallAbort())
+  await clock.advance(1_000)
+  const answered = manager.ask(handle.taskId as string, { q: question(0) }, { elicitation: {} })
+  const outcome = answered.then(() => 'answered', (err: { code?: string }) => err.code)
+  await clock.advance(3_999)
+  t.equal(await Promise.race([outcome, Promise.resolve('waiting')]), 'waiting', 'still waiting 1 ms before the TTL')
+  await clock.advance(1)
+  t.equal(await outcome, 'INPUT_TIMEOUT', 'the question fails when the TTL runs out')
 })
