@@ -1,8 +1,9 @@
 // test-backends: both (the task row's compare-and-set, on each dialect)
 /**
- * Questions of a task's work. Many tasks/update calls answering one task's questions at once (regression: each lost compare-and-set was retried
- * at most five times, and an answer that lost six times was dropped without a word, leaving the task waiting for an
- * answer its client had been told was taken). Every answer given concurrently must be kept and reach the work.
+ * Questions of a task's work (docs/decisions/tasks.md), on the task manager itself:
+ * - many tasks/update calls answering one task at once (regression: a lost compare-and-set was retried five times,
+ *   and an answer that lost a sixth time was acknowledged and dropped, leaving the task waiting for it);
+ * - a question never waits past the task's TTL.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import t from 'tap'
