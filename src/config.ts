@@ -3,6 +3,7 @@ import { isIP } from 'node:net'
 import { isAbsolute, join, resolve } from 'node:path'
 import { classifyDatabase, type DatabaseTarget } from './lib/database-url.js'
 import { closeMatch, editDistance } from './lib/closest.js'
+import { jsonSetting } from './lib/json-setting.js'
 import { maskCredentials } from './lib/mask-credentials.js'
 import { packageRoot } from './lib/package-root.js'
 import { parseSignInProviders, ProviderConfigProblem, type SignInProvider } from './lib/sign-in-providers.js'
@@ -396,14 +397,9 @@ function parseValue(s: Setting, raw: unknown, source: string, env: NodeJS.Proces
 const PIPELINE_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/
 
 function parsePipelines(raw: unknown, where: string): Record<string, PipelineConfig> {
-  let value = raw
-  if (typeof value === 'string') {
-    try {
-      value = JSON.parse(value)
-    } catch {
-      throw new ConfigError(`${where} must be JSON like {"default": {"argv": ["./deploy.sh"]}}`)
-    }
-  }
+  const badJson = () => new ConfigError(`${where} must be JSON like {"default": {"argv": ["./deploy.sh"]}}`)
+  const value = jsonSetting(raw, badJson)
+  if (value === undefined) throw badJson()
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new ConfigError(`${where} must be an object of pipelines by name`)
   const out: Record<string, PipelineConfig> = {}
   for (const [name, p] of Object.entries(value as Record<string, unknown>)) {

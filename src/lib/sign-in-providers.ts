@@ -1,3 +1,4 @@
+import { jsonSetting } from './json-setting.js'
 import { providerUrlProblem } from './provider-url.js'
 import { ROLES, type Role } from './roles.js'
 
@@ -54,15 +55,8 @@ const KNOWN_KEYS = new Set([
  * `clientSecretEnv` and `privateKeyJwkEnv` are read.
  */
 export function parseSignInProviders(raw: unknown, env: Record<string, string | undefined>, where = 'signInProviders'): SignInProvider[] {
-  let value = raw
-  if (typeof value === 'string') {
-    if (value.trim() === '') return []
-    try {
-      value = JSON.parse(value)
-    } catch {
-      throw new ProviderConfigProblem(`${where} must be a JSON array of providers like [{"name": "corp", "issuer": "https://…", …}]`)
-    }
-  }
+  const value = jsonSetting(raw, () => new ProviderConfigProblem(`${where} must be a JSON array of providers like [{"name": "corp", "issuer": "https://…", …}]`))
+  if (value === undefined) return []
   if (!Array.isArray(value)) throw new ProviderConfigProblem(`${where} must be an array of providers`)
   const seen = new Set<string>()
   return value.map((entry, i) => {

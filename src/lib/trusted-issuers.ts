@@ -1,3 +1,4 @@
+import { jsonSetting } from './json-setting.js'
 import { providerUrlProblem } from './provider-url.js'
 
 /**
@@ -30,15 +31,8 @@ const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/
 
 /** `raw`: the parsed JSON array (config file) or its text (environment variable, flag). Throws Error on any problem. */
 export function parseTrustedIssuers(raw: unknown): TrustedIssuer[] {
-  let value = raw
-  if (typeof value === 'string') {
-    if (value.trim() === '') return []
-    try {
-      value = JSON.parse(value)
-    } catch {
-      throw new Error('must be a JSON array like [{"issuer": "https://idp.example.com", "jwksUri": "https://idp.example.com/keys"}]')
-    }
-  }
+  const value = jsonSetting(raw, () => new Error('must be a JSON array like [{"issuer": "https://idp.example.com", "jwksUri": "https://idp.example.com/keys"}]'))
+  if (value === undefined) return []
   if (!Array.isArray(value)) throw new Error('must be an array of trusted issuers ({"issuer", "jwksUri", ...})')
   const seen = new Set<string>()
   return value.map((entry, i) => {
