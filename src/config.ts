@@ -38,6 +38,8 @@ interface RawConfig {
   redisPrefix: string
   leaseMs: number
   readyRedisTimeoutMs: number
+  diskMinFreeMb: number
+  diskCheckMs: number
   configFile: string
   logLevel: string
   accessLog: boolean
@@ -209,6 +211,8 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'redisUrl', env: 'SERVICE_REDIS_URL', flag: '--redis-url', kind: 'string', default: '', doc: 'Redis (`redis://` or `rediss://`) that several processes serving one PostgreSQL database coordinate through; empty: one process serves the database' },
   { key: 'redisPrefix', env: 'SERVICE_REDIS_PREFIX', flag: '--redis-prefix', kind: 'string', default: 'service-mcp:', doc: 'Prefix of every Redis key and channel the server uses (several deployments can share one Redis)' },
   { key: 'leaseMs', env: 'SERVICE_LEASE_MS', flag: '--lease-ms', kind: 'int', default: 15_000, min: 3, doc: 'A process renews its lease in the database three times per this period; a process whose lease lapsed is dead, and its deployments, confirmed calls and tasks are recovered as interrupted (15 s)' },
+  { key: 'diskMinFreeMb', env: 'SERVICE_DISK_MIN_FREE_MB', flag: '--disk-min-free-mb', kind: 'int', default: 256, min: 0, doc: 'SQLite: under this much free space (MiB) in the database\'s folder, `GET /readyz` reports the process unready and the log warns, before writes start failing; 0 turns the check off' },
+  { key: 'diskCheckMs', env: 'SERVICE_DISK_CHECK_MS', flag: '--disk-check-ms', kind: 'int', default: 60_000, min: 1, doc: 'SQLite: how often the free space in the database\'s folder is checked between `GET /readyz` calls, so the warning is logged without a balancer polling (1 min)' },
   { key: 'readyRedisTimeoutMs', env: 'SERVICE_READY_REDIS_TIMEOUT_MS', flag: '--ready-redis-timeout-ms', kind: 'int', default: 1_000, min: 1, doc: 'With SERVICE_REDIS_URL: how long `GET /readyz` waits for Redis to answer a PING before it reports the process unready (1 s)' },
   { key: 'configFile', env: 'SERVICE_CONFIG', flag: '--config', kind: 'string', default: '', doc: 'JSON config file for structured settings (any key of this table, camelCase; an unknown key stops the start)' },
   { key: 'logLevel', env: 'SERVICE_LOG_LEVEL', flag: '--log-level', kind: 'level', default: 'info', doc: `Log level: ${LEVELS.join(', ')}` },

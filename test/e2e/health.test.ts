@@ -15,6 +15,11 @@ import { until } from '../helpers/stream.js'
 const DATE = /^\d{4}-\d{2}-\d{2}$/
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
+/** A SQLite file database has a free-space check too (SERVICE_DISK_MIN_FREE_MB); this machine has the room. */
+function diskCheck(dbPath: string): { disk?: 'ok' } {
+  return isPostgresUrl(dbPath) ? {} : { disk: 'ok' }
+}
+
 async function getJson(client: Client | string, path: string, headers: Record<string, string> = {}) {
   const res = typeof client === 'string'
     ? await request(`${client}${path}`, { headers })
@@ -36,7 +41,7 @@ t.test('running: /healthz and /readyz answer 200 without credentials, with the u
 
   const ready = await getJson(server.url, '/readyz')
   t.equal(ready.status, 200)
-  t.strictSame(ready.json, { status: 'ok', checks: { database: 'ok', shutdown: 'ok' } })
+  t.strictSame(ready.json, { status: 'ok', checks: { database: 'ok', ...diskCheck(server.dbPath), shutdown: 'ok' } })
   t.match(ready.headers['x-service-mcp-version'], DATE)
   t.match(ready.headers['x-request-id'], UUID)
 
@@ -61,7 +66,7 @@ t.test('the database does not answer: /readyz 503 naming the check, /healthz sti
   }
   const ready = await getJson(server.url, '/readyz')
   t.equal(ready.status, 503)
-  t.strictSame(ready.json, { status: 'unavailable', checks: { database: 'fail', shutdown: 'ok' } })
+  t.strictSame(ready.json, { status: 'unavailable', checks: { database: 'fail', ...diskCheck(server.dbPath), shutdown: 'ok' } })
   t.match(ready.headers['x-request-id'], UUID)
   t.match(ready.headers['x-service-mcp-version'], DATE)
   const live = await getJson(server.url, '/healthz')
@@ -100,7 +105,7 @@ t.test('while the server stops: new connections refused; on open ones /readyz 50
   await t.rejects(getJson(fresh, '/healthz'), { code: 'ECONNREFUSED' }, 'a new connection is refused from the first moment')
   const refused = await getJson(forReady, '/readyz')
   t.equal(refused.status, 503, '/readyz answers 503 on a connection opened before the stop')
-  t.strictSame(refused.json, { status: 'unavailable', checks: { database: 'ok', shutdown: 'fail' } })
+  t.strictSame(refused.json, { status: 'unavailable', checks: { database: 'ok', ...diskCheck(server.dbPath), shutdown: 'fail' } })
   t.match(refused.headers['x-request-id'], UUID)
   t.match(refused.headers['x-service-mcp-version'], DATE)
   t.equal(refused.headers.connection, 'close', 'and the client is told to close the connection')
