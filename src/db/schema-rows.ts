@@ -29,6 +29,7 @@ type Checks = {
   deployments: Exactly<rows.Deployment, typeof schema.deployments.$inferSelect>
   deploymentLogs: Exactly<rows.DeploymentLogLine, typeof schema.deploymentLogs.$inferSelect>
   auditLog: Exactly<rows.AuditEntry, typeof schema.auditLog.$inferSelect>
+  auditCheckpoints: Exactly<rows.AuditCheckpointRow, typeof schema.auditCheckpoints.$inferSelect>
   idempotencyRecords: Exactly<rows.IdempotencyRecord, typeof schema.idempotencyRecords.$inferSelect>
   tasks: Exactly<rows.TaskRow, typeof schema.tasks.$inferSelect>
   processes: Exactly<rows.ProcessRow, typeof schema.processes.$inferSelect>
@@ -56,6 +57,7 @@ export const ROWS_MATCH_SCHEMA: Checks = {
   deployments: true,
   deploymentLogs: true,
   auditLog: true,
+  auditCheckpoints: true,
   idempotencyRecords: true,
   tasks: true,
   processes: true,

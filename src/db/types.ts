@@ -26,6 +26,12 @@ export type TaskStatus = (typeof TASK_STATUSES)[number]
 /** Where an OAuth client's record comes from: registration (RFC 7591) or its Client ID Metadata Document. */
 export const CLIENT_SOURCES = ['registration', 'metadata_document'] as const
 
+/**
+ * `head`: a signed head of an organization's audit chain; `start`: where the kept chain starts after a purge, its
+ * `hash` being the prev_hash of the first kept entry (docs/decisions/audit-chain.md).
+ */
+export const AUDIT_CHECKPOINT_KINDS = ['head', 'start'] as const
+
 export const AUDIT_OUTCOMES = ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] as const
 
 /** SQLite's Drizzle database, on its one better-sqlite3 connection (its members: connection-types.ts). */
@@ -250,6 +256,20 @@ export type AuditEntry = {
   outcome: (typeof AUDIT_OUTCOMES)[number]
   details: Record<string, unknown> | null
   at: number
+  /** Its place in the organization's audit chain; null only for an entry written before the chain existed. */
+  seq: number | null
+  prevHash: string | null
+  hash: string | null
+}
+
+export type AuditCheckpointRow = {
+  organizationId: string
+  kind: (typeof AUDIT_CHECKPOINT_KINDS)[number]
+  seq: number
+  hash: string
+  at: number
+  kid: string
+  jws: string
 }
 
 export type IdempotencyRecord = {

@@ -35,6 +35,9 @@ const dbPlugin: FastifyPluginAsync<{ path: string; handle?: DatabaseHandle }> = 
   const hazard = storage.sqlite ? sqliteAddonHazard() : undefined
   if (hazard) fastify.log.warn(hazard)
   fastify.decorate('repos', storage.shared ? await behindBarrier(fastify, storage, storage.shared, opts.path) : storage.repos())
+  // Entries written by a version without the audit chain take their place in it before any new one is written.
+  const chained = await fastify.repos.audit.chainUnchained()
+  if (chained > 0) fastify.log.info({ entries: chained }, 'audit entries written before the audit chain existed were chained (docs/decisions/audit-chain.md)')
 }
 
 async function openOwn(fastify: FastifyInstance, path: string): Promise<Storage> {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { bigint, index, integer, json, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (../sqlite/schema.ts), which the
@@ -231,7 +231,23 @@ export const auditLog = pgTable('audit_log', {
   outcome: text('outcome', { enum: AUDIT_OUTCOMES }).notNull(),
   details: json('details').$type<Record<string, unknown>>(),
   at: millis('at').notNull(),
-}, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])
+  seq: bigint('seq', { mode: 'number' }),
+  prevHash: text('prev_hash'),
+  hash: text('hash'),
+}, (t) => [
+  index('audit_log_org_idx').on(t.organizationId, t.id),
+  index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id),
+  uniqueIndex('audit_log_org_seq_idx').on(t.organizationId, t.seq),
+])
+export const auditCheckpoints = pgTable('audit_checkpoints', {
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  kind: text('kind', { enum: AUDIT_CHECKPOINT_KINDS }).notNull(),
+  seq: bigint('seq', { mode: 'number' }).notNull(),
+  hash: text('hash').notNull(),
+  at: millis('at').notNull(),
+  kid: text('kid').notNull(),
+  jws: text('jws').notNull(),
+}, (t) => [primaryKey({ columns: [t.organizationId, t.kind, t.seq] })])
 export const idempotencyRecords = pgTable('idempotency_records', {
   sessionId: text('session_id').notNull(),
   membershipId: text('membership_id').notNull(),

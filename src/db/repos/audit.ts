@@ -1,12 +1,16 @@
-import { and, count, desc, eq, lt } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gte, isNotNull, isNull, lt } from 'drizzle-orm'
+import { entryHash, GENESIS } from '../../audit/chain.js'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
-import type { AuditEntry } from '../types.js'
+import type { AuditCheckpointRow, AuditEntry } from '../types.js'
 
 // The row type lives in db/types.ts, free of Drizzle types (the public declarations reach it).
-export type { AuditEntry }
+export type { AuditCheckpointRow, AuditEntry }
 
 export type AuditOutcome = AuditEntry['outcome']
+
+/** What a writer gives: the chain fields are the repository's to set. */
+export type NewAuditEntry = Omit<AuditEntry, 'id' | 'at' | 'seq' | 'prevHash' | 'hash'> & { at?: number }
 
 /**
  * Who changed a credential outside a tool call, for the audit log: a signed-in member on the account page (their
@@ -29,7 +33,7 @@ export const CREDENTIAL_AUDIT_ACTIONS = {
 export function credentialAuditEntry(
   by: CredentialActor,
   entry: { organizationId: string; membershipId: string | null; action: string; targetType: string; targetId: string; details: Record<string, unknown> },
-): Omit<AuditEntry, 'id' | 'at'> {
+): NewAuditEntry {
   const page = by.via === 'account_page'
   return {
     organizationId: entry.organizationId,
@@ -47,12 +51,90 @@ export function credentialAuditEntry(
 }
 
 export function auditRepo(store: Store) {
-  const { db, t: { auditLog } } = store
+  const { db, t: { auditLog, auditCheckpoints } } = store
+
+  /**
+   * The end of an organization's chain, read inside the transaction that holds its lock: the last entry's seq and
+   * hash, or, when every entry was purged, the place the start checkpoint names; the genesis for a new chain.
+   */
+  async function headOf(tx: Store, organizationId: string): Promise<{ seq: number; hash: string }> {
+    const { auditLog: log, auditCheckpoints: points } = tx.t
+    const last = (await tx.db.select({ seq: log.seq, hash: log.hash }).from(log)
+      .where(and(eq(log.organizationId, organizationId), isNotNull(log.seq))).orderBy(desc(log.seq)).limit(1))[0]
+    if (last?.seq != null && last.hash !== null) return { seq: last.seq, hash: last.hash }
+    const start = (await tx.db.select({ seq: points.seq, hash: points.hash }).from(points)
+      .where(and(eq(points.organizationId, organizationId), eq(points.kind, 'start'))).orderBy(desc(points.seq)).limit(1))[0]
+    return start ? { seq: start.seq - 1, hash: start.hash } : { seq: 0, hash: GENESIS }
+  }
+
+  /** Appends entries to their organization's chain, holding its lock (docs/decisions/audit-chain.md, "Appending"). */
+  async function append(tx: Store, organizationId: string, entries: Array<Omit<AuditEntry, 'seq' | 'prevHash' | 'hash'>>): Promise<AuditEntry[]> {
+    await tx.lockKey(`audit_chain:${organizationId}`)
+    let head = await headOf(tx, organizationId)
+    const rows: AuditEntry[] = []
+    for (const entry of entries) {
+      const linked = { ...entry, seq: head.seq + 1, prevHash: head.hash }
+      const row: AuditEntry = { ...linked, hash: entryHash(linked) }
+      rows.push(row)
+      head = { seq: row.seq!, hash: row.hash! }
+    }
+    return rows
+  }
+
   return {
-    async add(entry: Omit<AuditEntry, 'id' | 'at'> & { at?: number }): Promise<AuditEntry> {
-      const row: AuditEntry = { ...entry, id: newId('aud'), at: entry.at ?? Date.now() }
-      await db.insert(auditLog).values(row)
-      return row
+    /**
+     * Writes an entry at the end of its organization's chain. Inside a caller's transaction it joins it (and holds
+     * the organization's chain until that one ends); otherwise in a transaction of its own.
+     */
+    async add(entry: NewAuditEntry): Promise<AuditEntry> {
+      return store.transaction(async (tx) => {
+        const [row] = await append(tx, entry.organizationId, [{ ...entry, id: newId('aud'), at: entry.at ?? Date.now() }])
+        await tx.db.insert(tx.t.auditLog).values(row!)
+        return row!
+      })
+    },
+    /**
+     * Chains the entries written before the chain existed (no seq), in id order, after each organization's head:
+     * at start, before requests are served. Returns how many were chained.
+     */
+    async chainUnchained(batch = 500): Promise<number> {
+      let chained = 0
+      for (;;) {
+        const loose = await db.select().from(auditLog).where(isNull(auditLog.seq)).orderBy(asc(auditLog.organizationId), asc(auditLog.id)).limit(batch)
+        if (loose.length === 0) return chained
+        // Node 20 has no Map.groupBy.
+        const byOrganization = new Map<string, AuditEntry[]>()
+        for (const e of loose) byOrganization.set(e.organizationId, [...(byOrganization.get(e.organizationId) ?? []), e])
+        for (const [organizationId, entries] of byOrganization) {
+          await store.transaction(async (tx) => {
+            for (const row of await append(tx, organizationId, entries)) {
+              await tx.db.update(tx.t.auditLog).set({ seq: row.seq, prevHash: row.prevHash, hash: row.hash })
+                .where(and(eq(tx.t.auditLog.id, row.id), isNull(tx.t.auditLog.seq)))
+            }
+          })
+          chained += entries.length
+        }
+      }
+    },
+    /** One organization's chain from `fromSeq` on, `limit` entries in seq order (verify and export page through it). */
+    async chain(organizationId: string, fromSeq: number, limit: number): Promise<AuditEntry[]> {
+      return db.select().from(auditLog)
+        .where(and(eq(auditLog.organizationId, organizationId), gte(auditLog.seq, fromSeq))).orderBy(asc(auditLog.seq)).limit(limit)
+    },
+    /** Entries of an organization outside the chain (written around the server: verify reports them). */
+    async unchained(organizationId: string, limit: number): Promise<AuditEntry[]> {
+      return db.select().from(auditLog).where(and(eq(auditLog.organizationId, organizationId), isNull(auditLog.seq))).orderBy(asc(auditLog.id)).limit(limit)
+    },
+    /** The last entry's seq and hash (or the chain's start when all were purged; seq 0 for an empty chain). */
+    async head(organizationId: string): Promise<{ seq: number; hash: string }> {
+      return store.transaction((tx) => headOf(tx, organizationId))
+    },
+    /** Stores a signed checkpoint; one already there for the same place (another process signed it) is kept. */
+    async addCheckpoint(c: AuditCheckpointRow): Promise<void> {
+      await db.insert(auditCheckpoints).values(c).onConflictDoNothing()
+    },
+    async checkpoints(organizationId: string): Promise<AuditCheckpointRow[]> {
+      return db.select().from(auditCheckpoints).where(eq(auditCheckpoints.organizationId, organizationId)).orderBy(asc(auditCheckpoints.seq))
     },
     /** Newest first, keyset-paged on the time-sortable id, scoped by organization, optionally one action only. */
     async page(organizationId: string, limit: number, before?: string, action?: string): Promise<{ items: AuditEntry[]; more: boolean }> {

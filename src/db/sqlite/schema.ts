@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -288,7 +288,27 @@ export const auditLog = sqliteTable('audit_log', {
   outcome: text('outcome', { enum: AUDIT_OUTCOMES }).notNull(),
   details: text('details', { mode: 'json' }).$type<Record<string, unknown>>(),
   at: integer('at').notNull(),
-}, (t) => [index('audit_log_org_idx').on(t.organizationId, t.id), index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id)])
+  /** Its place in the organization's chain (docs/decisions/audit-chain.md): 1, 2, … with no gap. */
+  seq: integer('seq'),
+  /** The hash of the entry before it (or of the chain's start), and its own: SHA-256 hex. */
+  prevHash: text('prev_hash'),
+  hash: text('hash'),
+}, (t) => [
+  index('audit_log_org_idx').on(t.organizationId, t.id),
+  index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id),
+  uniqueIndex('audit_log_org_seq_idx').on(t.organizationId, t.seq),
+])
+
+/** Signed heads of the organizations' audit chains, and where each chain starts after a purge (`kind`). */
+export const auditCheckpoints = sqliteTable('audit_checkpoints', {
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  kind: text('kind', { enum: AUDIT_CHECKPOINT_KINDS }).notNull(),
+  seq: integer('seq').notNull(),
+  hash: text('hash').notNull(),
+  at: integer('at').notNull(),
+  kid: text('kid').notNull(),
+  jws: text('jws').notNull(),
+}, (t) => [primaryKey({ columns: [t.organizationId, t.kind, t.seq] })])
 
 /**
  * One call of a confirmation-gated tool, identified by (session, membership, organization, JSON-RPC id)
