@@ -13,6 +13,7 @@ import discoveryPlugin from './plugins/discovery.js'
 import elicitationPlugin from './plugins/elicitation/index.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import healthPlugin from './plugins/health.js'
+import auditChainPlugin from './plugins/audit-chain.js'
 import landingPlugin from './plugins/landing.js'
 import metricsPlugin from './plugins/metrics.js'
 import tracingPlugin from './plugins/tracing.js'
@@ -131,6 +132,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(accessLogPlugin)
   await app.register(authPlugin)
   await app.register(oauthPlugin, { ...(options.clientDocuments ? { clientDocuments: options.clientDocuments } : {}) })
+  await app.register(auditChainPlugin)
   await app.register(landingPlugin)
   await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { UsageError, type Command, type Context } from './cli/command.js'
+import { CheckFailed, UsageError, type Command, type Context } from './cli/command.js'
 import { AreaUsageError, parseInvocation } from './cli/usage.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { storageFailure } from './db/open.js'
@@ -92,6 +92,10 @@ main(process.argv.slice(2)).catch((caught: unknown) => {
     if (err instanceof AreaUsageError) process.stderr.write(`Usage:\n${err.lines.join('\n')}\n`)
     else if (err instanceof UsageError) process.stderr.write(`See service-mcp ${err.command ? `${err.command} ` : ''}--help.\n`)
     process.exit(2)
+  }
+  if (err instanceof CheckFailed) {
+    process.stderr.write(`service-mcp: ${maskCredentials(err.message)}\n`)
+    process.exit(1)
   }
   process.stderr.write(`service-mcp: ${maskCredentials((err as Error).stack ?? String(err))}\n`)
   process.exit(1)

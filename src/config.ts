@@ -39,6 +39,7 @@ interface RawConfig {
   leaseMs: number
   readyRedisTimeoutMs: number
   diskMinFreeMb: number
+  auditSignIntervalMs: number
   diskCheckMs: number
   configFile: string
   logLevel: string
@@ -211,6 +212,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'redisUrl', env: 'SERVICE_REDIS_URL', flag: '--redis-url', kind: 'string', default: '', doc: 'Redis (`redis://` or `rediss://`) that several processes serving one PostgreSQL database coordinate through; empty: one process serves the database' },
   { key: 'redisPrefix', env: 'SERVICE_REDIS_PREFIX', flag: '--redis-prefix', kind: 'string', default: 'service-mcp:', doc: 'Prefix of every Redis key and channel the server uses (several deployments can share one Redis)' },
   { key: 'leaseMs', env: 'SERVICE_LEASE_MS', flag: '--lease-ms', kind: 'int', default: 15_000, min: 3, doc: 'A process renews its lease in the database three times per this period; a process whose lease lapsed is dead, and its deployments, confirmed calls and tasks are recovered as interrupted (15 s)' },
+  { key: 'auditSignIntervalMs', env: 'SERVICE_AUDIT_SIGN_INTERVAL_MS', flag: '--audit-sign-interval-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'How often the head of each organization\'s audit chain is signed with the server\'s signing key, when it grew (1 h); `audit export` signs it first anyway' },
   { key: 'diskMinFreeMb', env: 'SERVICE_DISK_MIN_FREE_MB', flag: '--disk-min-free-mb', kind: 'int', default: 256, min: 0, doc: 'SQLite: under this much free space (MiB) in the database\'s folder, `GET /readyz` reports the process unready and the log warns, before writes start failing; 0 turns the check off' },
   { key: 'diskCheckMs', env: 'SERVICE_DISK_CHECK_MS', flag: '--disk-check-ms', kind: 'int', default: 60_000, min: 1, doc: 'SQLite: how often the free space in the database\'s folder is checked between `GET /readyz` calls, so the warning is logged without a balancer polling (1 min)' },
   { key: 'readyRedisTimeoutMs', env: 'SERVICE_READY_REDIS_TIMEOUT_MS', flag: '--ready-redis-timeout-ms', kind: 'int', default: 1_000, min: 1, doc: 'With SERVICE_REDIS_URL: how long `GET /readyz` waits for Redis to answer a PING before it reports the process unready (1 s)' },

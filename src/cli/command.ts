@@ -62,6 +62,9 @@ export interface Context {
   warn(message: string): void
 }
 
+/** A check that found a problem (exit code 1): one line saying what, after what the command printed. */
+export class CheckFailed extends Error {}
+
 /** A mistake in the command line (exit code 2), with the help to point at: the command's, or the global one. */
 export class UsageError extends Error {
   constructor(message: string, readonly command?: string) {

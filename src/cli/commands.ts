@@ -7,6 +7,7 @@ import { maskCredentials } from '../lib/mask-credentials.js'
 import { isRole, ROLES, type Role } from '../lib/roles.js'
 import { generateStateKey } from '../mrtr/state-sealer.js'
 import { generateSigningKey } from '../oauth/keyring.js'
+import { auditExport, auditVerify } from './audit.js'
 import { backup, restore } from './backups.js'
 import { UsageError, type Command, type Context } from './command.js'
 
@@ -77,6 +78,34 @@ export const SECTIONS: ReadonlyArray<{ heading: string; commands: readonly Comma
         settings: ['envKey', 'envKeyFile'],
         needsEnvKey: true,
         run: envKeyReset,
+      },
+    ],
+  },
+  {
+    heading: 'The audit trail',
+    commands: [
+      {
+        name: 'audit verify',
+        about: 'Check each organization\'s audit chain: names the first entry deleted, inserted or edited (exit code 1), or says how far it is signed.',
+        options: [
+          { flag: '--org', value: '<slug>', about: 'Only this organization' },
+          { flag: '--keys', value: '<file|url>', about: 'Trust only this JWK set (the one published at /.well-known/jwks.json), not the database\'s keys' },
+          { flag: '--file', value: '<export.jsonl>', about: 'Verify an export instead of the database (with --keys)' },
+        ],
+        database: 'existing',
+        run: auditVerify,
+      },
+      {
+        name: 'audit export',
+        about: 'Write one organization\'s audit trail as JSON lines, its head signed first, for someone to verify with the published keys.',
+        options: [
+          { flag: '--org', value: '<slug>', about: 'The organization (required)' },
+          { flag: '--since', value: '<date>', about: 'Only entries from this date or time on (ISO 8601)' },
+          { flag: '--format', value: 'jsonl', about: 'The only format: one JSON object per line' },
+          { flag: '--output', value: '<file>', about: 'Write to this file (mode 600) instead of stdout' },
+        ],
+        database: 'existing',
+        run: auditExport,
       },
     ],
   },

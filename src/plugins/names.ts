@@ -24,4 +24,5 @@ export const PLUGIN = {
   tracing: 'mcp-tracing',
   accessLog: 'mcp-access-log',
   landing: 'mcp-landing',
+  auditChain: 'mcp-audit-chain',
 } as const

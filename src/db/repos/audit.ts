@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gte, isNotNull, isNull, lt } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gte, isNotNull, isNull, lt, max } from 'drizzle-orm'
 import { entryHash, GENESIS } from '../../audit/chain.js'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
@@ -128,6 +128,25 @@ export function auditRepo(store: Store) {
     /** The last entry's seq and hash (or the chain's start when all were purged; seq 0 for an empty chain). */
     async head(organizationId: string): Promise<{ seq: number; hash: string }> {
       return store.transaction((tx) => headOf(tx, organizationId))
+    },
+    /**
+     * The heads of the chains (of `organizationId` only, when given) that have entries after their newest signed
+     * head: what the next checkpoints sign.
+     */
+    async unsignedHeads(organizationId?: string): Promise<Array<{ organizationId: string; seq: number; hash: string }>> {
+      const scope = organizationId === undefined ? undefined : eq(auditLog.organizationId, organizationId)
+      const last = await db.select({ organizationId: auditLog.organizationId, seq: max(auditLog.seq) }).from(auditLog)
+        .where(and(isNotNull(auditLog.seq), scope)).groupBy(auditLog.organizationId)
+      const signed = new Map((await db.select({ organizationId: auditCheckpoints.organizationId, seq: max(auditCheckpoints.seq) }).from(auditCheckpoints)
+        .where(and(eq(auditCheckpoints.kind, 'head'), organizationId === undefined ? undefined : eq(auditCheckpoints.organizationId, organizationId)))
+        .groupBy(auditCheckpoints.organizationId)).map((r) => [r.organizationId, Number(r.seq)]))
+      const heads: Array<{ organizationId: string; seq: number; hash: string }> = []
+      for (const { organizationId: org, seq } of last) {
+        if (seq === null || Number(seq) <= (signed.get(org) ?? 0)) continue
+        const row = (await db.select({ hash: auditLog.hash }).from(auditLog).where(and(eq(auditLog.organizationId, org), eq(auditLog.seq, Number(seq)))))[0]
+        if (row?.hash) heads.push({ organizationId: org, seq: Number(seq), hash: row.hash })
+      }
+      return heads
     },
     /** Stores a signed checkpoint; one already there for the same place (another process signed it) is kept. */
     async addCheckpoint(c: AuditCheckpointRow): Promise<void> {
