@@ -42,6 +42,7 @@ const TEST_FILES = [
   'build/test/e2e/confirmation.test.js',
   'build/test/e2e/sdk-client.test.js',
   'build/test/e2e/sdk-v2-client.test.js',
+  'build/test/e2e/sdk-v2-tasks.test.js',
   'build/test/e2e/primitives-modern.test.js',
   'build/test/e2e/oauth-browser.test.js',
   'build/test/e2e/sdk-client-document.test.js',

@@ -393,8 +393,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
 
     async confirm(message: string): Promise<void> {
-      // The elicitation plugin asks, checks the answer and audits it.
-      await fastify.elicitation.confirm(this.call, this.#toolName, this.#args, message)
+      // The elicitation plugin asks, checks the answer and audits it; once the call is a task, through the task.
+      const inTask = this.#task?.started() === true ? <R extends InputRequests>(requests: R) => this.ask(requests) : undefined
+      await fastify.elicitation.confirm(this.call, this.#toolName, this.#args, message, inTask)
       this.#onConfirmed?.()
     }
 
