@@ -38,9 +38,9 @@ export function parseAsk(line: string): { question: string } | { problem: string
 
 /**
  * One run's questions: hears its stdout lines, asks through `ask` (answered no without one), writes each answer
- * (`answer`) in the order the questions came and logs what happened (`log`). Only one question is asked at a time: a
- * marker while one waits is the pipeline's mistake, answered no once the pending one is answered. Once `close`d (the run
- * ended), nothing more is written or logged.
+ * (`answer`) in the order the questions came and logs what happened (`log`). Only one question is asked at a time:
+ * a marker while one waits is the pipeline's mistake, answered no once the pending one is answered. Once `close`d (the
+ * run ended), nothing more is written or logged.
  */
 export class RunQuestions {
   #waiting = false
