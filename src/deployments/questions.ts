@@ -12,6 +12,8 @@ export const MAX_QUESTION = 500
 export interface PipelineQuestion {
   deploymentId: string
   question: string
+  /** Aborted when the run ends: a question still waiting then has nobody to tell its answer to. */
+  signal: AbortSignal
 }
 
 /** The answer the pipeline gets, and why (who answered, or why nobody could), for the run's log. */
@@ -44,7 +46,7 @@ export function parseAsk(line: string): { question: string } | { problem: string
  */
 export class RunQuestions {
   #waiting = false
-  #closed = false
+  readonly #ended = new AbortController()
   /** The answers written so far, in order: each next one is written after it. */
   #written: Promise<void> = Promise.resolve()
 
@@ -76,13 +78,13 @@ export class RunQuestions {
   }
 
   close(): void {
-    this.#closed = true
+    this.#ended.abort()
   }
 
   async #ask(question: string): Promise<PipelineAnswer> {
     if (!this.ports.ask) return { yes: false, why: 'nobody can be asked: the run was not started by a tool call' }
     try {
-      return await this.ports.ask({ deploymentId: this.deploymentId, question })
+      return await this.ports.ask({ deploymentId: this.deploymentId, question, signal: this.#ended.signal })
     } catch {
       // The hook should not reject (RunListener.onQuestion); if it does, what it says stays out of the run's log.
       return { yes: false, why: 'the question could not be asked' }
@@ -91,11 +93,11 @@ export class RunQuestions {
 
   #queue(answer: Promise<boolean>): void {
     this.#written = this.#written.then(() => answer).then((yes) => {
-      if (!this.#closed) this.ports.answer(yes)
+      if (!this.#ended.signal.aborted) this.ports.answer(yes)
     })
   }
 
   #log(line: string): void {
-    if (!this.#closed) this.ports.log(line)
+    if (!this.#ended.signal.aborted) this.ports.log(line)
   }
 }

@@ -3,7 +3,8 @@
  * session the question is an elicitation/create on the call's stream after the confirmation, and yes lets the run
  * succeed while no fails it with the pipeline's line; in a task it is the task's input request answered with
  * tasks/update; a stateless call that is not a task is never asked (answered no, said in the log); a question nobody
- * answers in time is no (injected clock). Every answer is audited as `<tool>.pipeline_question`.
+ * answers in time is no (injected clock), and one still waiting when the run ends is withdrawn. Every answer is audited
+ * as `<tool>.pipeline_question`.
  */
 import t, { type Test } from 'tap'
 import { answerRequest, decision, elicitingSession, isElicitation, openLiveCall, readToEnd } from '../helpers/confirm.js'
@@ -12,6 +13,7 @@ import { callTool } from '../helpers/mcp.js'
 import { ELICITING, modernCall, modernPost, WITH_TASKS } from '../helpers/modern.js'
 import { answered, ask, failureText, poll, seedApp, serveModern } from '../helpers/modern-runs.js'
 import { defaultOrganization } from '../helpers/seed.js'
+import { callToEnd } from '../helpers/tools.js'
 import type { TestServer } from '../helpers/server.js'
 import { messagesOf, type LiveStream } from '../helpers/stream.js'
 
@@ -103,12 +105,27 @@ t.test('in a session: a question nobody answers in time is no (injected clock)',
   t.match((await pipelineAudits(server))[0], { outcome: 'timed_out', details: { answer: 'no' } })
 })
 
-t.test('as a task (2026-07-28): the task turns input_required, and tasks/update yes completes it', async (t) => {
+t.test('in a session: a question still waiting when the run ends is withdrawn', async (t) => {
   const server = await serveModern(t)
+  const { headers, live, question } = await deployAsked(t, server, 'deploy-stopped')
+  const depId = deploymentIdOf(question)
+  const cancel = await callToEnd(server.mcpUrl, headers, 'service_deployments_cancel', { deployment_id: depId }, 'cancel-1')
+  t.equal(cancel.result?.structuredContent?.status, 'cancelling')
+
+  const { messages, responses: [response] } = await readToEnd(live, 'deploy-stopped', 10_000)
+  t.equal(failureText(response?.result)?.code, 'OPERATION_CANCELLED', 'the run was cancelled')
+  const withdrawn = messages.findIndex((m) => m.method === 'notifications/cancelled' && m.params.requestId === question.id)
+  t.ok(withdrawn >= 0, 'the client is told the question is withdrawn')
+  t.ok(withdrawn < messages.indexOf(response), 'before the call is answered')
+  t.match((await pipelineAudits(server))[0], { outcome: 'cancelled', details: { answer: 'no', why: 'the run ended before an answer came' } })
+})
+
+/** A deploy of an asking app as a task, followed until its pipeline asks; returns the task, its question, and tasks/get. */
+async function askingTask(t: Test, server: TestServer) {
   const app = await seedApp(server, 'web', ASKING)
   const args = { app_id: app.id }
   const { requestState } = await ask(t, server, server.apiKey, TOOL, args, { capabilities: WITH_TASKS })
-  const started = await modernCall(server.mcpUrl, server.apiKey, TOOL, args, { capabilities: WITH_TASKS, id: 'task-1', extra: answered(requestState) })
+  const started = await modernCall(server.mcpUrl, server.apiKey, TOOL, args, { capabilities: WITH_TASKS, id: `task-${app.id}`, extra: answered(requestState) })
   const taskId = started.json?.result?.taskId
   t.type(taskId, 'string', 'a task handle')
   let n = 0
@@ -117,6 +134,16 @@ t.test('as a task (2026-07-28): the task turns input_required, and tasks/update 
     const task = await get()
     return task?.status === 'input_required' ? task : undefined
   }, 8000, 'the task to ask')
+  const ended = () => poll(async () => {
+    const task = await get()
+    return ['completed', 'failed', 'cancelled'].includes(task?.status) ? task : undefined
+  }, 8000, 'the task to end')
+  return { taskId, waiting, ended }
+}
+
+t.test('as a task (2026-07-28): the task turns input_required, and tasks/update yes completes it', async (t) => {
+  const server = await serveModern(t)
+  const { taskId, waiting, ended } = await askingTask(t, server)
   t.same(Object.keys(waiting.inputRequests), ['1.pipeline_question'])
   const request = waiting.inputRequests['1.pipeline_question']
   t.equal(request.method, 'elicitation/create')
@@ -124,16 +151,25 @@ t.test('as a task (2026-07-28): the task turns input_required, and tasks/update 
 
   const update = await modernPost(server.mcpUrl, server.apiKey, 'tasks/update', { taskId, inputResponses: { '1.pipeline_question': { action: 'accept', content: { yes: true } } } }, { capabilities: WITH_TASKS, id: 'update-1' })
   t.equal(update.status, 200)
-  const done = await poll(async () => {
-    const task = await get()
-    return ['completed', 'failed', 'cancelled'].includes(task?.status) ? task : undefined
-  }, 8000, 'the task to end')
+  const done = await ended()
   t.equal(done.status, 'completed')
   t.equal(done.result.isError, false)
   const depId = done.result.structuredContent.deployment.id
   t.equal(done.result.structuredContent.deployment.status, 'succeeded')
   t.match((await storedLines(server, depId)).find((l) => l.startsWith('system: answer:')), /^system: answer: yes \(answered by user usr_/)
   t.match((await pipelineAudits(server))[0], { outcome: 'confirmed', targetId: depId })
+})
+
+t.test('as a task: a run that ends while its question waits completes the task, and the question is given up', async (t) => {
+  const server = await serveModern(t)
+  const { waiting, ended } = await askingTask(t, server)
+  const depId = /^Deployment (dep_[0-9a-z]+)/.exec(waiting.inputRequests['1.pipeline_question'].params.message)![1]!
+  const cancel = await modernCall(server.mcpUrl, server.apiKey, 'service_deployments_cancel', { deployment_id: depId }, { id: 'cancel-task-run' })
+  t.equal(cancel.json?.result?.structuredContent?.status, 'cancelling')
+  const done = await ended()
+  t.equal(done.status, 'completed')
+  t.equal(failureText(done.result)?.code, 'OPERATION_CANCELLED')
+  t.match((await pipelineAudits(server))[0], { outcome: 'cancelled', targetId: depId, details: { why: 'the run ended before an answer came' } })
 })
 
 t.test('a stateless 2026-07-28 call that is not a task is not asked: the pipeline is told no, and the log says how to be asked', async (t) => {

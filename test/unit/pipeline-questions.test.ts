@@ -85,10 +85,22 @@ t.test('without a hook, or when it rejects, the answer is no', async (t) => {
   t.same(log.at(-1), 'answer: no (the question could not be asked)', 'what the hook threw stays out of the log')
 })
 
-t.test('after the run ended, nothing is written or logged', async (t) => {
+t.test('after the run ended, nothing is written or logged, and the hook is told', async (t) => {
   const h = harness()
+  let signal: AbortSignal | undefined
+  const questions = new RunQuestions('dep_3', {
+    ask: (q) => new Promise((resolve) => {
+      signal = q.signal
+      h.asked.push({ ...q, answer: resolve })
+    }),
+    log: (line) => h.log.push(line),
+    answer: (yes) => h.answers.push(yes),
+  })
+  h.questions = questions
   h.questions.heard(`${ASK_MARKER} Go?`)
+  t.equal(signal?.aborted, false, 'the hook gets a signal, not aborted while the run goes on')
   h.questions.close()
+  t.equal(signal?.aborted, true, 'aborted when the run ends')
   h.asked[0]!.answer({ yes: true, why: 'late' })
   await turn()
   t.same(h.answers, [])

@@ -1,7 +1,7 @@
 import type { App } from '../../../db/repos/apps.js'
 import type { AuditOutcome } from '../../../db/repos/audit.js'
 import type { PipelineAnswer, PipelineQuestion } from '../../../deployments/questions.js'
-import { isServiceError } from '../../../errors/service-error.js'
+import { isServiceError, ServiceError } from '../../../errors/service-error.js'
 import type { ElicitResult } from '../../../mcp/input-requests.js'
 import type { ToolContext } from '../define.js'
 
@@ -26,9 +26,9 @@ interface Outcome extends PipelineAnswer {
 /** The onQuestion hook of one run started by `toolName` for `app`. */
 export function pipelineAsker(ctx: ToolContext, toolName: string, app: App): (q: PipelineQuestion) => Promise<PipelineAnswer> {
   let asked = 0
-  return async ({ deploymentId, question }) => {
+  return async ({ deploymentId, question, signal }) => {
     const key = ++asked === 1 ? 'pipeline_question' : `pipeline_question_${asked}`
-    const outcome = await ask(ctx, key, `Deployment ${deploymentId} of app ${app.name} asks: ${question}`)
+    const outcome = await ask(ctx, key, `Deployment ${deploymentId} of app ${app.name} asks: ${question}`, signal)
     await ctx.audit({
       action: `${toolName}.pipeline_question`,
       targetType: 'deployment',
@@ -40,14 +40,20 @@ export function pipelineAsker(ctx: ToolContext, toolName: string, app: App): (q:
   }
 }
 
-async function ask(ctx: ToolContext, key: string, message: string): Promise<Outcome> {
+/**
+ * `runEnded` gives up on the question when the run ends: in a session it is withdrawn (notifications/cancelled); a
+ * task's ends with the task, which the tool completes once the run has ended.
+ */
+async function ask(ctx: ToolContext, key: string, message: string, runEnded: AbortSignal): Promise<Outcome> {
   if (ctx.era === 'modern' && !ctx.inTask) {
     return no('denied', 'not asked: a 2026-07-28 call that is not a task cannot be asked while it runs; call with the tasks extension to be asked')
   }
   if (ctx.clientCapabilities.elicitation === undefined) return no('denied', 'not asked: the client did not declare the elicitation capability')
   let answer: ElicitResult
   try {
-    answer = (await ctx.ask({ [key]: { method: 'elicitation/create' as const, params: { mode: 'form' as const, message, requestedSchema: PIPELINE_QUESTION_SCHEMA } } }))[key]!
+    const asking = ctx.ask({ [key]: { method: 'elicitation/create' as const, params: { mode: 'form' as const, message, requestedSchema: PIPELINE_QUESTION_SCHEMA } } }, { signal: runEnded })
+    asking.catch(() => {}) // given up on when the run ended first
+    answer = (await Promise.race([asking, endOf(runEnded)]))[key]!
   } catch (err) {
     if (!isServiceError(err)) {
       ctx.logger.error({ err }, 'a pipeline question could not be asked')
@@ -57,7 +63,7 @@ async function ask(ctx: ToolContext, key: string, message: string): Promise<Outc
       case 'INPUT_TIMEOUT':
         return no('timed_out', 'no answer in time')
       case 'OPERATION_CANCELLED':
-        return no('cancelled', 'the call was cancelled, or its session ended, before an answer came')
+        return no('cancelled', runEnded.aborted ? 'the run ended before an answer came' : 'the call was cancelled, or its session ended, before an answer came')
       case 'INPUT_REFUSED':
         return no('declined', 'the client could not show the question')
       case 'CAPABILITY_REQUIRED':
@@ -70,6 +76,15 @@ async function ask(ctx: ToolContext, key: string, message: string): Promise<Outc
   const by = `user ${ctx.principal.userId}`
   if (answer.action === 'accept') return answer.content?.yes === true ? { yes: true, why: `answered by ${by}`, audited: 'confirmed' } : no('declined', `answered by ${by}`)
   return no(answer.action === 'cancel' ? 'cancelled' : 'declined', `${by} ${answer.action === 'cancel' ? 'cancelled' : 'declined'} the question`)
+}
+
+/** Rejects with OPERATION_CANCELLED once `signal` aborts. */
+function endOf(signal: AbortSignal): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    const end = () => reject(new ServiceError('OPERATION_CANCELLED'))
+    if (signal.aborted) end()
+    else signal.addEventListener('abort', end, { once: true })
+  })
 }
 
 function no(audited: AuditOutcome, why: string): Outcome {
