@@ -66,10 +66,7 @@ async function ask(ctx: ToolContext, key: string, message: string, runEnded: Abo
         return no('cancelled', runEnded.aborted ? 'the run ended before an answer came' : 'the call was cancelled, or its session ended, before an answer came')
       case 'INPUT_REFUSED':
         return no('declined', 'the client could not show the question')
-      case 'CAPABILITY_REQUIRED':
-      case 'MISSING_CLIENT_CAPABILITY':
-        return no('denied', `not asked: ${err.message}`)
-      default:
+      default: // CAPABILITY_REQUIRED (no stream to ask on, say), -32021
         return no('denied', `not asked: ${err.message}`)
     }
   }
