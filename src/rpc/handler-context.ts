@@ -118,6 +118,11 @@ export function handlerDeps(app: { elicitation: Asker; repos: Repos; config: Rea
 export interface AskOptions {
   /** Take answers a stateless client gave before being asked (see RequestContext.ask). */
   acceptUnasked?: boolean
+  /**
+   * In a session: withdraws the questions when it aborts (notifications/cancelled for each), and the ask fails with
+   * OPERATION_CANCELLED; for what outlives the answer it waits for (a pipeline's run that ended while asking).
+   */
+  signal?: AbortSignal
 }
 
 /** How a handler's questions reach the client: the elicitation plugin, one strategy per era. */

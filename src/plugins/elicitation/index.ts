@@ -54,7 +54,7 @@ const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
   const inSession = sessionAsker(fastify)
   const stateless = statelessAsker(fastify, sealer)
   const askDetailed = <R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options: AskOptions = {}) =>
-    ctx.exchange.era === 'modern' ? stateless.ask(ctx, about, requests, options) : inSession(ctx, about, requests)
+    ctx.exchange.era === 'modern' ? stateless.ask(ctx, about, requests, options) : inSession(ctx, about, requests, options)
   const operationOf = (exchange: Exchange) => (exchange.era === 'modern' ? stateless.operationOf(exchange) : null)
 
   fastify.decorate('elicitation', {

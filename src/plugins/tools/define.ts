@@ -37,6 +37,11 @@ export interface ToolContext extends RequestContext {
    * once it is written. Never rejects: a failed write is logged.
    */
   audit(entry: { action?: string; targetType?: string; targetId?: string; outcome: AuditOutcome; details?: Record<string, unknown> }): Promise<void>
+  /**
+   * True when the call runs as a task (tasks extension): its questions are then the task's input requests, answered
+   * with tasks/update, and may be asked at any point of the work.
+   */
+  readonly inTask: boolean
   /** Encrypts values kept at rest (env vars). */
   secrets: SecretBox
   /** Runs deployment pipelines. */
