@@ -5,7 +5,7 @@
  * the purge of expired rows.
  */
 import t, { type Test } from 'tap'
-import { BrowserInputs, ENV_INPUT_PATH } from '../../src/browser-input/browser-inputs.js'
+import { BrowserInputs, ENV_INPUT_PATH } from '../../src/plugins/browser-inputs.js'
 import { envVarAad } from '../../src/db/repos/env-vars.js'
 import type { ServerEvent } from '../../src/lib/event-bus.js'
 import { injectServer } from '../helpers/inject.js'

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
-import { isEnvInputPath } from '../../browser-input/browser-inputs.js'
+import { isEnvInputPath } from '../browser-inputs.js'
 import { fail } from '../../errors/service-error.js'
 import type { CredentialActor } from '../../db/repos/audit.js'
 import { documentHost } from '../../oauth/document-clients.js'

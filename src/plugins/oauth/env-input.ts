@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { BROWSER_INPUT_ID, ENV_INPUT_PATH } from '../../browser-input/browser-inputs.js'
+import { BROWSER_INPUT_ID, ENV_INPUT_PATH } from '../browser-inputs.js'
 import type { BrowserInput } from '../../db/types.js'
 import { envVarAad } from '../../db/repos/env-vars.js'
 import { fail } from '../../errors/service-error.js'

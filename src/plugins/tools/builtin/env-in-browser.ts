@@ -1,4 +1,4 @@
-import { BrowserInputs } from '../../../browser-input/browser-inputs.js'
+import { BrowserInputs } from '../../browser-inputs.js'
 import { envVarAad } from '../../../db/repos/env-vars.js'
 import { fail } from '../../../errors/service-error.js'
 import { defineTool } from '../define.js'
