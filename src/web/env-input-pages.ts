@@ -15,7 +15,8 @@ export interface EnvInputPageData {
 
 /**
  * A password-type input, so the value is not shown on screen nor kept by the browser's autofill; Decline is a second
- * submit button of the same form (its `answer`), so both carry the CSRF token.
+ * submit button of the same form (its `answer`), so both carry the CSRF token. Save comes first: pressing Enter in
+ * the field submits with the form's first button.
  */
 export function envInputPage(p: EnvInputPageData): string {
   const body = html`<h1>Set ${p.name}</h1>
@@ -27,8 +28,8 @@ ${p.error !== undefined && html`<div class="error" role="alert">${p.error}</div>
 <label for="value">Value of ${p.name}</label>
 <input id="value" name="value" type="password" autocomplete="off" maxlength="${p.maxLength}" autofocus>
 <div class="actions">
-<button type="submit" name="answer" value="decline" class="secondary" formnovalidate>Decline</button>
 <button type="submit" name="answer" value="save">Save</button>
+<button type="submit" name="answer" value="decline" class="secondary">Decline</button>
 </div>
 </form>`
   return layout({ title: `Set ${p.name}`, body })
