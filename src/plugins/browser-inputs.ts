@@ -58,11 +58,6 @@ export class BrowserInputs {
     })
   }
 
-  /** The page answered `id`: every process re-reads it. */
-  answered(id: string): void {
-    this.deps.events.emit({ type: 'browser-input', id })
-  }
-
   /**
    * Waits until the page answers the row (it is no longer pending) and resolves with it; ELICITATION_TIMEOUT when it
    * expires first (on the injected clock), the signal's reason when the call is cancelled. Woken by events, never by
