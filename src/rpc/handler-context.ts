@@ -88,10 +88,10 @@ export interface RequestContext {
   completeElicitation(elicitationId: string): void
   /**
    * Names this operation, the same on every run of it: on a stateless request, the id sealed in its requestState
-   * (minted here, or at the first ask, and carried by every retry); in a session, one per call. Random and secret
-   * (it keys at-most-once records): derive ids from it with a hash, never show it. A handler that must make
-   * something before it asks (a row its question points to, docs/decisions/url-elicitation.md) names it by this, so
-   * that the retries find it again.
+   * (minted here, or at the first ask, and carried by every retry); in a session, one per call. Random; it keys the
+   * at-most-once record of a confirmed call and is in its audit entries, so derive ids from it with a hash rather than
+   * using it as is. A handler that must make something before it asks (a row its question points to,
+   * docs/decisions/url-elicitation.md) names it by this, so that the retries find it again.
    */
   readonly operationId: string
   /** Asks the client's LLM for a completion (`sampling/createMessage`); see `ask`. */
