@@ -64,6 +64,7 @@ const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
       if (ctx.exchange.era === 'modern') return stateless.open(ctx, target, args, requestState, inputResponses)
     },
     operationOf,
+    operation: (ctx, about) => (ctx.exchange.era === 'modern' ? stateless.operation(ctx, about) : null),
   } satisfies Elicitation)
 }
 

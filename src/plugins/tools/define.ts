@@ -1,5 +1,6 @@
 import type { Principal, Scope } from '../../auth/principal.js'
 import type { AuditOutcome } from '../../db/repos/audit.js'
+import type { BrowserInputs } from '../browser-inputs.js'
 import type { PipelineRunner } from '../../deployments/runner.js'
 import type { SecretBox } from '../../lib/secret-box.js'
 import type { Role } from '../../lib/roles.js'
@@ -46,6 +47,8 @@ export interface ToolContext extends RequestContext {
   secrets: SecretBox
   /** Runs deployment pipelines. */
   pipelines: PipelineRunner
+  /** Values typed on this server's own page (the built-in service_env_set_in_browser; plugins/browser-inputs.ts). */
+  browserInputs: BrowserInputs
 }
 
 /**
