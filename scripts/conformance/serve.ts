@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import { childEnv, track } from '../lib/children.js'
 
-/** A server the suite runs against, started by the runner with this project's Node from the sources (tsx). */
+/** A server the suite runs against, started by the runner with this project's Node (serverEntry says from what). */
 export interface Served {
   /** Where the suite reaches the profile: `http://localhost:PORT/mcp` (see asLocalhost). */
   url: string
@@ -24,12 +26,33 @@ export function asLocalhost(url: string): string {
   return u.href
 }
 
+/** The latest modification time of the files under `dir`. */
+function newestIn(dir: string): number {
+  let newest = 0
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name)
+    newest = Math.max(newest, e.isDirectory() ? newestIn(path) : statSync(path).mtimeMs)
+  }
+  return newest
+}
+
+/**
+ * Node's arguments that start the CLI: its build (dist/src/cli.js, what `npm start` runs) when it is newer than every
+ * source file, as after `npm ci` or `npm run build`; otherwise the sources through tsx, so a run never tests stale
+ * code. The build starts on about half the CPU (0.85 s against 1.6 s), and CI starts sixteen of these servers.
+ */
+export function serverEntry(root: string): string[] {
+  const built = join(root, 'dist', 'src', 'cli.js')
+  const fresh = existsSync(built) && newestIn(join(root, 'src')) < statSync(built).mtimeMs
+  return fresh ? [built] : ['--import', 'tsx', 'src/cli.ts']
+}
+
 /**
  * Starts `service-mcp serve <args>` on 127.0.0.1, port 0, with this project's Node, and reads the URL it listens on
  * from its log. `env` adds SERVICE_* variables to the runner's own.
  */
 export function startServing(root: string, args: readonly string[], env: Record<string, string> = {}, startTimeoutMs = 60_000): Promise<Served> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve', ...args, '--host', '127.0.0.1', '--port', '0'], {
+  const child = spawn(process.execPath, [...serverEntry(root), 'serve', ...args, '--host', '127.0.0.1', '--port', '0'], {
     cwd: root,
     env: { ...childEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,17 +5,18 @@
  *
  * For each version in scripts/node-versions/installs/, in parallel:
  *   install  a copy of the project (tracked and unignored files) in .node-versions/<v>/project, `npm ci` there with that
- *            Node first on PATH and npm_config_nodedir at its headers (the SQLite addon compiles against them), then
- *            the tests' build. The npm ci output must hold no warning (npm's or Node's).
- *   test     (installs first when needed) the files of TEST_FILES, `npm start` until it listens with its full output
- *            free of warnings, and `npm run conformance` with the server on that Node.
+ *            Node first on PATH and npm_config_nodedir at its headers (the SQLite addon compiles against them). The
+ *            npm ci output must hold no warning (npm's or Node's).
+ *   test     (installs first when needed) the tests' build (the checkout's build/ when it is of the same sources, else
+ *            `npm run build:tests` in the copy), the files of TEST_FILES, `npm start` until it listens with its full
+ *            output free of warnings, and `npm run conformance` with the server on that Node.
  *
  * `.ci/run` starts `install` in the background beside `npm test` (the compiles use the core the suite leaves idle)
  * and runs `test` after it. Ends with a table (version, install time, tests run, result); exit 1 when any failed.
  * docs/decisions/node-versions.md says why these versions and these files.
  */
 import { spawn } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -42,6 +43,7 @@ const TEST_FILES = [
   'build/test/e2e/confirmation.test.js',
   'build/test/e2e/sdk-client.test.js',
   'build/test/e2e/sdk-v2-client.test.js',
+  'build/test/e2e/sdk-v2-tasks.test.js',
   'build/test/e2e/primitives-modern.test.js',
   'build/test/e2e/oauth-browser.test.js',
   'build/test/e2e/sdk-client-document.test.js',
@@ -144,9 +146,45 @@ async function installCopy(version: Version): Promise<InstallRecord> {
   const warnings = warningLines(ci.output)
   if (warnings.length > 0) return { ...record, problem: `npm ci printed warnings:\n${warnings.join('\n')}` }
   log(`[${version.name}] npm ci: ${ci.seconds.toFixed(1)} s, no warning`)
-  const build = await execute('npm', ['run', 'build:tests'], { cwd: version.project, env: envOn(version), timeoutMs: INSTALL_TIMEOUT_MS })
-  if (build.code !== 0) return { ...record, problem: `npm run build:tests exited with ${build.code}:\n${tail(build.output)}` }
   return { ...record, ok: true }
+}
+
+/** What tsc reads to build the tests (`npm run build:tests`): the project's sources, its settings and its locked dependencies. */
+function testBuildInputs(dir: string): string[] {
+  const walk = (folder: string): string[] => readdirSync(join(dir, folder), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(folder, e.name)) : [join(folder, e.name)])
+  return [...['src', 'test', 'scripts'].flatMap((folder) => walk(folder)), 'tsconfig.json', 'package.json', 'package-lock.json'].sort()
+}
+
+/**
+ * The checkout's build/ when it was compiled from exactly the copy's sources, after their last change (as right after
+ * `npm test`); undefined otherwise. tsc is JavaScript: its output does not depend on the Node that runs it, and each
+ * copy's install already ran tsc on its Node (`prepare`), so three more compiles of the whole suite, beside `npm test`
+ * on CI's two cores, would prove nothing more (docs/decisions/node-versions.md).
+ */
+function checkoutBuild(version: Version): string | undefined {
+  const build = join(root, 'build')
+  if (!existsSync(join(build, 'scripts', 'run-tests.js'))) return undefined
+  const inputs = testBuildInputs(root)
+  const copied = testBuildInputs(version.project)
+  if (inputs.length !== copied.length || inputs.some((file, i) => file !== copied[i])) return undefined
+  if (inputs.some((file) => !readFileSync(join(root, file)).equals(readFileSync(join(version.project, file))))) return undefined
+  const newestInput = Math.max(...inputs.map((file) => statSync(join(root, file)).mtimeMs))
+  return statSync(join(build, 'scripts', 'run-tests.js')).mtimeMs > newestInput ? build : undefined
+}
+
+/** The tests' build in the copy: the checkout's when it is of the same sources, else `npm run build:tests` there. */
+async function buildTests(version: Version): Promise<string | undefined> {
+  rmSync(join(version.project, 'build'), { recursive: true, force: true })
+  const build = checkoutBuild(version)
+  if (build) {
+    cpSync(build, join(version.project, 'build'), { recursive: true })
+    log(`[${version.name}] tests' build: the checkout's build/ (the same sources)`)
+    return undefined
+  }
+  const built = await execute('npm', ['run', 'build:tests'], { cwd: version.project, env: envOn(version), timeoutMs: INSTALL_TIMEOUT_MS })
+  log(`[${version.name}] tests' build: npm run build:tests, ${built.seconds.toFixed(1)} s`)
+  return built.code === 0 ? undefined : `npm run build:tests exited with ${built.code}:\n${tail(built.output)}`
 }
 
 /** The install of an earlier `install` run, when it worked on this same Node. */
@@ -232,6 +270,12 @@ async function testStep(version: Version): Promise<Outcome> {
   const record = installed(version) ?? (await install(version))
   const outcome: Outcome = { version, install: record, ok: record.ok, problems: record.problem ? [record.problem] : [] }
   if (!record.ok) return outcome
+  const unbuilt = await buildTests(version)
+  if (unbuilt !== undefined) {
+    outcome.ok = false
+    outcome.problems.push(unbuilt)
+    return outcome
+  }
   const tests = await runTests(version)
   outcome.tests = tests.summary
   log(`[${version.name}] tests: ${tests.ok ? 'pass' : 'FAIL'} ${tests.summary}`)

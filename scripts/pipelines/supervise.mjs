@@ -16,6 +16,11 @@
 //   whatever the cause). The same, and once the pipeline has ended, SIGKILL to whatever is left of the group, this
 //   script included: nothing of the run keeps acting.
 // SIGTERM, SIGINT and SIGHUP sent to the group reach the pipeline; this script ignores them and reports the outcome.
+//
+// The pipeline's questions (docs/decisions/pipeline-questions.md): it prints a question line on stdout (read by the
+// server), and the server's answer arrives here as the line `answer yes` or `answer no`, written on as `yes` or `no` to
+// the pipeline's file descriptor 3 (a pipe; SERVICE_ANSWER_FD names it). Its stdin stays /dev/null: a command of the
+// pipeline that reads stdin gets end of file, as it always did. When the server is gone, fd 3 ends too.
 // Plain Node, no dependencies: it runs beside the built server and the sources alike.
 
 import { spawn } from 'node:child_process'
@@ -69,7 +74,13 @@ for (const signal of STOP_SIGNALS) process.on(signal, () => {})
 /** null while the run goes on; `asked` once the server asked for a stop; `orphaned` once the server is gone. */
 let stopping = null
 
-const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'inherit', 'inherit'] })
+const ANSWER_FD = 3
+const child = spawn(argv[0], argv.slice(1), {
+  stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
+  env: { ...process.env, SERVICE_ANSWER_FD: String(ANSWER_FD) },
+})
+const answers = child.stdio[ANSWER_FD]
+answers.on('error', () => {}) // the pipeline closed its end, or ended: an answer has nobody to read it
 
 child.on('error', (err) => {
   process.stderr.write(`the pipeline could not start: ${err.message}\n`)
@@ -91,12 +102,28 @@ function stop(why) {
   if (stopping !== 'orphaned') stopping = why
 }
 
+/** One line from the server: `stop`, or an answer to the pipeline's question. */
+function command(line) {
+  if (line === 'stop') stop('asked')
+  else if (line === 'answer yes' || line === 'answer no') answers.write(`${line.slice('answer '.length)}\n`)
+}
+
+function orphaned() {
+  answers.end()
+  stop('orphaned')
+}
+
 let input = ''
 process.stdin.setEncoding('utf8')
 process.stdin.on('data', (chunk) => {
-  input = (input + chunk).slice(-64)
-  if (/(^|\n)stop\n/.test(input)) stop('asked')
+  input += chunk
+  let nl
+  while ((nl = input.indexOf('\n')) !== -1) {
+    command(input.slice(0, nl))
+    input = input.slice(nl + 1)
+  }
+  input = input.slice(-64) // the server writes short lines: anything longer is not one of them
 })
-process.stdin.on('end', () => stop('orphaned'))
-process.stdin.on('close', () => stop('orphaned'))
-process.stdin.on('error', () => stop('orphaned'))
+process.stdin.on('end', orphaned)
+process.stdin.on('close', orphaned)
+process.stdin.on('error', orphaned)

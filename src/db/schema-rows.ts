@@ -34,6 +34,7 @@ type Checks = {
   tasks: Exactly<rows.TaskRow, typeof schema.tasks.$inferSelect>
   processes: Exactly<rows.ProcessRow, typeof schema.processes.$inferSelect>
   signInFlows: Exactly<rows.SignInFlow, typeof schema.signInFlows.$inferSelect>
+  browserInputs: Exactly<rows.BrowserInput, typeof schema.browserInputs.$inferSelect>
   userIdentities: Exactly<rows.UserIdentity, typeof schema.userIdentities.$inferSelect>
   usedAssertions: Exactly<rows.UsedAssertion, typeof schema.usedAssertions.$inferSelect>
 }
@@ -62,6 +63,7 @@ export const ROWS_MATCH_SCHEMA: Checks = {
   tasks: true,
   processes: true,
   signInFlows: true,
+  browserInputs: true,
   userIdentities: true,
   usedAssertions: true,
 }

@@ -22,6 +22,9 @@ export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number]
 
 export const TASK_STATUSES = ['working', 'input_required', 'completed', 'failed', 'cancelled'] as const
 export type TaskStatus = (typeof TASK_STATUSES)[number]
+/** A value asked for on a browser page (browser_inputs): waiting, saved there, refused there, or written by its call. */
+export const BROWSER_INPUT_STATUSES = ['pending', 'submitted', 'declined', 'used'] as const
+export type BrowserInputStatus = (typeof BROWSER_INPUT_STATUSES)[number]
 
 /** Where an OAuth client's record comes from: registration (RFC 7591) or its Client ID Metadata Document. */
 export const CLIENT_SOURCES = ['registration', 'metadata_document'] as const
@@ -364,6 +367,23 @@ export type SignInFlow = {
   nonce: string
   codeVerifier: string
   returnTo: string
+  createdAt: number
+  expiresAt: number
+}
+
+/**
+ * An env var value a tool call asked the person to type on our own page (service_env_set_in_browser): the value never
+ * passes through the client. `ciphertext` is sealed for the var's app and name, null until the page saves it.
+ */
+export type BrowserInput = {
+  id: string
+  membershipId: string
+  organizationId: string
+  userId: string
+  appId: string
+  name: string
+  status: BrowserInputStatus
+  ciphertext: string | null
   createdAt: number
   expiresAt: number
 }

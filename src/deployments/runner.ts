@@ -11,6 +11,7 @@ import { fail } from '../errors/service-error.js'
 import { packageRoot } from '../lib/package-root.js'
 import type { SecretBox } from '../lib/secret-box.js'
 import { canInspectProcesses, stopLeftoverRun } from './process-group.js'
+import { RunQuestions, type AskPipelineQuestion } from './questions.js'
 
 const MAX_LINE = 8192
 /**
@@ -33,6 +34,11 @@ export function supervisorPath(): string {
 
 export interface RunListener {
   onLine?(line: DeploymentLogLine): void
+  /**
+   * Answers the pipeline's questions (questions.ts); without it every question is answered no. It must not reject
+   * (a rejection is answered no).
+   */
+  onQuestion?: AskPipelineQuestion
 }
 
 /**
@@ -203,6 +209,13 @@ export class PipelineRunner {
       }
     }
 
+    // What the pipeline asks (a marker line on stdout) is answered on the supervisor's stdin, which forwards it.
+    const questions = new RunQuestions(deployment.id, {
+      ask: listener?.onQuestion,
+      log: (text) => emit('system', text),
+      answer: (yes) => live.child?.stdin?.write(`answer ${yes ? 'yes' : 'no'}\n`),
+    })
+
     const done = new Promise<Deployment>((resolve) => {
       // Declared before end(), which clears it: a spawn that throws ends the run before the timer exists.
       let timeout: NodeJS.Timeout | undefined
@@ -211,6 +224,7 @@ export class PipelineRunner {
         finished = true
         if (killTimer) clearTimeout(killTimer)
         if (timeout) clearTimeout(timeout)
+        questions.close()
         emit('system', outcome)
         const stored = this.#flushLines()
         this.#live.delete(deployment.id)
@@ -261,7 +275,9 @@ export class PipelineRunner {
           return
         }
         emit('system', `started ${deployment.kind} of ${app.name} with pipeline ${app.pipeline}`)
-        splitLines(child.stdout!, (text) => emit('stdout', text))
+        splitLines(child.stdout!, (text) => {
+          if (!questions.heard(text)) emit('stdout', text)
+        })
         splitLines(child.stderr!, (text) => emit('stderr', text))
         const pipes = [child.stdout!, child.stderr!]
         const resume = () => {
@@ -322,7 +338,8 @@ export class PipelineRunner {
   /**
    * The pipeline under its supervisor: the supervisor leads a new process group (detached) and runs the pipeline in
    * it, with the same environment and working directory and the grace period of its stops in argv. Its stdin is a pipe
-   * that only says `stop` and that this process never closes: it closes when this process ends, however it ends.
+   * that says `stop` and `answer yes|no` (forwarded to the pipeline's fd 3) and that this process never closes: it
+   * closes when this process ends, however it ends.
    */
   #spawnSupervised(argv: readonly string[], cwd: string, env: Record<string, string>): ChildProcess {
     const args = [supervisorPath(), '--grace-ms', String(this.#config.pipelineGraceMs), '--', ...argv]

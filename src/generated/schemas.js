@@ -2303,6 +2303,55 @@ export const schemas = {
       }
     }
   },
+  "tools/service_env_set_in_browser.input": {
+    "$id": "tools/service_env_set_in_browser.input",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id",
+      "name"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "pattern": "^app_[0-9a-z]{26}$",
+        "minLength": 30,
+        "maxLength": 30,
+        "description": "Id of the app (app_…)"
+      },
+      "name": {
+        "type": "string",
+        "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        "minLength": 1,
+        "maxLength": 128,
+        "description": "Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"
+      }
+    }
+  },
+  "tools/service_env_set_in_browser.output": {
+    "$id": "tools/service_env_set_in_browser.output",
+    "type": "object",
+    "additionalProperties": false,
+    "required": [
+      "app_id",
+      "name",
+      "created"
+    ],
+    "properties": {
+      "app_id": {
+        "type": "string",
+        "description": "Id of the app"
+      },
+      "name": {
+        "type": "string",
+        "description": "Variable name"
+      },
+      "created": {
+        "type": "boolean",
+        "description": "True when the variable is new, false when an existing value was replaced"
+      }
+    }
+  },
   "tools/service_env_unset.input": {
     "$id": "tools/service_env_unset.input",
     "type": "object",

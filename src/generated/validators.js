@@ -10873,11 +10873,11 @@ return errors === 0;
 }
 validate81.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_input = validate82;
-const schema105 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
+export const validate_tools_service_env_set_in_browser_input = validate82;
+const schema105 = {"$id":"tools/service_env_set_in_browser.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"}}};
 
 function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="tools/service_env_unset.input" */;
+/*# sourceURL="tools/service_env_set_in_browser.input" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate82.evaluated;
@@ -11026,14 +11026,276 @@ return errors === 0;
 }
 validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_env_unset_output = validate83;
-const schema106 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
+export const validate_tools_service_env_set_in_browser_output = validate83;
+const schema106 = {"$id":"tools/service_env_set_in_browser.output","type":"object","additionalProperties":false,"required":["app_id","name","created"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Variable name"},"created":{"type":"boolean","description":"True when the variable is new, false when an existing value was replaced"}}};
 
 function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-/*# sourceURL="tools/service_env_unset.output" */;
+/*# sourceURL="tools/service_env_set_in_browser.output" */;
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate83.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.created === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "created"},message:"must have required property '"+"created"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+for(const key0 in data){
+if(!(((key0 === "app_id") || (key0 === "name")) || (key0 === "created"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+if(typeof data.app_id !== "string"){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.created !== undefined){
+if(typeof data.created !== "boolean"){
+const err6 = {instancePath:instancePath+"/created",schemaPath:"#/properties/created/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+validate83.errors = vErrors;
+return errors === 0;
+}
+validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_env_unset_input = validate84;
+const schema107 = {"$id":"tools/service_env_unset.input","type":"object","additionalProperties":false,"required":["app_id","name"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Name of the variable to remove"}}};
+
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_env_unset.input" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate84.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.app_id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "app_id"},message:"must have required property '"+"app_id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+for(const key0 in data){
+if(!((key0 === "app_id") || (key0 === "name"))){
+const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.app_id !== undefined){
+let data0 = data.app_id;
+if(typeof data0 === "string"){
+if(func1(data0) > 30){
+const err3 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(func1(data0) < 30){
+const err4 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/minLength",keyword:"minLength",params:{limit: 30},message:"must NOT have fewer than 30 characters"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(!pattern17.test(data0)){
+const err5 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/pattern",keyword:"pattern",params:{pattern: "^app_[0-9a-z]{26}$"},message:"must match pattern \""+"^app_[0-9a-z]{26}$"+"\""};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/app_id",schemaPath:"#/properties/app_id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+let data1 = data.name;
+if(typeof data1 === "string"){
+if(func1(data1) > 128){
+const err7 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(!pattern30.test(data1)){
+const err9 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},message:"must match pattern \""+"^[A-Za-z_][A-Za-z0-9_]{0,127}$"+"\""};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+else {
+const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+validate84.errors = vErrors;
+return errors === 0;
+}
+validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const validate_tools_service_env_unset_output = validate85;
+const schema108 = {"$id":"tools/service_env_unset.output","type":"object","additionalProperties":false,"required":["app_id","name","removed"],"properties":{"app_id":{"type":"string","description":"Id of the app"},"name":{"type":"string","description":"Name of the removed variable"},"removed":{"const":true,"type":"boolean","description":"Always true: the variable is gone"}}};
+
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+/*# sourceURL="tools/service_env_unset.output" */;
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate85.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11141,19 +11403,19 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate83.errors = vErrors;
+validate85.errors = vErrors;
 return errors === 0;
 }
-validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_input = validate84;
-const schema107 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
+export const validate_tools_service_members_list_input = validate86;
+const schema109 = {"$id":"tools/service_members_list.input","type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20,"description":"Page size, 1 to 100 (default 20)"},"cursor":{"type":"string","minLength":1,"maxLength":256,"description":"Opaque cursor from next_cursor of the previous page"}}};
 
-function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate84.evaluated;
+const evaluated0 = validate86.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11254,19 +11516,19 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate84.errors = vErrors;
+validate86.errors = vErrors;
 return errors === 0;
 }
-validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_members_list_output = validate85;
-const schema108 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
+export const validate_tools_service_members_list_output = validate87;
+const schema110 = {"$id":"tools/service_members_list.output","type":"object","additionalProperties":false,"required":["members","next_cursor"],"properties":{"members":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["membership_id","user_id","email","name","role","joined_at"],"properties":{"membership_id":{"type":"string"},"user_id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"},"role":{"enum":["viewer","developer","admin","owner"]},"joined_at":{"type":"string","description":"ISO 8601: when the membership was created"}}}},"next_cursor":{"type":["string","null"]}}};
 
-function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_members_list.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate85.evaluated;
+const evaluated0 = validate87.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11436,7 +11698,7 @@ errors++;
 if(data1.role !== undefined){
 let data6 = data1.role;
 if(!((((data6 === "viewer") || (data6 === "developer")) || (data6 === "admin")) || (data6 === "owner"))){
-const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema108.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err14 = {instancePath:instancePath+"/members/" + i0+"/role",schemaPath:"#/properties/members/items/properties/role/enum",keyword:"enum",params:{allowedValues: schema110.properties.members.items.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -11485,7 +11747,7 @@ errors++;
 if(data.next_cursor !== undefined){
 let data8 = data.next_cursor;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema108.properties.next_cursor.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/next_cursor",schemaPath:"#/properties/next_cursor/type",keyword:"type",params:{type: schema110.properties.next_cursor.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -11506,19 +11768,19 @@ vErrors.push(err19);
 }
 errors++;
 }
-validate85.errors = vErrors;
+validate87.errors = vErrors;
 return errors === 0;
 }
-validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_input = validate86;
-const schema109 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
+export const validate_tools_service_whoami_input = validate88;
+const schema111 = {"$id":"tools/service_whoami.input","type":"object","additionalProperties":false,"properties":{}};
 
-function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.input" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate86.evaluated;
+const evaluated0 = validate88.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11547,19 +11809,19 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate86.errors = vErrors;
+validate88.errors = vErrors;
 return errors === 0;
 }
-validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate88.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const validate_tools_service_whoami_output = validate87;
-const schema110 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
+export const validate_tools_service_whoami_output = validate89;
+const schema112 = {"$id":"tools/service_whoami.output","type":"object","additionalProperties":false,"required":["user","organization","role","scopes","credential"],"properties":{"user":{"type":"object","additionalProperties":false,"required":["id","email","name"],"properties":{"id":{"type":"string"},"email":{"type":"string"},"name":{"type":"string"}}},"organization":{"type":"object","additionalProperties":false,"required":["id","slug","name"],"properties":{"id":{"type":"string"},"slug":{"type":"string"},"name":{"type":"string"}}},"role":{"enum":["viewer","developer","admin","owner"]},"scopes":{"type":"array","items":{"enum":["mcp:read","mcp:write"]}},"credential":{"type":"object","additionalProperties":false,"required":["kind","id"],"properties":{"kind":{"enum":["api_key","oauth"]},"id":{"type":"string"},"client_id":{"type":"string"}}}}};
 
-function validate87(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_whoami.output" */;
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate87.evaluated;
+const evaluated0 = validate89.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11818,7 +12080,7 @@ errors++;
 if(data.role !== undefined){
 let data8 = data.role;
 if(!((((data8 === "viewer") || (data8 === "developer")) || (data8 === "admin")) || (data8 === "owner"))){
-const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema110.properties.role.enum},message:"must be equal to one of the allowed values"};
+const err22 = {instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema112.properties.role.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -11835,7 +12097,7 @@ const len0 = data9.length;
 for(let i0=0; i0<len0; i0++){
 let data10 = data9[i0];
 if(!((data10 === "mcp:read") || (data10 === "mcp:write"))){
-const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema110.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
+const err23 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/enum",keyword:"enum",params:{allowedValues: schema112.properties.scopes.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -11895,7 +12157,7 @@ errors++;
 if(data11.kind !== undefined){
 let data12 = data11.kind;
 if(!((data12 === "api_key") || (data12 === "oauth"))){
-const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema110.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
+const err28 = {instancePath:instancePath+"/credential/kind",schemaPath:"#/properties/credential/properties/kind/enum",keyword:"enum",params:{allowedValues: schema112.properties.credential.properties.kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -11952,9 +12214,9 @@ vErrors.push(err32);
 }
 errors++;
 }
-validate87.errors = vErrors;
+validate89.errors = vErrors;
 return errors === 0;
 }
-validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate89.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/completion-complete.params","mcp/content-block","mcp/create-message.result","mcp/elicit.result","mcp/empty.params","mcp/initialize.params","mcp/list-roots.result","mcp/logging-set-level.params","mcp/paginated.params","mcp/prompts-get.params","mcp/request-meta","mcp/resource-contents","mcp/resources-read.params","mcp/resources-subscribe.params","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]
+export const schemaIds = ["jsonrpc/notification","jsonrpc/request","jsonrpc/response","mcp/cancelled.params","mcp/completion-complete.params","mcp/content-block","mcp/create-message.result","mcp/elicit.result","mcp/empty.params","mcp/initialize.params","mcp/list-roots.result","mcp/logging-set-level.params","mcp/paginated.params","mcp/prompts-get.params","mcp/request-meta","mcp/resource-contents","mcp/resources-read.params","mcp/resources-subscribe.params","mcp/subscriptions-listen.params","mcp/tasks-cancel.params","mcp/tasks-get.params","mcp/tasks-update.params","mcp/tools-call.params","tools/service_apps_create.input","tools/service_apps_create.output","tools/service_apps_delete.input","tools/service_apps_delete.output","tools/service_apps_get.input","tools/service_apps_get.output","tools/service_apps_list.input","tools/service_apps_list.output","tools/service_apps_update.input","tools/service_apps_update.output","tools/service_audit_list.input","tools/service_audit_list.output","tools/service_deployments_cancel.input","tools/service_deployments_cancel.output","tools/service_deployments_create.input","tools/service_deployments_create.output","tools/service_deployments_get.input","tools/service_deployments_get.output","tools/service_deployments_list.input","tools/service_deployments_list.output","tools/service_deployments_logs.input","tools/service_deployments_logs.output","tools/service_deployments_rollback.input","tools/service_deployments_rollback.output","tools/service_env_set.input","tools/service_env_set.output","tools/service_env_set_in_browser.input","tools/service_env_set_in_browser.output","tools/service_env_unset.input","tools/service_env_unset.output","tools/service_members_list.input","tools/service_members_list.output","tools/service_whoami.input","tools/service_whoami.output"]

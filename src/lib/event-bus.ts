@@ -13,6 +13,8 @@ export type ServerEvent =
    * registered or removed at run time, an app created or deleted (its resource).
    */
   | { type: 'list.changed'; list: 'tools' | 'prompts' | 'resources'; organizationId: string | null }
+  /** A browser page answered a value a tool call waits for (browser_inputs row `id`): the call re-reads the row. */
+  | { type: 'browser-input'; id: string }
 
 /** Where events cross processes: the coordination bus (coordination/bus.ts), when several processes share a database. */
 export interface EventRelay {

@@ -150,6 +150,7 @@ const subscriptionsPlugin: FastifyPluginAsync = async (fastify) => {
       }
       return
     }
+    if (event.type !== 'task') return
     for (const sub of open) {
       if (sub.principal.membershipId !== event.membershipId || !sub.honored.taskIds?.includes(event.taskId)) continue
       // A listener cannot wait: the task is read, then sent to the stream if it is still open (the reads are answered

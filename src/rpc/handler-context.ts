@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { randomSecret } from '../lib/crypto.js'
 import type { Principal } from '../auth/principal.js'
 import type { Config } from '../config.js'
 import type { Repos } from '../db/repos/index.js'
@@ -85,6 +86,14 @@ export interface RequestContext {
    * revisions, nothing is sent.
    */
   completeElicitation(elicitationId: string): void
+  /**
+   * Names this operation, the same on every run of it: on a stateless request, the id sealed in its requestState
+   * (minted here, or at the first ask, and carried by every retry); in a session, one per call. Random; it keys the
+   * at-most-once record of a confirmed call and is in its audit entries, so derive ids from it with a hash rather than
+   * using it as is. A handler that must make something before it asks (a row its question points to,
+   * docs/decisions/url-elicitation.md) names it by this, so that the retries find it again.
+   */
+  readonly operationId: string
   /** Asks the client's LLM for a completion (`sampling/createMessage`); see `ask`. */
   sample(params: CreateMessageParams, key?: string): Promise<CreateMessageResult>
   /** Asks the client for its roots (`roots/list`); see `ask`. */
@@ -118,12 +127,19 @@ export function handlerDeps(app: { elicitation: Asker; repos: Repos; config: Rea
 export interface AskOptions {
   /** Take answers a stateless client gave before being asked (see RequestContext.ask). */
   acceptUnasked?: boolean
+  /**
+   * In a session: withdraws the questions when it aborts (notifications/cancelled for each), and the ask fails with
+   * OPERATION_CANCELLED; for what outlives the answer it waits for (a pipeline's run that ended while asking).
+   */
+  signal?: AbortSignal
 }
 
 /** How a handler's questions reach the client: the elicitation plugin, one strategy per era. */
 export interface Asker {
   /** `about` names what the questions are for (bound into a stateless requestState): the method's target and arguments. */
   ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options?: AskOptions): Promise<InputResponses<R>>
+  /** The operation a stateless request belongs to (its requestState's, or the one its first ask will seal); null in a session. */
+  operation(ctx: CallContext, about: AskTarget): string | null
 }
 
 /** What a handler's questions are about: `tools/call <name>`, `prompts/get <name>` or `resources/read <uri>`, and its arguments. */
@@ -149,6 +165,7 @@ export class HandlerContext implements RequestContext {
   readonly #events: EventBus
   /** How many times each default key was used by this run: `elicit`, `elicit_2`… (the same on every retry). */
   readonly #keys = new Map<string, number>()
+  #operationId: string | undefined
 
   constructor(protected readonly call: CallContext, protected readonly about: AskTarget, deps: HandlerDeps) {
     this.principal = call.principal
@@ -171,6 +188,10 @@ export class HandlerContext implements RequestContext {
       updated: (uri) => events.emit({ type: 'resource.updated', uri, organizationId }),
       listChanged: () => events.emit({ type: 'list.changed', list: 'resources', organizationId }),
     }
+  }
+
+  get operationId(): string {
+    return (this.#operationId ??= this.#asker.operation(this.call, this.about) ?? randomSecret(16))
   }
 
   get signal(): AbortSignal {

@@ -47,32 +47,48 @@ function refused(t: Test, run: Run, db: string, problem: RegExp, what: string): 
   t.notMatch(run.stdout, /MCP server listening/, `${what}: never listened`)
 }
 
+/** `serve`, then `migrate`, on `db` (one after the other: the first may hold the file's lock while it fails). */
+async function serveThenMigrate(db: string, env: Record<string, string> = {}): Promise<{ serve: Run; migrate: Run }> {
+  const serve = await cli(['serve'], { ...serveEnv(db), ...env })
+  return { serve, migrate: await cli(['migrate'], { SERVICE_DATABASE: db, ...env }) }
+}
+
+/** The two runs of serveThenMigrate, both refused. */
+function bothRefusedIn(t: Test, runs: { serve: Run; migrate: Run }, db: string, problem: RegExp, what: string): void {
+  refused(t, runs.serve, db, problem, `serve, ${what}`)
+  refused(t, runs.migrate, db, problem, `migrate, ${what}`)
+}
+
 /** `serve` and `migrate` on `db`, both refused. */
 async function bothRefused(t: Test, db: string, problem: RegExp, what: string, env: Record<string, string> = {}): Promise<void> {
-  refused(t, await cli(['serve'], { ...serveEnv(db), ...env }), db, problem, `serve, ${what}`)
-  refused(t, await cli(['migrate'], { SERVICE_DATABASE: db, ...env }), db, problem, `migrate, ${what}`)
+  bothRefusedIn(t, await serveThenMigrate(db, env), db, problem, what)
 }
 
 t.test('serve and migrate refuse a database they cannot use: exit 2, one line naming the file and SERVICE_DATABASE', async (t) => {
   const dir = tempDir(t)
-
   const folder = join(dir, 'a-folder')
   mkdirSync(folder)
-  await bothRefused(t, folder, /is a folder, not a file/, 'a folder')
-  t.notOk(existsSync(`${folder}.lock`), 'nothing was created beside it')
-
   const corrupt = join(dir, 'corrupt.db')
   writeFileSync(corrupt, 'this is not a SQLite database, '.repeat(200))
-  await bothRefused(t, corrupt, /is not a SQLite database, or it is corrupt/, 'a corrupt file')
-
   // A database this user can read but not write (mode 400: owner-only, so nothing to tighten, and not writable).
   const readOnly = join(dir, 'read-only.db')
-  const migrated = await cli(['migrate'], { SERVICE_DATABASE: readOnly })
-  t.equal(migrated.code, 0, migrated.stderr)
-  chmodSync(readOnly, 0o400)
-  for (const args of [['serve'], ['migrate']]) {
-    const env = args[0] === 'serve' ? serveEnv(readOnly) : { SERVICE_DATABASE: readOnly }
-    refused(t, await cliWithoutOverride(args, env), readOnly, /cannot be written: the file, its folder or its file system is read-only/, `${args[0]}, a file it cannot write`)
+  const cannotWrite = async () => {
+    const migrated = await cli(['migrate'], { SERVICE_DATABASE: readOnly })
+    if (migrated.code === 0) chmodSync(readOnly, 0o400)
+    const serve = await cliWithoutOverride(['serve'], serveEnv(readOnly))
+    return { migrated, serve, migrate: await cliWithoutOverride(['migrate'], { SERVICE_DATABASE: readOnly }) }
+  }
+  // Three files, each with its own commands one after another; the files at once (each command is a process to start).
+  const [onFolder, onCorrupt, onReadOnly] = await Promise.all([serveThenMigrate(folder), serveThenMigrate(corrupt), cannotWrite()])
+
+  bothRefusedIn(t, onFolder, folder, /is a folder, not a file/, 'a folder')
+  t.notOk(existsSync(`${folder}.lock`), 'nothing was created beside it')
+
+  bothRefusedIn(t, onCorrupt, corrupt, /is not a SQLite database, or it is corrupt/, 'a corrupt file')
+
+  t.equal(onReadOnly.migrated.code, 0, onReadOnly.migrated.stderr)
+  for (const command of ['serve', 'migrate'] as const) {
+    refused(t, onReadOnly[command], readOnly, /cannot be written: the file, its folder or its file system is read-only/, `${command}, a file it cannot write`)
   }
 })
 

@@ -1,14 +1,14 @@
 /**
  * Input requests inside a running task (docs/decisions/tasks.md), with an embedder's tool on the injected clock: the
  * answers that never come time the question out (INPUT_TIMEOUT, the task completes with that tool error), a declined
- * answer reaches the work, a second question gets new keys, and a question the starting request cannot answer fails
- * the task with -32021.
+ * answer reaches the work, a second question gets new keys, a question the starting request cannot answer fails
+ * the task with -32021, and a confirmation inside the task is one of its questions.
  */
 import t, { type Test } from 'tap'
 import { builtinTools } from '../../src/index.js'
 import { ManualClock } from '../helpers/clock.js'
 import { startServer, type TestServer } from '../helpers/server.js'
-import { twoQuestions } from '../helpers/task-tools.js'
+import { confirmInTask, twoQuestions } from '../helpers/task-tools.js'
 import { answerOf, modernPost, TASKS_EXTENSION, WITH_TASKS } from '../helpers/modern.js'
 import { sleep } from '../helpers/stream.js'
 
@@ -16,7 +16,7 @@ const TIMEOUT_MS = 30_000
 
 let ids = 0
 async function serve(t: Test, clock: ManualClock): Promise<TestServer> {
-  return startServer(t, { tools: [...builtinTools, twoQuestions], clock, config: { taskInputTimeoutMs: TIMEOUT_MS } })
+  return startServer(t, { tools: [...builtinTools, twoQuestions, confirmInTask], clock, config: { taskInputTimeoutMs: TIMEOUT_MS } })
 }
 const rpc = (server: TestServer, method: string, params: Record<string, unknown>, capabilities: Record<string, unknown> = WITH_TASKS) =>
   modernPost(server.mcpUrl, server.apiKey, method, params, { capabilities, id: `r-${++ids}` })
@@ -31,8 +31,8 @@ async function reached(server: TestServer, taskId: string, statuses: string[]): 
   throw new Error(`task ${taskId} not ${statuses.join(' or ')} after 5 s`)
 }
 
-async function start(server: TestServer, capabilities: Record<string, unknown> = WITH_TASKS): Promise<any> {
-  const reply = await rpc(server, 'tools/call', { name: 'two_questions', arguments: {} }, capabilities)
+async function start(server: TestServer, capabilities: Record<string, unknown> = WITH_TASKS, tool = 'two_questions'): Promise<any> {
+  const reply = await rpc(server, 'tools/call', { name: tool, arguments: {} }, capabilities)
   return reply.json?.result ?? reply.json?.error
 }
 
@@ -81,4 +81,16 @@ t.test('a question the starting request cannot answer fails the task with -32021
   t.equal(done.status, 'failed')
   t.equal(done.error.code, -32021)
   t.same(done.error.data.requiredCapabilities, { elicitation: {} })
+})
+
+t.test('a confirmation inside a task is its input request: confirmed, the tool goes ahead', async (t) => {
+  const server = await serve(t, new ManualClock())
+  const handle = await start(server, WITH_TASKS, 'confirm_in_task')
+  const asking = await reached(server, handle.taskId, ['input_required', 'completed', 'failed', 'cancelled'])
+  t.equal(asking.status, 'input_required', 'the task waits for the confirmation')
+  t.same(Object.keys(asking.inputRequests), ['1.confirm'])
+  t.equal(asking.inputRequests['1.confirm'].params.message, 'Go ahead?')
+  await rpc(server, 'tasks/update', { taskId: handle.taskId, inputResponses: { '1.confirm': { action: 'accept', content: { confirm: true } } } })
+  const done = await reached(server, handle.taskId, ['completed', 'failed', 'cancelled'])
+  t.match(done, { status: 'completed', result: { isError: false, content: [{ text: 'went ahead' }] } })
 })

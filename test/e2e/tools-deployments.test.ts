@@ -208,7 +208,7 @@ t.test('a failing pipeline is OPERATION_FAILED with its output stored; env vars 
   t.ok(lines.includes('greeting=hello from the vault'), 'the app env var reached the child, decrypted')
   t.ok(lines.includes('secret=unset'), 'the server\'s own environment did not')
   const keys = lines.find((l) => l.startsWith('keys='))!.slice(5).split(',')
-  const allowed = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SYSTEMROOT', 'GREETING', 'SERVICE_APP_ID', 'SERVICE_APP_NAME', 'SERVICE_DEPLOYMENT_ID', 'SERVICE_DEPLOYMENT_KIND']
+  const allowed = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'SYSTEMROOT', 'GREETING', 'SERVICE_APP_ID', 'SERVICE_APP_NAME', 'SERVICE_DEPLOYMENT_ID', 'SERVICE_DEPLOYMENT_KIND', 'SERVICE_ANSWER_FD']
   // Under tap, @tapjs/processinfo wraps child_process.spawn and adds its own variables (and NODE_OPTIONS loading it).
   const tapOwn = (k: string) => k.startsWith('_TAPJS_PROCESSINFO_') || (k === 'NODE_OPTIONS' && /@tapjs[\\/]processinfo/.test(lines.find((l) => l.startsWith('node_options='))!))
   t.strictSame(keys.filter((k: string) => !allowed.includes(k) && !tapOwn(k)), [], 'nothing but the allowed variables')

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { bigint, index, integer, json, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, BROWSER_INPUT_STATUSES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (../sqlite/schema.ts), which the
@@ -306,6 +306,19 @@ export const signInFlows = pgTable('sign_in_flows', {
   createdAt: createdAt(),
   expiresAt: millis('expires_at').notNull(),
 }, (t) => [index('sign_in_flows_expires_idx').on(t.expiresAt)])
+
+export const browserInputs = pgTable('browser_inputs', {
+  id: text('id').primaryKey(),
+  membershipId: text('membership_id').notNull().references(() => memberships.id, { onDelete: 'cascade' }),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  appId: text('app_id').notNull().references(() => apps.id, { onDelete: 'cascade' }),
+  name: text('name').notNull(),
+  status: text('status', { enum: BROWSER_INPUT_STATUSES }).notNull(),
+  ciphertext: text('ciphertext'),
+  createdAt: createdAt(),
+  expiresAt: millis('expires_at').notNull(),
+}, (t) => [index('browser_inputs_expires_idx').on(t.expiresAt)])
 
 export const userIdentities = pgTable('user_identities', {
   provider: text('provider').notNull(),

@@ -4,6 +4,7 @@ import { appsRepo } from './apps.js'
 import { assertionsRepo } from './assertions.js'
 import { auditRepo } from './audit.js'
 import { authorizationsRepo } from './authorizations.js'
+import { browserInputsRepo } from './browser-inputs.js'
 import { browserSessionsRepo } from './browser-sessions.js'
 import type { CredentialChanges } from './credential-changes.js'
 import { deploymentsRepo } from './deployments.js'
@@ -46,6 +47,8 @@ function buildRepos(store: Store, changes: CredentialChanges) {
     /** Facts about the database itself: the env-key check (db/env-key.ts). */
     serviceMeta: serviceMetaRepo(store),
     browserSessions: browserSessionsRepo(store),
+    /** Values asked for on our own page (service_env_set_in_browser), between the call and the page. */
+    browserInputs: browserInputsRepo(store),
     authorizations: authorizationsRepo(store),
     oauthGrants: oauthGrantsRepo(store, changes),
     /** Identity assertions (ID-JAG) already exchanged, and the subjects linked to users. */

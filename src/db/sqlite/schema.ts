@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, BROWSER_INPUT_STATUSES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -418,6 +418,25 @@ export const signInFlows = sqliteTable('sign_in_flows', {
   createdAt: createdAt(),
   expiresAt: integer('expires_at').notNull(),
 }, (t) => [index('sign_in_flows_expires_idx').on(t.expiresAt)])
+
+/**
+ * An env var value asked for on our own page (service_env_set_in_browser, docs/decisions/url-elicitation.md): the
+ * page saves it sealed here, and the call that asked writes it. The id is in the page's URL; it is derived from the
+ * call's operation, so every retry of a 2026-07-28 call names the same row.
+ */
+export const browserInputs = sqliteTable('browser_inputs', {
+  id: text('id').primaryKey(),
+  membershipId: text('membership_id').notNull().references(() => memberships.id, { onDelete: 'cascade' }),
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  /** Only this user may open the page (the specification's phishing rule). */
+  userId: text('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  appId: text('app_id').notNull().references(() => apps.id, { onDelete: 'cascade' }),
+  name: text('name').notNull(),
+  status: text('status', { enum: BROWSER_INPUT_STATUSES }).notNull(),
+  ciphertext: text('ciphertext'),
+  createdAt: createdAt(),
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [index('browser_inputs_expires_idx').on(t.expiresAt)])
 
 /**
  * A user's account at an upstream OpenID Connect provider: (provider, `sub`) names the person for good, whatever their

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { fail, isServiceError } from '../../errors/service-error.js'
-import type { ElicitResult, InputRequests } from '../../mcp/input-requests.js'
+import type { ElicitResult, InputRequests, InputResponses } from '../../mcp/input-requests.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
 import type { AskTarget } from '../../rpc/handler-context.js'
 import type { Exchange } from '../../rpc/exchange.js'
@@ -9,20 +9,24 @@ import { confirmationRequest, recordOutcome } from './form.js'
 
 type AskFn = <R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R) => Promise<Asked<R>>
 
+/** Another way to put the question: a running task's own ask (its input requests, docs/decisions/tasks.md). */
+export type AskVia = <R extends InputRequests>(requests: R) => Promise<InputResponses<R>>
+
 /**
  * The confirmation of a destructive tool call (docs/decisions/confirmation.md), the same in both eras: one form
  * question with the exact effect as its message and a required boolean `confirm` (`confirm`, then `confirm_2`… when a
  * tool confirms more than once), asked through the era's asker. It goes ahead only on accept with `confirm: true`;
  * decline, cancel or false → ELICITATION_DENIED; no answer in time → ELICITATION_TIMEOUT; a client that cannot be asked
  * → CAPABILITY_REQUIRED (session) or -32021 (stateless). Every outcome of a question asked is audited as
- * `<tool>.confirmation` once, when the answer arrives (not again when a later round replays it).
+ * `<tool>.confirmation` once, when the answer arrives (not again when a later round replays it). `via`, when given,
+ * asks instead of the era's asker (a task's work asks through its task); its answers are always fresh.
  */
 export function confirmer(fastify: FastifyInstance, ask: AskFn, operationOf: (exchange: Exchange) => string | null) {
   const { repos } = fastify
   /** confirm() calls made by each request's run of its tool. */
   const counts = new WeakMap<Exchange, number>()
 
-  return async function confirm(ctx: CallContext, toolName: string, args: unknown, message: string): Promise<void> {
+  return async function confirm(ctx: CallContext, toolName: string, args: unknown, message: string, via?: AskVia): Promise<void> {
     const index = (counts.get(ctx.exchange) ?? 0) + 1
     counts.set(ctx.exchange, index)
     const key = index === 1 ? 'confirm' : `confirm_${index}`
@@ -32,7 +36,8 @@ export function confirmer(fastify: FastifyInstance, ask: AskFn, operationOf: (ex
     }
     let asked: Asked<InputRequests>
     try {
-      asked = await ask(ctx, { target: `tools/call ${toolName}`, args }, { [key]: { method: 'elicitation/create' as const, params: confirmationRequest(message) } })
+      const requests = { [key]: { method: 'elicitation/create' as const, params: confirmationRequest(message) } }
+      asked = via ? { answers: await via(requests), fresh: true } : await ask(ctx, { target: `tools/call ${toolName}`, args }, requests)
     } catch (err) {
       if (!isServiceError(err)) throw err
       switch (err.code) {

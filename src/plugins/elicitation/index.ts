@@ -7,7 +7,7 @@ import type { CallContext } from '../../rpc/dispatcher.js'
 import type { Exchange } from '../../rpc/exchange.js'
 import type { Asker, AskOptions, AskTarget } from '../../rpc/handler-context.js'
 import { PLUGIN } from '../names.js'
-import { confirmer } from './confirm.js'
+import { confirmer, type AskVia } from './confirm.js'
 import { statelessAsker } from './input-required.js'
 import { sessionAsker } from './server-request.js'
 
@@ -30,9 +30,10 @@ export interface Elicitation extends Asker {
   ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options?: AskOptions): Promise<InputResponses<R>>
   /**
    * Asks the user to confirm `message` (the exact effect of `toolName` called with `args`) and resolves only on
-   * `accept` with `confirm: true`; every outcome is audited as `<tool>.confirmation` (confirm.ts).
+   * `accept` with `confirm: true`; every outcome is audited as `<tool>.confirmation` (confirm.ts). `via` asks instead
+   * of the era's asker: a running task's work asks through its task.
    */
-  confirm(ctx: CallContext, toolName: string, args: unknown, message: string): Promise<void>
+  confirm(ctx: CallContext, toolName: string, args: unknown, message: string, via?: AskVia): Promise<void>
   /**
    * Before a handler that may ask runs: on a stateless request, opens and checks its `requestState` and keeps its
    * `inputResponses` for `ask` (-32602 when the state is not this server's, or not this request's); in a session,
@@ -53,7 +54,7 @@ const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
   const inSession = sessionAsker(fastify)
   const stateless = statelessAsker(fastify, sealer)
   const askDetailed = <R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options: AskOptions = {}) =>
-    ctx.exchange.era === 'modern' ? stateless.ask(ctx, about, requests, options) : inSession(ctx, about, requests)
+    ctx.exchange.era === 'modern' ? stateless.ask(ctx, about, requests, options) : inSession(ctx, about, requests, options)
   const operationOf = (exchange: Exchange) => (exchange.era === 'modern' ? stateless.operationOf(exchange) : null)
 
   fastify.decorate('elicitation', {
@@ -63,6 +64,7 @@ const elicitationPlugin: FastifyPluginAsync = async (fastify) => {
       if (ctx.exchange.era === 'modern') return stateless.open(ctx, target, args, requestState, inputResponses)
     },
     operationOf,
+    operation: (ctx, about) => (ctx.exchange.era === 'modern' ? stateless.operation(ctx, about) : null),
   } satisfies Elicitation)
 }
 

@@ -92,6 +92,7 @@ class Round {
   /** Answers known to this run, in order: the sealed ones, then any answered by this request. */
   readonly known: Array<Record<string, unknown>>
   #digest: string | undefined
+  #op: string | undefined
 
   constructor(
     readonly target: string,
@@ -102,6 +103,11 @@ class Round {
   ) {
     this.known = state ? [...state.r] : []
     this.#digest = digest
+  }
+
+  /** The operation: the state's, or a new one (sealed into the first question), minted when first needed. */
+  get op(): string {
+    return (this.#op ??= this.state?.op ?? randomSecret(16))
   }
 
   /** SHA-256 of the canonical arguments, computed only when a state is checked or minted (most requests never ask). */
@@ -178,12 +184,26 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
     return rounds.get(exchange)?.state?.op ?? null
   }
 
+  /** The operation of the request's round (made now when the handler has not asked yet): see RequestContext.operationId. */
+  function operation(ctx: CallContext, about: AskTarget): string {
+    return roundOf(ctx, about).op
+  }
+
+  function roundOf(ctx: CallContext, about: AskTarget): Round {
+    let round = rounds.get(ctx.exchange)
+    if (!round) {
+      round = new Round(about.target, about.args, null, undefined)
+      rounds.set(ctx.exchange, round)
+    }
+    return round
+  }
+
   /** The input_required result that asks `requests` for the pending round `index` of this operation. */
   async function question(ctx: CallContext, round: Round, requests: InputRequests, exp: number): Promise<InputRequired> {
     const p = ctx.principal
     const state: StatePayload = {
       v: 2,
-      op: round.state?.op ?? randomSecret(16),
+      op: round.op,
       m: p.membershipId,
       o: p.organizationId,
       c: lastingCredential(p),
@@ -207,11 +227,7 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
    * every retry.
    */
   async function ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options: AskOptions = {}): Promise<Asked<R>> {
-    let round = rounds.get(ctx.exchange)
-    if (!round) {
-      round = new Round(about.target, about.args, null, undefined)
-      rounds.set(ctx.exchange, round)
-    }
+    const round = roundOf(ctx, about)
     const index = round.calls++
     const known = round.known[index]
     if (known !== undefined) {
@@ -247,5 +263,5 @@ export function statelessAsker(fastify: FastifyInstance, sealer: RequestStateSea
     throw await question(ctx, round, requests, clock.now() + config.elicitationTimeoutMs)
   }
 
-  return { open, operationOf, ask }
+  return { open, operationOf, operation, ask }
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { fail } from '../../errors/service-error.js'
 import { capabilityName, checkAnswer, missingCapability, type InputRequests, type InputResponses } from '../../mcp/input-requests.js'
 import type { CallContext } from '../../rpc/dispatcher.js'
-import type { AskTarget } from '../../rpc/handler-context.js'
+import type { AskOptions, AskTarget } from '../../rpc/handler-context.js'
 import { OutboundRequestError } from '../../rpc/calls.js'
 import type { Asked } from './asked.js'
 
@@ -14,12 +14,12 @@ import type { Asked } from './asked.js'
  * Throws CAPABILITY_REQUIRED when nothing can be asked (a capability the client did not declare at initialize, no
  * stream, or before notifications/initialized; nothing is sent), INPUT_TIMEOUT (after `notifications/cancelled` for
  * the unanswered requests), INPUT_REFUSED (the client answered with a JSON-RPC error) or OPERATION_CANCELLED (the call
- * was cancelled or its stream went away).
+ * was cancelled, its stream went away, or `options.signal` aborted).
  */
 export function sessionAsker(fastify: FastifyInstance) {
   const { rpc, config } = fastify
 
-  return async function ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R): Promise<Asked<R>> {
+  return async function ask<R extends InputRequests>(ctx: CallContext, about: AskTarget, requests: R, options: AskOptions = {}): Promise<Asked<R>> {
     const session = ctx.session
     if (!session) throw new Error('a session ask without a session')
     // Gated only on what was declared, whatever the revision (docs/decisions/protocol-revisions.md).
@@ -40,6 +40,8 @@ export function sessionAsker(fastify: FastifyInstance) {
     // One failure ends the others: their requests are withdrawn (notifications/cancelled) rather than left open.
     const onAbort = () => controller.abort()
     ctx.signal.addEventListener('abort', onAbort, { once: true })
+    options.signal?.addEventListener('abort', onAbort, { once: true })
+    if (options.signal?.aborted) controller.abort()
     try {
       const answers = await Promise.all(entries.map(async ([key, request]) => {
         const raw = await rpc.request(session, ctx.principal, ctx.sink, request.method, { ...request.params }, {
@@ -66,6 +68,7 @@ export function sessionAsker(fastify: FastifyInstance) {
       throw err
     } finally {
       ctx.signal.removeEventListener('abort', onAbort)
+      options.signal?.removeEventListener('abort', onAbort)
     }
   }
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { SCOPES } from '../../auth/principal.js'
+import { isEnvInputPath } from '../browser-inputs.js'
 import { fail } from '../../errors/service-error.js'
 import type { CredentialActor } from '../../db/repos/audit.js'
 import { documentHost } from '../../oauth/document-clients.js'
@@ -90,9 +91,20 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     return sendPage(reply, 200, confirmPage({ ...page, csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), cancelHref: '/account' }))
   }
 
+  /**
+   * Where a sign-in goes on to: /account, or the page that sent the browser here (`?return=`), when it is one of the
+   * few of ours that do (never any other address: an open redirect).
+   */
+  function returnTo(request: FastifyRequest): string {
+    const asked = (request.query as Record<string, unknown> | undefined)?.return
+    return typeof asked === 'string' && isEnvInputPath(asked) ? asked : '/account'
+  }
+
   function signInForm(request: FastifyRequest, reply: FastifyReply, extra: { email?: string; error?: string } = {}, status = 200) {
     const browserId = browser.browserId(request, reply)
-    return sendPage(reply, status, signInPage({ action: '/account/signin', csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), server: serverLabel(config.baseUrl), ...signInChoices(config), ...extra }))
+    const back = returnTo(request)
+    const action = back === '/account' ? '/account/signin' : `/account/signin?return=${encodeURIComponent(back)}`
+    return sendPage(reply, status, signInPage({ action, csrf: browser.csrfToken(browserId, ACCOUNT_CSRF), server: serverLabel(config.baseUrl), ...signInChoices(config), ...extra }))
   }
 
   fastify.get('/account', async (request, reply) => {
@@ -102,7 +114,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
   })
 
   fastify.get('/account/signin', async (request, reply) => {
-    if (await browser.user(request)) return seeOther(reply, '/account')
+    if (await browser.user(request)) return seeOther(reply, returnTo(request))
     return signInForm(request, reply)
   })
 
@@ -116,7 +128,7 @@ export async function accountPages(fastify: FastifyInstance, opts: { browser: Br
     }
     if ('wrong' in result) return signInForm(request, reply, { email: result.email, error: 'Incorrect email or password.' }, 401)
     await browser.signIn(reply, result.user.id)
-    return seeOther(reply, '/account')
+    return seeOther(reply, returnTo(request))
   })
 
   fastify.post('/account/signout', async (request, reply) => {

@@ -11,6 +11,7 @@ import { Keyring } from '../../oauth/keyring.js'
 import { TokenService } from '../../oauth/token-service.js'
 import { PLUGIN } from '../names.js'
 import { accountPages } from './account.js'
+import { envInputPages } from './env-input.js'
 import { oauthApiRoutes } from './api.js'
 import { BrowserState } from './browser.js'
 import { authorizationPages } from './pages.js'
@@ -79,11 +80,13 @@ const oauthPlugin: FastifyPluginAsync<OAuthPluginOptions> = async (fastify, opts
     await routes.register(oauthApiRoutes, { tokens, ...(assertions ? { assertions } : {}) })
     await routes.register(authorizationPages, { browser, documents })
     await routes.register(accountPages, { browser })
+    // The tools plugin, registered later, holds the env-var key: read when a value is saved.
+    await routes.register(envInputPages, { browser, secrets: () => fastify.secrets })
     await routes.register(singleSignOnRoutes, { browser, providers })
   })
 
-  // Expired codes, pending requests, browser sign-ins, token rows, upstream sign-in flows, used assertions and
-  // forgotten sign-in failures go on the session sweep's rhythm.
+  // Expired codes, pending requests, browser sign-ins, token rows, upstream sign-in flows, used assertions, values
+  // asked for in the browser and forgotten sign-in failures go on the session sweep's rhythm.
   const purge = async () => {
     const now = clock.now()
     browser.throttle.sweep(now)
@@ -93,6 +96,7 @@ const oauthPlugin: FastifyPluginAsync<OAuthPluginOptions> = async (fastify, opts
       await repos.oauthGrants.purge(now)
       await repos.signInFlows.purge(now)
       await repos.assertions.purge(now)
+      await repos.browserInputs.purge(now)
     } catch (err) {
       fastify.log.error({ err }, 'could not purge expired OAuth records')
     }

@@ -1,5 +1,6 @@
 import type { Principal, Scope } from '../../auth/principal.js'
 import type { AuditOutcome } from '../../db/repos/audit.js'
+import type { BrowserInputs } from '../browser-inputs.js'
 import type { PipelineRunner } from '../../deployments/runner.js'
 import type { SecretBox } from '../../lib/secret-box.js'
 import type { Role } from '../../lib/roles.js'
@@ -37,10 +38,17 @@ export interface ToolContext extends RequestContext {
    * once it is written. Never rejects: a failed write is logged.
    */
   audit(entry: { action?: string; targetType?: string; targetId?: string; outcome: AuditOutcome; details?: Record<string, unknown> }): Promise<void>
+  /**
+   * True when the call runs as a task (tasks extension): its questions are then the task's input requests, answered
+   * with tasks/update, and may be asked at any point of the work.
+   */
+  readonly inTask: boolean
   /** Encrypts values kept at rest (env vars). */
   secrets: SecretBox
   /** Runs deployment pipelines. */
   pipelines: PipelineRunner
+  /** Values typed on this server's own page (the built-in service_env_set_in_browser; plugins/browser-inputs.ts). */
+  browserInputs: BrowserInputs
 }
 
 /**

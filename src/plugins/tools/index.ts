@@ -4,6 +4,7 @@ import { roleAllows } from '../../lib/roles.js'
 import { toToolResult } from '../../errors/render.js'
 import { fail, isServiceError, ServiceError } from '../../errors/service-error.js'
 import { PipelineRunner } from '../../deployments/runner.js'
+import { BrowserInputs } from '../browser-inputs.js'
 import { writeAudit } from '../../lib/audit.js'
 import { loadEnvKey } from '../../db/env-key.js'
 import { SecretBox } from '../../lib/secret-box.js'
@@ -30,6 +31,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     tools: ToolRegistry
     pipelines: PipelineRunner
+    /** Seals env var values at rest (the env-var key): the tools' and the env-input page's. */
+    secrets: SecretBox
   }
 }
 
@@ -77,6 +80,8 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       (await inbox.ask<boolean>(owner, 'deployment.cancel', { organizationId, deploymentId, reason }, CANCEL_ROUTE_TIMEOUT_MS)) === true
   }
   fastify.decorate('pipelines', pipelines)
+  fastify.decorate('secrets', secrets)
+  const browserInputs = new BrowserInputs({ repos, events: fastify.events, clock: fastify.clock, config })
   // On stop, runs in flight are interrupted first, so that the calls waiting on them answer before sessions end.
   fastify.shutdown.onDrain(() => pipelines.stopAll())
   const registry = new ToolRegistry()
@@ -334,6 +339,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
   class ToolCall extends HandlerContext implements ToolContext {
     readonly secrets = secrets
     readonly pipelines = pipelines
+    readonly browserInputs = browserInputs
     #lastProgress = -Infinity
     readonly #toolName: string
     readonly #args: Record<string, unknown>
@@ -393,8 +399,9 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     }
 
     async confirm(message: string): Promise<void> {
-      // The elicitation plugin asks, checks the answer and audits it.
-      await fastify.elicitation.confirm(this.call, this.#toolName, this.#args, message)
+      // The elicitation plugin asks, checks the answer and audits it; once the call is a task, through the task.
+      const inTask = this.#task?.started() === true ? <R extends InputRequests>(requests: R) => this.ask(requests) : undefined
+      await fastify.elicitation.confirm(this.call, this.#toolName, this.#args, message, inTask)
       this.#onConfirmed?.()
     }
 

@@ -6,6 +6,7 @@ import { CancelledByClient, TaskCancelled } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
 import { requireApp } from './apps.js'
+import { pipelineAsker } from './pipeline-questions.js'
 
 /**
  * Deployments: list, read, follow and cancel the runs of an app's pipeline, start a deploy or a rollback.
@@ -92,6 +93,7 @@ async function runAndStream(
   app: App,
   input: { kind: 'deploy' | 'rollback'; rollbackOf?: string },
 ): Promise<{ deployment: DeploymentView }> {
+  const toolName = input.kind === 'deploy' ? deploymentsCreate.name : deploymentsRollback.name
   const { principal, pipelines } = ctx
   const signal = ctx.signal
   if (signal.aborted) throw fail('OPERATION_CANCELLED', { message: 'The call was cancelled before the deployment started; nothing ran' })
@@ -104,6 +106,7 @@ async function runAndStream(
         ctx.log('info', { deployment_id: line.deploymentId, seq: line.seq, stream: line.stream, line: line.line }, 'deployment')
         ctx.progress(line.seq + 1, undefined, line.line)
       },
+      onQuestion: pipelineAsker(ctx, toolName, app),
     },
   )
   const id = handle.deployment.id
@@ -225,7 +228,7 @@ export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: numbe
 export const deploymentsCreate = defineTool<{ app_id: string }, { deployment: DeploymentView }>({
   name: 'service_deployments_create',
   title: 'Deploy an app',
-  description: 'Deploys an app of your organization by running its pipeline, after the user confirms. Long-running: each output line is sent as a notifications/message (logger "deployment") and, when the call has a progressToken, as notifications/progress. Returns the deployment when it succeeded; a failed run is a tool error (OPERATION_FAILED) naming the deployment, whose output service_deployments_logs returns; so is a run interrupted by a server shutdown (status interrupted, which service_deployments_get shows once the server is back). Refused (CONFLICT) while another deployment of the app is queued or running. Cancelling the call (notifications/cancelled) stops the run; disconnecting does not.',
+  description: 'Deploys an app of your organization by running its pipeline, after the user confirms. Long-running: each output line is sent as a notifications/message (logger "deployment") and, when the call has a progressToken, as notifications/progress. Returns the deployment when it succeeded; a failed run is a tool error (OPERATION_FAILED) naming the deployment, whose output service_deployments_logs returns; so is a run interrupted by a server shutdown (status interrupted, which service_deployments_get shows once the server is back). Refused (CONFLICT) while another deployment of the app is queued or running. Cancelling the call (notifications/cancelled) stops the run; disconnecting does not. The pipeline may ask the user a yes/no question while it runs (a form on the stream of the call, or an input request of the task); a stateless call that is not a task cannot be asked, and the pipeline is told no.',
   inputSchema: 'tools/service_deployments_create.input',
   outputSchema: 'tools/service_deployments_create.output',
   scope: 'mcp:write',
@@ -278,7 +281,7 @@ export const deploymentsCancel = defineTool<{ deployment_id: string }, { deploym
 export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id?: string }, { deployment: DeploymentView }>({
   name: 'service_deployments_rollback',
   title: 'Roll back an app',
-  description: 'Puts an earlier deployment of an app back, after the user confirms, by running the app\'s pipeline as a rollback (kind "rollback", rollback_of = the target). to_deployment_id names a succeeded deploy of the app; without it, the target is the latest succeeded deploy before the one the app runs now (CONFLICT when there is none). Streams like service_deployments_create; a failed rollback is OPERATION_FAILED. Refused (CONFLICT) while a deployment of the app is queued or running.',
+  description: 'Puts an earlier deployment of an app back, after the user confirms, by running the app\'s pipeline as a rollback (kind "rollback", rollback_of = the target). to_deployment_id names a succeeded deploy of the app; without it, the target is the latest succeeded deploy before the one the app runs now (CONFLICT when there is none). Streams like service_deployments_create; a failed rollback is OPERATION_FAILED. Refused (CONFLICT) while a deployment of the app is queued or running. Its pipeline may ask the user a yes/no question, as with service_deployments_create.',
   inputSchema: 'tools/service_deployments_rollback.input',
   outputSchema: 'tools/service_deployments_rollback.output',
   scope: 'mcp:write',

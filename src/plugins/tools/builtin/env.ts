@@ -3,6 +3,7 @@ import { ServiceError } from '../../../errors/service-error.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
+import { envSetInBrowser } from './env-in-browser.js'
 
 export const envSet = defineTool<{ app_id: string; name: string; value: string }, { app_id: string; name: string; created: boolean }>({
   name: 'service_env_set',
@@ -59,4 +60,4 @@ export const envUnset = defineTool<{ app_id: string; name: string }, { app_id: s
 })
 
 /** The env var tools, in tools/list order. */
-export const envTools = [envSet, envUnset]
+export const envTools = [envSet, envSetInBrowser, envUnset]
