@@ -30,6 +30,7 @@ type Checks = {
   deploymentLogs: Exactly<rows.DeploymentLogLine, typeof schema.deploymentLogs.$inferSelect>
   auditLog: Exactly<rows.AuditEntry, typeof schema.auditLog.$inferSelect>
   auditCheckpoints: Exactly<rows.AuditCheckpointRow, typeof schema.auditCheckpoints.$inferSelect>
+  organizationQuotas: Exactly<rows.OrganizationQuota, typeof schema.organizationQuotas.$inferSelect>
   idempotencyRecords: Exactly<rows.IdempotencyRecord, typeof schema.idempotencyRecords.$inferSelect>
   tasks: Exactly<rows.TaskRow, typeof schema.tasks.$inferSelect>
   processes: Exactly<rows.ProcessRow, typeof schema.processes.$inferSelect>
@@ -59,6 +60,7 @@ export const ROWS_MATCH_SCHEMA: Checks = {
   deploymentLogs: true,
   auditLog: true,
   auditCheckpoints: true,
+  organizationQuotas: true,
   idempotencyRecords: true,
   tasks: true,
   processes: true,

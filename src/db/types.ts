@@ -33,6 +33,19 @@ export const CLIENT_SOURCES = ['registration', 'metadata_document'] as const
  * `head`: a signed head of an organization's audit chain; `start`: where the kept chain starts after a purge, its
  * `hash` being the prev_hash of the first kept entry (docs/decisions/audit-chain.md).
  */
+/**
+ * The per-organization quotas (issue 29; their settings and checks: src/limits/quotas.ts): apps, env vars of one app,
+ * deployments queued or running at once, and megabytes of deployment output stored.
+ */
+export const QUOTA_NAMES = ['apps', 'env_vars_per_app', 'concurrent_deployments', 'deployment_output_mb'] as const
+
+export type OrganizationQuota = {
+  organizationId: string
+  name: (typeof QUOTA_NAMES)[number]
+  value: number
+  updatedAt: number
+}
+
 export const AUDIT_CHECKPOINT_KINDS = ['head', 'start'] as const
 
 export const AUDIT_OUTCOMES = ['succeeded', 'failed', 'denied', 'confirmed', 'declined', 'timed_out', 'cancelled'] as const
@@ -235,6 +248,10 @@ export type Deployment = {
   pgid: number | null
   /** The server process running it while queued or running. */
   owner: string | null
+  /** Bytes of output stored for it: what the organization's stored-output quota counts. */
+  outputBytes: number
+  /** When retention deleted its output; null while it is kept. */
+  outputPurgedAt: number | null
 }
 
 export type DeploymentLogLine = {

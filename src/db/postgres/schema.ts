@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { bigint, index, integer, json, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, BROWSER_INPUT_STATUSES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, BROWSER_INPUT_STATUSES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, QUOTA_NAMES, TASK_STATUSES } from '../types.js'
 
 /**
  * The PostgreSQL schema: the same tables, columns, indexes and rows as the SQLite one (../sqlite/schema.ts), which the
@@ -205,6 +205,8 @@ export const deployments = pgTable('deployments', {
   outcome: text('outcome'),
   pgid: integer('pgid'),
   owner: text('owner'),
+  outputBytes: bigint('output_bytes', { mode: 'number' }).notNull().default(0),
+  outputPurgedAt: millis('output_purged_at'),
 }, (t) => [
   index('deployments_app_idx').on(t.appId, t.id),
   index('deployments_org_idx').on(t.organizationId, t.id),
@@ -239,6 +241,12 @@ export const auditLog = pgTable('audit_log', {
   index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id),
   uniqueIndex('audit_log_org_seq_idx').on(t.organizationId, t.seq),
 ])
+export const organizationQuotas = pgTable('organization_quotas', {
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  name: text('name', { enum: QUOTA_NAMES }).notNull(),
+  value: bigint('value', { mode: 'number' }).notNull(),
+  updatedAt: millis('updated_at').notNull(),
+}, (t) => [primaryKey({ columns: [t.organizationId, t.name] })])
 export const auditCheckpoints = pgTable('audit_checkpoints', {
   organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
   kind: text('kind', { enum: AUDIT_CHECKPOINT_KINDS }).notNull(),

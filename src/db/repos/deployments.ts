@@ -33,6 +33,8 @@ export function deploymentsRepo(store: Store) {
         outcome: null,
         pgid: null,
         owner: input.owner ?? null,
+        outputBytes: 0,
+        outputPurgedAt: null,
       }
       await db.insert(deployments).values(row)
       return row

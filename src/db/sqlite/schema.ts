@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core'
 import { ROLES } from '../../lib/roles.js'
-import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, BROWSER_INPUT_STATUSES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, TASK_STATUSES } from '../types.js'
+import { AUDIT_CHECKPOINT_KINDS, AUDIT_OUTCOMES, BROWSER_INPUT_STATUSES, CLIENT_SOURCES, DEPLOYMENT_STATUSES, IDEMPOTENCY_STATUSES, QUOTA_NAMES, TASK_STATUSES } from '../types.js'
 
 /**
  * The database schema. drizzle/ is generated from this file by `npm run db:generate` and never edited by hand;
@@ -257,6 +257,10 @@ export const deployments = sqliteTable('deployments', {
   pgid: integer('pgid'),
   /** The server process running it (`processes.id`) while queued or running: only a dead owner's runs are recovered. */
   owner: text('owner'),
+  /** Bytes of output stored for it (its lines' text): what the organization's stored-output quota counts. */
+  outputBytes: integer('output_bytes').notNull().default(0),
+  /** When retention deleted its output (SERVICE_DEPLOYMENT_OUTPUT_KEEP_*); null while it is kept. */
+  outputPurgedAt: integer('output_purged_at'),
 }, (t) => [
   index('deployments_app_idx').on(t.appId, t.id),
   index('deployments_org_idx').on(t.organizationId, t.id),
@@ -298,6 +302,17 @@ export const auditLog = sqliteTable('audit_log', {
   index('audit_log_org_action_idx').on(t.organizationId, t.action, t.id),
   uniqueIndex('audit_log_org_seq_idx').on(t.organizationId, t.seq),
 ])
+
+/**
+ * An organization's own value of a quota (QUOTA_NAMES), set with `service-mcp quotas set`: it replaces the server's
+ * setting for that organization (0 = unlimited).
+ */
+export const organizationQuotas = sqliteTable('organization_quotas', {
+  organizationId: text('organization_id').notNull().references(() => organizations.id, { onDelete: 'cascade' }),
+  name: text('name', { enum: QUOTA_NAMES }).notNull(),
+  value: integer('value').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+}, (t) => [primaryKey({ columns: [t.organizationId, t.name] })])
 
 /** Signed heads of the organizations' audit chains, and where each chain starts after a purge (`kind`). */
 export const auditCheckpoints = sqliteTable('audit_checkpoints', {
