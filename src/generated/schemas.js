@@ -2275,7 +2275,8 @@ export const schemas = {
       "value": {
         "type": "string",
         "maxLength": 32768,
-        "description": "Value, at most 32768 characters; stored encrypted and never returned"
+        "description": "Value, at most 32768 characters; stored encrypted and never returned",
+        "writeOnly": true
       }
     }
   },

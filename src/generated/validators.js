@@ -10576,7 +10576,7 @@ return errors === 0;
 validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const validate_tools_service_env_set_input = validate80;
-const schema103 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned"}}};
+const schema103 = {"$id":"tools/service_env_set.input","type":"object","additionalProperties":false,"required":["app_id","name","value"],"properties":{"app_id":{"type":"string","pattern":"^app_[0-9a-z]{26}$","minLength":30,"maxLength":30,"description":"Id of the app (app_…)"},"name":{"type":"string","pattern":"^[A-Za-z_][A-Za-z0-9_]{0,127}$","minLength":1,"maxLength":128,"description":"Variable name: a letter or _, then letters, digits or _ (at most 128 characters)"},"value":{"type":"string","maxLength":32768,"description":"Value, at most 32768 characters; stored encrypted and never returned","writeOnly":true}}};
 const pattern30 = new RegExp("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "u");
 
 function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){

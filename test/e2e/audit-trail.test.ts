@@ -111,3 +111,21 @@ t.test('audit export, verified from the file and the published key set alone', a
   t.equal(unproven.code, 1, 'keys that sign none of its checkpoints prove nothing')
   t.match(unproven.stderr, /no checkpoint of the export verifies with these keys/)
 })
+
+t.test('an entry records who, through what, the action, the outcome and the arguments, never an env var value', async (t) => {
+  const server = await injectServer(t)
+  const session = await openSession(server.mcpUrl, server.apiKey)
+  const created = await post(server.mcpUrl, callTool('service_apps_create', { name: 'with-secret' }, 1), session.headers)
+  const appId = (created.json ?? created.messages.at(-1)).result.structuredContent.app.id as string
+  const secret = 'hunter2-' + 'S'.repeat(20)
+  const set = await post(server.mcpUrl, callTool('service_env_set', { app_id: appId, name: 'DB_PASSWORD', value: secret }, 2), session.headers)
+  t.equal(set.status, 200)
+  const sql = await rawSql(t, server.dbPath)
+  const rows = await sql('SELECT * FROM audit_log ORDER BY seq')
+  t.notOk(JSON.stringify(rows).includes('hunter2'), 'the value is nowhere in the audit log')
+  const entry = rows.find((r) => r.action === 'service_env_set')!
+  const details = (typeof entry.details === 'string' ? JSON.parse(entry.details) : entry.details) as Record<string, unknown>
+  t.same(details.arguments, { app_id: appId, name: 'DB_PASSWORD', value: '[redacted]' })
+  t.match(entry, { credential_kind: 'api_key', outcome: 'succeeded', target_type: 'env_var', target_id: `${appId}/DB_PASSWORD` })
+  t.ok(entry.credential_id && entry.user_id && entry.membership_id, 'the key, the user and the membership that acted')
+})

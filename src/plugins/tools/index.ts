@@ -6,6 +6,7 @@ import { fail, isServiceError, ServiceError } from '../../errors/service-error.j
 import { PipelineRunner } from '../../deployments/runner.js'
 import { BrowserInputs } from '../browser-inputs.js'
 import { writeAudit } from '../../lib/audit.js'
+import { auditArguments } from './audit-arguments.js'
 import { loadEnvKey } from '../../db/env-key.js'
 import { SecretBox } from '../../lib/secret-box.js'
 import { contentBlockProblem, forRevision } from '../../mcp/content.js'
@@ -190,7 +191,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
     const version = ctx.exchange.protocolVersion
     try {
       if (!roleAllows(ctx.principal.role, tool.def.role)) {
-        await audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role } })
+        await audit(ctx, tool.def.name, { outcome: 'denied', details: { reason: 'role', role: ctx.principal.role, required: tool.def.role, arguments: auditArguments(args, tool.secretPaths) } })
         throw fail('PERMISSION_DENIED', { message: `Your role (${ctx.principal.role}) cannot call ${tool.def.name}; it needs ${tool.def.role} or above` })
       }
       if (tool.validateInput(args) !== true) {
@@ -206,7 +207,7 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
           // Declines and timeouts were recorded by confirm(); anything else that stopped a write is a failure.
           if (!NOT_WRITE_FAILURES.has(code)) {
             const subject = tool.def.auditSubject?.(args)
-            await toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code } })
+            await toolCtx.audit({ outcome: 'failed', ...subject, details: { ...subject?.details, error: code, arguments: auditArguments(args, tool.secretPaths) } })
           }
         }
         throw err
@@ -215,7 +216,11 @@ const toolsPlugin: FastifyPluginAsync<ToolsPluginOptions> = async (fastify, opts
       if (tool.def.scope === 'mcp:write') {
         const structured = output instanceof ToolResult ? output.structuredContent : output
         const target = structured === undefined ? undefined : tool.def.auditTarget?.(args, structured)
-        await toolCtx.audit({ outcome: output instanceof ToolResult && output.isError ? 'failed' : 'succeeded', ...(target ?? {}) })
+        await toolCtx.audit({
+          outcome: output instanceof ToolResult && output.isError ? 'failed' : 'succeeded',
+          ...(target ?? {}),
+          details: { ...target?.details, arguments: auditArguments(args, tool.secretPaths) },
+        })
       }
       return rendered
     } catch (err) {

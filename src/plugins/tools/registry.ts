@@ -8,6 +8,7 @@ import { atLeast, PROTOCOL_VERSIONS, type ProtocolVersion } from '../../rpc/type
 import { schemaDocument, validatorFor, type SchemaId } from '../../validation/index.js'
 import type { JsonSchema, ToolDefinition } from './define.js'
 import { paramHeadersOf, type ParamHeader } from './param-headers.js'
+import { secretPaths } from './audit-arguments.js'
 
 export interface RegisteredTool {
   def: ToolDefinition<any, any>
@@ -17,6 +18,8 @@ export interface RegisteredTool {
   descriptors: Record<ProtocolVersion, Record<string, unknown>>
   /** Arguments mirrored into `Mcp-Param-*` headers on 2026-07-28 requests (`x-mcp-header` in the input schema). */
   paramHeaders: readonly ParamHeader[]
+  /** Arguments the input schema marks `writeOnly`: never recorded in the audit log (audit-arguments.ts). */
+  secretPaths: readonly (readonly string[])[]
 }
 
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
@@ -64,6 +67,7 @@ export class ToolRegistry {
       validateOutput: output ? output[1] : null,
       descriptors: Object.fromEntries(PROTOCOL_VERSIONS.map((v) => [v, describe(def, inputDoc, output?.[0], v)])) as RegisteredTool['descriptors'],
       paramHeaders,
+      secretPaths: secretPaths(inputDoc),
     }
     this.tools.set(def.name, entry)
     this.ordered.push(entry)
