@@ -108,7 +108,7 @@ export function cycles(edges: Map<string, Set<string>>): string[][] {
  */
 export const LAYERS: readonly (readonly string[])[] = [
   ['lib', 'errors', 'validation', 'generated', 'config.ts', 'version.ts'],
-  ['db', 'limits'],
+  ['db', 'limits', 'audit'],
   ['coordination', 'auth', 'oauth', 'identity', 'observability', 'deployments'],
   ['rpc'],
   ['sessions', 'mcp', 'mrtr'],

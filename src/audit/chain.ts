@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { canonicalJson } from '../mrtr/canonical.js'
+import { canonicalJson } from '../lib/canonical-json.js'
 
 /**
  * The audit chain of one organization (docs/decisions/audit-chain.md): how an entry is hashed, and the walk that finds

@@ -82,11 +82,11 @@ async function verifyFile(c: Context, file: string, keys: Array<Record<string, u
 }
 
 export async function auditExport(c: Context): Promise<void> {
+  const repos = await c.repos()
   if ((c.options.format ?? 'jsonl') !== 'jsonl') throw new UsageError('--format: only jsonl is supported', 'audit export')
   if (c.options.org === undefined) throw new UsageError('--org is required: an export is one organization\'s trail', 'audit export')
   const since = c.options.since === undefined ? undefined : Date.parse(c.options.since)
   if (since !== undefined && Number.isNaN(since)) throw new UsageError('--since must be a date or time, e.g. 2026-11-01 or 2026-11-01T12:00:00Z', 'audit export')
-  const repos = await c.repos()
   const o = await orgBySlug(repos, c.options.org)
   // The head is signed first, so the export ends with a checkpoint that covers every entry in it.
   await signHeads(repos, Date.now(), o.id)

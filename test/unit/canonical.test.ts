@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { argumentsDigest, canonicalJson } from '../../src/mrtr/canonical.js'
+import { argumentsDigest, canonicalJson } from '../../src/lib/canonical-json.js'
 
 t.test('canonicalJson: object keys sorted at every depth', async (t) => {
   t.equal(canonicalJson({ b: 1, a: 2 }), '{"a":2,"b":1}')
