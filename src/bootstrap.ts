@@ -26,8 +26,9 @@ export interface PendingBootstrap {
  */
 export async function prepareBootstrap(repos: Repos, config: Config): Promise<PendingBootstrap | null> {
   if ((await repos.users.count()) > 0 || (await repos.organizations.count()) > 0) return null
+  // A given hash is used as it is: the password behind it is never known here (and never printed).
   const password = config.bootstrapPassword || randomSecret(18)
-  const passwordHash = await hashPassword(password)
+  const passwordHash = config.bootstrapPasswordHash || await hashPassword(password)
   return {
     // Replicas started together on an empty PostgreSQL database may all find it empty: the first commit wins, and the
     // others meet its organization or owner as a taken slug or email (CONFLICT), rolled back, and bootstrap nothing.
@@ -43,7 +44,7 @@ export async function prepareBootstrap(repos: Repos, config: Config): Promise<Pe
         ...(config.bootstrapApiKey ? { plainKey: config.bootstrapApiKey } : {}),
       })
       const result: BootstrapResult = { email: user.email, organization: org.slug }
-      if (!config.bootstrapPassword) result.generatedPassword = password
+      if (!config.bootstrapPassword && !config.bootstrapPasswordHash) result.generatedPassword = password
       if (!config.bootstrapApiKey) result.generatedApiKey = key
       return result
     }).catch((err: unknown) => {

@@ -3,6 +3,7 @@ import { isIP } from 'node:net'
 import { isAbsolute, join, resolve } from 'node:path'
 import { classifyDatabase, type DatabaseTarget } from './lib/database-url.js'
 import { closeMatch, editDistance } from './lib/closest.js'
+import { isPasswordHash } from './lib/crypto.js'
 import { jsonSetting } from './lib/json-setting.js'
 import { maskCredentials } from './lib/mask-credentials.js'
 import { packageRoot } from './lib/package-root.js'
@@ -51,6 +52,7 @@ interface RawConfig {
   profile: string
   bootstrapEmail: string
   bootstrapPassword: string
+  bootstrapPasswordHash: string
   bootstrapApiKey: string
   allowedOrigins: string[]
   trustProxy: TrustProxy
@@ -225,6 +227,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'otlpEndpoint', env: 'SERVICE_OTLP_ENDPOINT', flag: '--otlp-endpoint', kind: 'url', default: 'http://127.0.0.1:4318/v1/traces', doc: 'Where `SERVICE_TRACING=otlp` sends traces (OTLP over HTTP, protobuf)' },
   { key: 'profile', env: 'SERVICE_PROFILE', flag: '--profile', kind: 'string', default: '', doc: '`conformance`: `serve` runs the reference server of the official MCP conformance suite (its fixtures only, no authentication, an in-memory database, loopback only)' },
   { key: 'bootstrapEmail', env: 'SERVICE_BOOTSTRAP_EMAIL', flag: '--bootstrap-email', kind: 'string', default: 'owner@example.com', doc: 'Email of the owner created on an empty database' },
+  { key: 'bootstrapPasswordHash', env: 'SERVICE_BOOTSTRAP_PASSWORD_HASH', flag: '--bootstrap-password-hash', kind: 'string', default: '', doc: 'Instead of SERVICE_BOOTSTRAP_PASSWORD: the owner password\'s scrypt hash (`scrypt$16384$8$1$…`, as the users table stores it), so no plain password sits in the environment or a file' },
   { key: 'bootstrapPassword', env: 'SERVICE_BOOTSTRAP_PASSWORD', flag: '--bootstrap-password', kind: 'string', default: '', doc: 'Password of that owner; generated and printed once when empty' },
   { key: 'bootstrapApiKey', env: 'SERVICE_BOOTSTRAP_API_KEY', flag: '--bootstrap-api-key', kind: 'string', default: '', doc: 'Exact `service_mcp_…` key registered for that owner (both scopes); generated and printed once when empty' },
   { key: 'allowedOrigins', env: 'SERVICE_ALLOWED_ORIGINS', flag: '--allowed-origins', kind: 'list', default: [], doc: 'Comma-separated browser origins allowed on /mcp besides the base address' },
@@ -492,6 +495,12 @@ export function loadConfig(options: {
   }
   if (cfg.bootstrapPassword && cfg.bootstrapPassword.length < 8) {
     throw new ConfigError('SERVICE_BOOTSTRAP_PASSWORD must be at least 8 characters long')
+  }
+  if (cfg.bootstrapPassword && cfg.bootstrapPasswordHash) {
+    throw new ConfigError('SERVICE_BOOTSTRAP_PASSWORD and SERVICE_BOOTSTRAP_PASSWORD_HASH are both set: set one')
+  }
+  if (cfg.bootstrapPasswordHash && !isPasswordHash(cfg.bootstrapPasswordHash)) {
+    throw new ConfigError('SERVICE_BOOTSTRAP_PASSWORD_HASH must be a scrypt hash as the users table stores it (scrypt$16384$8$1$<salt>$<key>, N at least 16384)')
   }
   if (!/^[^@\s]+@[^@\s]+$/.test(cfg.bootstrapEmail)) throw new ConfigError(`SERVICE_BOOTSTRAP_EMAIL is not an email address: ${JSON.stringify(cfg.bootstrapEmail)}`)
   for (const origin of cfg.allowedOrigins) {

@@ -65,6 +65,17 @@ function scryptAsync(password: string, salt: Buffer, keylen: number, opts: { N: 
   })
 }
 
+/**
+ * Whether `stored` is a password hash as hashPassword writes it, at least as costly as ours (N, r, p) with a salt and a
+ * key of full length: what SERVICE_BOOTSTRAP_PASSWORD_HASH must be.
+ */
+export function isPasswordHash(stored: string): boolean {
+  const m = /^scrypt\$(\d{1,8})\$(\d{1,3})\$(\d{1,3})\$([A-Za-z0-9_-]{22,})\$([A-Za-z0-9_-]{43,})$/.exec(stored)
+  if (!m) return false
+  const [n, r, p] = [Number(m[1]), Number(m[2]), Number(m[3])]
+  return n >= SCRYPT.N && (n & (n - 1)) === 0 && r >= SCRYPT.r && p >= SCRYPT.p
+}
+
 /** Password hash `scrypt$N$r$p$salt$hash` (base64url parts). */
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16)

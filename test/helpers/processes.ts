@@ -1,7 +1,7 @@
 import type { Served } from './cli.js'
 import { postgresDatabase, redisPrefix, redisUrl } from './backends.js'
 import { freePort } from './ports.js'
-import { OWNER_KEY, OWNER_PASSWORD } from './server.js'
+import { OWNER_KEY, OWNER_PASSWORD_HASH } from './server.js'
 
 /**
  * Several `service-mcp serve` processes of one deployment (the cluster, confirmation-race and rolling-restart tests):
@@ -37,7 +37,7 @@ export async function deploymentEnv(t: Teardown, extra: Record<string, string>):
     SERVICE_TRUST_PROXY: '127.0.0.1',
     SERVICE_MAX_CONNECTIONS_PER_ADDRESS: '0',
     SERVICE_BOOTSTRAP_API_KEY: OWNER_KEY,
-    SERVICE_BOOTSTRAP_PASSWORD: OWNER_PASSWORD,
+    SERVICE_BOOTSTRAP_PASSWORD_HASH: OWNER_PASSWORD_HASH,
     SERVICE_RATE_LIMIT_API_KEY_MEMBER: '1000000',
     SERVICE_RATE_LIMIT_ORGANIZATION: '1000000',
     SERVICE_RATE_LIMIT_TOOL_FACTOR: '100000',

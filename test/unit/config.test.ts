@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { adoptListeningPort, ConfigError, loadConfig, parseFlags, SETTINGS } from '../../src/config.js'
+import { hashPassword, verifyPassword } from '../../src/lib/crypto.js'
 
 const GOOD_KEY = 'service_mcp_' + 'A'.repeat(43)
 
@@ -141,6 +142,18 @@ t.test('environment variables', async (t) => {
     t.match(configError(t, () => loadConfig({ env: { SERVICE_BOOTSTRAP_PASSWORD: 'short' } })).message, /SERVICE_BOOTSTRAP_PASSWORD/)
     t.match(configError(t, () => loadConfig({ env: { SERVICE_BOOTSTRAP_EMAIL: 'not-an-email' } })).message, /SERVICE_BOOTSTRAP_EMAIL.*not-an-email/)
     t.equal(loadConfig({ env: { SERVICE_BOOTSTRAP_PASSWORD: 'longenough' } }).bootstrapPassword, 'longenough')
+  })
+
+  t.test('a bootstrap password hash: as strong as the server\'s own, and never together with a password', async (t) => {
+    const hash = await hashPassword('a password of the operator')
+    t.equal(loadConfig({ env: { SERVICE_BOOTSTRAP_PASSWORD_HASH: hash } }).bootstrapPasswordHash, hash)
+    t.ok(await verifyPassword('a password of the operator', hash))
+    t.match(configError(t, () => loadConfig({ env: { SERVICE_BOOTSTRAP_PASSWORD_HASH: hash, SERVICE_BOOTSTRAP_PASSWORD: 'longenough' } })).message, /both set: set one/)
+    const weaker = hash.replace(/^scrypt\$16384\$/, 'scrypt$1024$')
+    t.match(configError(t, () => loadConfig({ env: { SERVICE_BOOTSTRAP_PASSWORD_HASH: weaker } })).message, /SERVICE_BOOTSTRAP_PASSWORD_HASH must be a scrypt hash/)
+    for (const bad of ['plain text', 'scrypt$16384$8$1$short$short', 'scrypt$16385$8$1$' + 'a'.repeat(22) + '$' + 'b'.repeat(43)]) {
+      t.throws(() => loadConfig({ env: { SERVICE_BOOTSTRAP_PASSWORD_HASH: bad } }), /SERVICE_BOOTSTRAP_PASSWORD_HASH/, bad)
+    }
   })
 })
 
