@@ -134,6 +134,8 @@ t.test('env vars per app: a new name refused at the quota (in the browser too, b
   t.equal(okData(t, await call('service_env_set', { app_id: app.id, name: 'A', value: 'new' })).created, false, 'replacing a value is allowed')
   const other = okData(t, await call('service_apps_create', { name: 'other' })).app
   t.equal(okData(t, await call('service_env_set', { app_id: other.id, name: 'C', value: '3' })).created, true, 'another app has its own quota')
+  const burst = await Promise.all(['D', 'E', 'F', 'G'].map((name) => call('service_env_set', { app_id: other.id, name, value: 'x' })))
+  t.equal(burst.filter((r) => r.isError === false).length, 1, 'new names at once for the last place: exactly one gets it')
   refused(t, await call('service_env_set_in_browser', { app_id: app.id, name: 'C' }), 'env_vars_per_app')
 
   t.equal((await quotas('set', 'default', 'env_vars_per_app', '3')).code, 0)
