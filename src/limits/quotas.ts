@@ -18,9 +18,9 @@ interface QuotaSpec {
   readonly configKey: 'quotaApps' | 'quotaEnvVarsPerApp' | 'quotaConcurrentDeployments' | 'quotaDeploymentOutputMb'
   /** What it counts, for its messages and `quotas list`: "apps", "MB of deployment output". */
   readonly unit: string
-  /** The repository counts in this many of the quota's units' smallest part (bytes for output): usage / scale. */
+  /** How many of what the repository counts make one unit (bytes per MiB for output; 1 for the counts). */
   readonly scale: number
-  /** A new thing is refused once the usage reached the limit; stored output, once it is at or over it. */
+  /** Whose usage it counts, for the refusal: "this organization", "this app". */
   readonly whose: string
   /** How the member frees some, for the refusal. */
   readonly free: string
