@@ -95,6 +95,10 @@ interface RawConfig {
   rateLimitApiKeyMember: number
   rateLimitOrganization: number
   rateLimitToolFactor: number
+  quotaApps: number
+  quotaEnvVarsPerApp: number
+  quotaConcurrentDeployments: number
+  quotaDeploymentOutputMb: number
   registerRateLimit: number
   registerRateLimitWindowMs: number
   maxBatchSize: number
@@ -271,6 +275,10 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'rateLimitApiKeyMember', env: 'SERVICE_RATE_LIMIT_API_KEY_MEMBER', flag: '--rate-limit-api-key-member', kind: 'int', default: 30, min: 1, doc: '/mcp requests per window per member using an API key' },
   { key: 'rateLimitOrganization', env: 'SERVICE_RATE_LIMIT_ORGANIZATION', flag: '--rate-limit-organization', kind: 'int', default: 500, min: 1, doc: '/mcp requests per window per organization' },
   { key: 'rateLimitToolFactor', env: 'SERVICE_RATE_LIMIT_TOOL_FACTOR', flag: '--rate-limit-tool-factor', kind: 'int', default: 1, min: 1, doc: 'Multiplies every tool\'s declared calls-per-window limit' },
+  { key: 'quotaApps', env: 'SERVICE_QUOTA_APPS', flag: '--quota-apps', kind: 'int', default: 1000, min: 0, doc: 'Apps one organization may have (0: unlimited); `service-mcp quotas set` gives an organization its own value' },
+  { key: 'quotaEnvVarsPerApp', env: 'SERVICE_QUOTA_ENV_VARS_PER_APP', flag: '--quota-env-vars-per-app', kind: 'int', default: 200, min: 0, doc: 'Env vars one app may have (0: unlimited); replacing the value of an existing one is always allowed' },
+  { key: 'quotaConcurrentDeployments', env: 'SERVICE_QUOTA_CONCURRENT_DEPLOYMENTS', flag: '--quota-concurrent-deployments', kind: 'int', default: 10, min: 0, doc: 'Deployments and rollbacks of one organization queued or running at once (0: unlimited)' },
+  { key: 'quotaDeploymentOutputMb', env: 'SERVICE_QUOTA_DEPLOYMENT_OUTPUT_MB', flag: '--quota-deployment-output-mb', kind: 'int', default: 2048, min: 0, doc: 'Deployment output (MiB) one organization may keep stored; at or over it, no deployment of the organization starts until retention or deleted apps free some (0: unlimited)' },
   { key: 'registerRateLimit', env: 'SERVICE_REGISTER_RATE_LIMIT', flag: '--register-rate-limit', kind: 'int', default: 10, min: 1, doc: '`/oauth/register` requests per window per IP' },
   { key: 'registerRateLimitWindowMs', env: 'SERVICE_REGISTER_RATE_LIMIT_WINDOW_MS', flag: '--register-rate-limit-window-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'Window of the `/oauth/register` limit (1 h)' },
   { key: 'maxBatchSize', env: 'SERVICE_MAX_BATCH_SIZE', flag: '--max-batch-size', kind: 'int', default: 20, min: 1, max: 1000, doc: 'Most messages in one JSON-RPC batch (2025-03-26 sessions); each counts against the rate limits' },

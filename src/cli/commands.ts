@@ -10,6 +10,11 @@ import { generateSigningKey } from '../oauth/keyring.js'
 import { auditExport, auditVerify } from './audit.js'
 import { backup, restore } from './backups.js'
 import { UsageError, type Command, type Context } from './command.js'
+import { quotasList, quotasReset, quotasSet } from './quotas.js'
+import { QUOTA_NAMES } from '../limits/quotas.js'
+
+/** The settings the quota commands read (an organization without its own value follows them). */
+const QUOTA_SETTINGS = ['quotaApps', 'quotaEnvVarsPerApp', 'quotaConcurrentDeployments', 'quotaDeploymentOutputMb'] as const
 
 /**
  * The commands of `service-mcp`, in the order of the global usage, under their headings. Each declares its options and
@@ -127,6 +132,35 @@ export const SECTIONS: ReadonlyArray<{ heading: string; commands: readonly Comma
           const o = await repos.organizations.create({ slug, name: c.options.name ?? slug })
           c.out(`created organization ${o.slug} (${o.id})`)
         },
+      },
+    ],
+  },
+  {
+    heading: 'Quotas',
+    commands: [
+      {
+        name: 'quotas list',
+        about: 'Each organization\'s quotas: value, whether it is the setting or the organization\'s own, and usage.',
+        options: [{ flag: '--org', value: '<slug>', about: 'Only this organization' }],
+        database: 'existing',
+        settings: QUOTA_SETTINGS,
+        run: quotasList,
+      },
+      {
+        name: 'quotas set',
+        args: '<org-slug> <quota> <value>',
+        about: `Give an organization its own value of a quota (${QUOTA_NAMES.join(', ')}); 0 = unlimited. Audited.`,
+        database: 'existing',
+        settings: QUOTA_SETTINGS,
+        run: quotasSet,
+      },
+      {
+        name: 'quotas reset',
+        args: '<org-slug> <quota>',
+        about: 'Put an organization\'s quota back on the server\'s setting. Audited.',
+        database: 'existing',
+        settings: QUOTA_SETTINGS,
+        run: quotasReset,
       },
     ],
   },

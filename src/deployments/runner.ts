@@ -8,6 +8,7 @@ import { envVarAad } from '../db/repos/env-vars.js'
 import type { Repos } from '../db/repos/index.js'
 import type { Abandoned } from '../db/types.js'
 import { fail } from '../errors/service-error.js'
+import { checkDeploymentQuotas } from '../limits/quotas.js'
 import { packageRoot } from '../lib/package-root.js'
 import type { SecretBox } from '../lib/secret-box.js'
 import { canInspectProcesses, stopLeftoverRun } from './process-group.js'
@@ -158,6 +159,8 @@ export class PipelineRunner {
     // One transaction from the checks to the new row: no other run of the app can start in between (an app never has
     // two live runs), as when these reads and the write ran synchronously.
     const { app, pipeline, deployment } = await this.#repos.transaction(async (tx) => {
+      // Held first: two starts at the organization's last place check one after the other (src/limits/quotas.ts).
+      await checkDeploymentQuotas(tx, this.#config, input.organizationId, { hold: true })
       const app = await tx.apps.byId(input.organizationId, input.appId)
       if (!app) throw fail('RESOURCE_NOT_FOUND', { message: 'No such app in your organization' })
       const pipeline = this.#config.pipelines[app.pipeline]

@@ -234,6 +234,12 @@ export const catalog = {
     message: 'The operation was cancelled',
     action: 'Start it again if it is still needed',
   },
+  /** A per-organization quota (src/limits/quotas.ts); details {quota, limit, usage, setting}. */
+  QUOTA_EXCEEDED: {
+    status: 200,
+    message: 'A quota of your organization is reached',
+    action: 'Free some of what the quota counts, as the message says, or ask the operator to raise the quota (service-mcp quotas set); the same call fails again until then',
+  },
   OPERATION_FAILED: {
     status: 200,
     message: 'The operation failed',

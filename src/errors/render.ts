@@ -76,7 +76,8 @@ export function toToolResult(err: unknown): ToolErrorResult {
   if (e.retryAfter !== undefined) guidance.retryAfter = e.retryAfter
   return {
     isError: true,
-    content: [{ type: 'text', text: JSON.stringify({ code: e.code, message: e.message }) }],
+    // `details` only when the error has some: the model reads them (a quota's limit and usage, a deployment's id).
+    content: [{ type: 'text', text: JSON.stringify(e.details === null ? { code: e.code, message: e.message } : { code: e.code, message: e.message, details: e.details }) }],
     _meta: { guidance },
   }
 }

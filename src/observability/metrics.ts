@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type * as PromClient from 'prom-client'
 import type { MessageDone, RpcObserver } from '../rpc/observer.js'
 import type { LimiterName } from '../errors/service-error.js'
+import { quotaUsageSummary } from '../limits/quotas.js'
 import { SERVICE_MCP_VERSION } from '../version.js'
 import { endedOf, KnownNames } from './outcome.js'
 
@@ -13,7 +14,7 @@ import { endedOf, KnownNames } from './outcome.js'
  *
  * Counts and latencies are recorded as requests end (`onMessageDone`, `onResponse`, `onRateLimited`); the gauges are
  * asked of their owners when Prometheus scrapes (the sessions store, the SSE heartbeat registry, the pipeline runner),
- * so nothing keeps a copy of their state.
+ * so nothing keeps a copy of their state; the quota gauges ask the database (a few aggregate queries per scrape).
  */
 
 /**
@@ -125,6 +126,36 @@ export class McpMetrics implements RpcObserver {
       registers,
       collect() {
         this.set(fastify.pipelines.running)
+      },
+    })
+    // Usage against the per-organization quotas, over every organization (no organization is a label): both gauges
+    // read one summary per scrape, a few aggregate queries whatever the number of organizations (src/limits/quotas.ts).
+    // A database that does not answer leaves these two out of the scrape (and says so in the log), not the whole page.
+    type Summary = Awaited<ReturnType<typeof quotaUsageSummary>>
+    let summary: Promise<Summary> | null = null
+    const quotaSummary = () => {
+      summary ??= quotaUsageSummary(fastify.repos, fastify.config).catch((err: unknown) => {
+        fastify.log.warn({ err }, 'the quota usage could not be read for /metrics')
+        return new Map() as Summary
+      }).finally(() => { summary = null })
+      return summary
+    }
+    new prom.Gauge({
+      name: 'service_quota_usage_ratio_max',
+      help: 'The highest usage/limit of each per-organization quota over the organizations it limits (1 = an organization is at its limit; unlimited ones are left out)',
+      labelNames: ['quota'],
+      registers,
+      async collect() {
+        for (const [quota, { ratioMax }] of await quotaSummary()) this.set({ quota }, ratioMax)
+      },
+    })
+    new prom.Gauge({
+      name: 'service_quota_organizations_at_limit',
+      help: 'Organizations at or over their limit of each per-organization quota',
+      labelNames: ['quota'],
+      registers,
+      async collect() {
+        for (const [quota, { atLimit }] of await quotaSummary()) this.set({ quota }, atLimit)
       },
     })
     new prom.Gauge({

@@ -225,7 +225,7 @@ t.test('serve: bootstrap once, then never again', async (t) => {
 
 /** An argument of the right shape for each `<…>` of a usage line (what it names need not exist). */
 function placeholder(name: string, dir: string): string {
-  const values: Record<string, string> = { '<email>': 'nobody@example.com', '<slug>': 'acme', '<org-slug>': 'acme', '<role>': 'viewer', '<key-id>': 'key_nothing', '<file>': join(dir, 'backup.db') }
+  const values: Record<string, string> = { '<email>': 'nobody@example.com', '<slug>': 'acme', '<org-slug>': 'acme', '<role>': 'viewer', '<key-id>': 'key_nothing', '<quota>': 'apps', '<value>': '5', '<file>': join(dir, 'backup.db') }
   const value = values[name]
   if (value === undefined) throw new Error(`no placeholder for ${name}: add one`)
   return value

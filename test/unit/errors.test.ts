@@ -127,6 +127,9 @@ t.test('toToolResult', async (t) => {
   t.same(limited._meta, { guidance: { action: catalog.RATE_LIMITED.action, retryAfter: 12 } })
   const custom = toToolResult(new ServiceError('CONFLICT', { message: 'An app named billing already exists' }))
   t.equal(custom.content[0]!.text, JSON.stringify({ code: 'CONFLICT', message: 'An app named billing already exists' }))
+  const details = { quota: 'apps', limit: 3, usage: 3, setting: 'SERVICE_QUOTA_APPS' }
+  const quota = toToolResult(new ServiceError('QUOTA_EXCEEDED', { message: 'Quota apps reached', details }))
+  t.same(JSON.parse(quota.content[0]!.text), { code: 'QUOTA_EXCEEDED', message: 'Quota apps reached', details }, 'details go with the error when it has some')
 })
 
 t.test('masking: a plain Error and INTERNAL_ERROR never leak', async (t) => {

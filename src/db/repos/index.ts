@@ -14,6 +14,7 @@ import { idempotencyRepo } from './idempotency.js'
 import { membershipsRepo } from './memberships.js'
 import { oauthClientsRepo } from './oauth-clients.js'
 import { oauthGrantsRepo } from './oauth-grants.js'
+import { organizationQuotasRepo } from './organization-quotas.js'
 import { organizationsRepo } from './organizations.js'
 import { processesRepo } from './processes.js'
 import { requestStateKeysRepo } from './request-state-keys.js'
@@ -29,6 +30,8 @@ import { usersRepo } from './users.js'
 function buildRepos(store: Store, changes: CredentialChanges) {
   return {
     organizations: organizationsRepo(store),
+    /** Organizations' own quota values, and what the quotas count (src/limits/quotas.ts). */
+    organizationQuotas: organizationQuotasRepo(store),
     users: usersRepo(store, changes),
     memberships: membershipsRepo(store, changes),
     apiKeys: apiKeysRepo(store, changes),

@@ -4,6 +4,7 @@ import type { App } from '../../../db/repos/apps.js'
 import type { Repos } from '../../../db/repos/index.js'
 import { fail, ServiceError } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
+import { holdQuota } from '../../../limits/quotas.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { appView } from './apps-list.js'
@@ -58,7 +59,7 @@ export const appsGet = defineTool<{ app_id: string }>({
 export const appsCreate = defineTool<{ name: string; description?: string; pipeline?: string }, AppOutput>({
   name: 'service_apps_create',
   title: 'Create an app',
-  description: 'Creates an app in your organization. The name must be unique in the organization. pipeline names one of the deployment pipelines the operator configured (default: "default").',
+  description: 'Creates an app in your organization. The name must be unique in the organization; refused (QUOTA_EXCEEDED) when the organization has as many apps as its quota allows. pipeline names one of the deployment pipelines the operator configured (default: "default").',
   inputSchema: 'tools/service_apps_create.input',
   outputSchema: 'tools/service_apps_create.output',
   scope: 'mcp:write',
@@ -68,13 +69,17 @@ export const appsCreate = defineTool<{ name: string; description?: string; pipel
   auditTarget: (_args, output) => ({ targetType: 'app', targetId: output.app.id, details: { name: output.app.name } }),
   async handler(args, { principal, repos, config, resources }) {
     const pipeline = requirePipeline(config, args.pipeline ?? 'default')
-    // A name taken in the organization is the repository's CONFLICT.
-    const app = await repos.apps.create({
-      organizationId: principal.organizationId,
-      name: args.name,
-      description: args.description ?? '',
-      pipeline,
-      createdBy: principal.userId,
+    // The quota is checked and the app inserted in one transaction holding the quota: two creates at the last slot
+    // cannot both pass. A name taken in the organization is the repository's CONFLICT.
+    const app = await repos.transaction(async (tx) => {
+      await holdQuota(tx, config, principal.organizationId, 'apps')
+      return tx.apps.create({
+        organizationId: principal.organizationId,
+        name: args.name,
+        description: args.description ?? '',
+        pipeline,
+        createdBy: principal.userId,
+      })
     })
     resources.listChanged()
     return { app: appView(app) }

@@ -2,6 +2,7 @@ import type { App } from '../../../db/repos/apps.js'
 import type { Deployment, DeploymentLogLine } from '../../../db/repos/deployments.js'
 import { fail, ServiceError } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
+import { checkDeploymentQuotas } from '../../../limits/quotas.js'
 import { CancelledByClient, TaskCancelled } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
@@ -72,6 +73,8 @@ async function refuseToStart(ctx: ToolContext, app: App): Promise<void> {
       message: `App ${app.name} already has a deployment ${active.status} (${active.id}); wait for it to finish or cancel it with service_deployments_cancel`,
     })
   }
+  // The runner checks both again, holding the quota, in the transaction that queues the run.
+  await checkDeploymentQuotas(ctx.repos, ctx.config, ctx.principal.organizationId)
 }
 
 /**
@@ -228,7 +231,7 @@ export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: numbe
 export const deploymentsCreate = defineTool<{ app_id: string }, { deployment: DeploymentView }>({
   name: 'service_deployments_create',
   title: 'Deploy an app',
-  description: 'Deploys an app of your organization by running its pipeline, after the user confirms. Long-running: each output line is sent as a notifications/message (logger "deployment") and, when the call has a progressToken, as notifications/progress. Returns the deployment when it succeeded; a failed run is a tool error (OPERATION_FAILED) naming the deployment, whose output service_deployments_logs returns; so is a run interrupted by a server shutdown (status interrupted, which service_deployments_get shows once the server is back). Refused (CONFLICT) while another deployment of the app is queued or running. Cancelling the call (notifications/cancelled) stops the run; disconnecting does not. The pipeline may ask the user a yes/no question while it runs (a form on the stream of the call, or an input request of the task); a stateless call that is not a task cannot be asked, and the pipeline is told no.',
+  description: 'Deploys an app of your organization by running its pipeline, after the user confirms. Long-running: each output line is sent as a notifications/message (logger "deployment") and, when the call has a progressToken, as notifications/progress. Returns the deployment when it succeeded; a failed run is a tool error (OPERATION_FAILED) naming the deployment, whose output service_deployments_logs returns; so is a run interrupted by a server shutdown (status interrupted, which service_deployments_get shows once the server is back). Refused (CONFLICT) while another deployment of the app is queued or running, and (QUOTA_EXCEEDED) while the organization has as many deployments queued or running as its quota allows or stores as much deployment output as it allows. Cancelling the call (notifications/cancelled) stops the run; disconnecting does not. The pipeline may ask the user a yes/no question while it runs (a form on the stream of the call, or an input request of the task); a stateless call that is not a task cannot be asked, and the pipeline is told no.',
   inputSchema: 'tools/service_deployments_create.input',
   outputSchema: 'tools/service_deployments_create.output',
   scope: 'mcp:write',
@@ -281,7 +284,7 @@ export const deploymentsCancel = defineTool<{ deployment_id: string }, { deploym
 export const deploymentsRollback = defineTool<{ app_id: string; to_deployment_id?: string }, { deployment: DeploymentView }>({
   name: 'service_deployments_rollback',
   title: 'Roll back an app',
-  description: 'Puts an earlier deployment of an app back, after the user confirms, by running the app\'s pipeline as a rollback (kind "rollback", rollback_of = the target). to_deployment_id names a succeeded deploy of the app; without it, the target is the latest succeeded deploy before the one the app runs now (CONFLICT when there is none). Streams like service_deployments_create; a failed rollback is OPERATION_FAILED. Refused (CONFLICT) while a deployment of the app is queued or running. Its pipeline may ask the user a yes/no question, as with service_deployments_create.',
+  description: 'Puts an earlier deployment of an app back, after the user confirms, by running the app\'s pipeline as a rollback (kind "rollback", rollback_of = the target). to_deployment_id names a succeeded deploy of the app; without it, the target is the latest succeeded deploy before the one the app runs now (CONFLICT when there is none). Streams like service_deployments_create; a failed rollback is OPERATION_FAILED. Refused (CONFLICT) while a deployment of the app is queued or running, and (QUOTA_EXCEEDED) as service_deployments_create is. Its pipeline may ask the user a yes/no question, as with service_deployments_create.',
   inputSchema: 'tools/service_deployments_rollback.input',
   outputSchema: 'tools/service_deployments_rollback.output',
   scope: 'mcp:write',

@@ -1,9 +1,11 @@
 import { BrowserInputs } from '../../browser-inputs.js'
 import { envVarAad } from '../../../db/repos/env-vars.js'
 import { fail } from '../../../errors/service-error.js'
+import { checkQuota } from '../../../limits/quotas.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
+import { setWithinQuota } from './env-write.js'
 
 /**
  * service_env_set_in_browser: the value is typed on our own page, so it never passes through the client or the model
@@ -26,6 +28,10 @@ export const envSetInBrowser = defineTool<{ app_id: string; name: string }, { ap
   async handler(args, ctx) {
     const { principal, repos, browserInputs } = ctx
     const app = await requireApp(repos, principal, args.app_id)
+    // Refused before the person is sent to type a value that could not be saved; checked again, held, when it is.
+    if (!(await repos.envVars.exists(principal.organizationId, app.id, args.name))) {
+      await checkQuota(repos, ctx.config, principal.organizationId, 'env_vars_per_app', app.id)
+    }
     // Made before the question, which points to it; a retry of the same operation finds it again (same id).
     const id = BrowserInputs.idFor(ctx.operationId, app.id, args.name)
     const input = await browserInputs.open(id, principal, app, args.name)
@@ -40,7 +46,7 @@ export const envSetInBrowser = defineTool<{ app_id: string; name: string }, { ap
     const written = await repos.transaction(async (tx) => {
       const ciphertext = await tx.browserInputs.consume(id)
       if (ciphertext === undefined) return undefined
-      return tx.envVars.set({ organizationId: principal.organizationId, appId: app.id, name: args.name, ciphertext, userId: principal.userId })
+      return setWithinQuota(tx, ctx.config, { organizationId: principal.organizationId, appId: app.id, name: args.name, ciphertext, userId: principal.userId })
     })
     if (!written) throw fail('CONFLICT', { message: `The value of ${args.name} entered for this call was already saved` })
     ctx.resources.updated(appUri(app.id))

@@ -4,11 +4,12 @@ import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
 import { envSetInBrowser } from './env-in-browser.js'
+import { setWithinQuota } from './env-write.js'
 
 export const envSet = defineTool<{ app_id: string; name: string; value: string }, { app_id: string; name: string; created: boolean }>({
   name: 'service_env_set',
   title: 'Set an environment variable',
-  description: 'Sets an environment variable of an app of your organization, creating it or replacing its value. The value is stored encrypted and passed only to the app\'s deployment pipeline; no tool ever returns it.',
+  description: 'Sets an environment variable of an app of your organization, creating it or replacing its value; a new name is refused (QUOTA_EXCEEDED) when the app has as many env vars as the quota allows. The value is stored encrypted and passed only to the app\'s deployment pipeline; no tool ever returns it.',
   inputSchema: 'tools/service_env_set.input',
   outputSchema: 'tools/service_env_set.output',
   scope: 'mcp:write',
@@ -19,15 +20,10 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
   // Never the value: only where it went.
   auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
   auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
-  async handler(args, { principal, repos, secrets, resources }) {
+  async handler(args, { principal, repos, secrets, resources, config }) {
     const app = await requireApp(repos, principal, args.app_id)
-    const { created } = await repos.envVars.set({
-      organizationId: principal.organizationId,
-      appId: app.id,
-      name: args.name,
-      ciphertext: secrets.seal(args.value, envVarAad(app.id, args.name)),
-      userId: principal.userId,
-    })
+    const ciphertext = secrets.seal(args.value, envVarAad(app.id, args.name))
+    const { created } = await repos.transaction((tx) => setWithinQuota(tx, config, { organizationId: principal.organizationId, appId: app.id, name: args.name, ciphertext, userId: principal.userId }))
     resources.updated(appUri(app.id)) // the app resource lists its env var names
     return { app_id: app.id, name: args.name, created }
   },
