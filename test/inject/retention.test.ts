@@ -129,6 +129,7 @@ t.test('retention by count: the newest N ended runs of each app keep their outpu
   }
   t.equal((await storedLines(server, live)).length, 3, 'a running run keeps its output, however old')
   t.equal((await repos.deployments.byId(org.id, live))!.outputPurgedAt, null)
+  t.same(await repos.deployments.markOutputPurged([live], purgedAt), [], 'even named, a running run is not marked')
 
   const headers = await session(server)
   const logs = await tool(server, headers, 'service_deployments_logs', { deployment_id: webRuns[0] })
@@ -209,6 +210,20 @@ t.test('requests are served between the purge\'s batches: a call made between tw
   t.equal(await countLines(), 0)
 })
 
+t.test('a purge that stopped after marking a run deletes its lines at the next one', async (t) => {
+  const server = await injectServer(t, { config: { deploymentOutputKeepRuns: 0, deploymentOutputKeepDays: 0, retentionIntervalMs: 1000, retentionBatch: 3 } })
+  const repos = server.app.repos
+  const org = await defaultOrganization(server)
+  const web = await repos.apps.create({ organizationId: org.id, name: 'web', pipeline: 'default' })
+  const marked = await seedRun(server, org.id, web.id, server.clock.now(), 7)
+  const kept = await seedRun(server, org.id, web.id, server.clock.now(), 7)
+  t.same(await repos.deployments.markOutputPurged([marked], server.clock.now()), [marked], 'marked, as a purge does first')
+  t.same(await repos.deployments.markOutputPurged([marked], server.clock.now()), [], 'a run is marked once')
+  await server.clock.advance(1000)
+  t.equal((await storedLines(server, marked)).length, 0, 'its lines went, though both limits are off')
+  t.equal((await storedLines(server, kept)).length, 7, 'no limit: the other run keeps its output')
+})
+
 /** Raw SQL on the server's database, as someone with database access would run it. */
 async function rawSql(t: Test, dbPath: string): Promise<(query: string, params?: unknown[]) => Promise<Array<Record<string, unknown>>>> {
   if (isPostgresUrl(dbPath)) {
@@ -241,6 +256,10 @@ t.test('audit retention: a signed start checkpoint first, then the old entries g
   t.equal(firstKept.action, 'service_apps_create')
   t.equal((await verify()).code, 0, 'intact before the purge')
 
+  const logged: Array<{ obj: any; msg: string }> = []
+  const info = server.app.log.info
+  server.app.log.info = ((obj: any, msg: string) => void logged.push({ obj, msg })) as typeof info
+  t.teardown(() => void (server.app.log.info = info))
   let midway: Awaited<ReturnType<typeof verify>> | undefined
   let leftMidway = 0
   const report = await server.app.retention.run({
@@ -260,6 +279,9 @@ t.test('audit retention: a signed start checkpoint first, then the old entries g
   t.equal(start[0]!.seq, firstKept.seq, 'the anchor is the first kept entry\'s seq')
   t.equal(start[0]!.hash, firstKept.prevHash, 'and its prev_hash')
   t.equal((await repos.audit.chain(org.id, 0, 100))[0]!.id, firstKept.id, 'nothing before it is left')
+  const line = logged.find((l) => /audit entries older than 30 days/.test(l.msg))
+  t.same(line?.obj, { organization: org.id, deleted: 5, start_seq: firstKept.seq }, 'the purge is recorded in the log')
+  t.match(line?.msg, new RegExp(`kept chain starts at seq ${firstKept.seq}`))
 
   const intact = await verify()
   t.equal(intact.code, 0, intact.stdout + intact.stderr)

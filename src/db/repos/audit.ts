@@ -165,11 +165,18 @@ export function auditRepo(store: Store) {
       const rows = await db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(limit + 1)
       return { items: rows.slice(0, limit), more: rows.length > limit }
     },
-    /** Retention (src/retention/audit.ts): the organizations with chained entries written before `before`. */
+    /**
+     * Retention (src/retention/audit.ts): the organizations whose chain's oldest entry was written before `before`.
+     * One indexed read per organization (its first seq), not a scan of the log.
+     */
     async organizationsWithEntriesBefore(before: number): Promise<string[]> {
-      const rows = await db.selectDistinct({ organizationId: auditLog.organizationId }).from(auditLog)
-        .where(and(isNotNull(auditLog.seq), lt(auditLog.at, before)))
-      return rows.map((r) => r.organizationId)
+      const due: string[] = []
+      for (const { id } of await db.select({ id: store.t.organizations.id }).from(store.t.organizations)) {
+        const [oldest] = await db.select({ at: auditLog.at }).from(auditLog)
+          .where(and(eq(auditLog.organizationId, id), isNotNull(auditLog.seq))).orderBy(asc(auditLog.seq)).limit(1)
+        if (oldest && oldest.at < before) due.push(id)
+      }
+      return due
     },
     /**
      * Where an organization's kept chain starts once the entries written before `before` go: the first entry (up to

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, inArray, isNotNull, isNull, lt, lte, notInArray, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, exists, gt, inArray, isNotNull, isNull, lt, lte, notInArray, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
 import { abandonedBy } from './owners.js'
@@ -144,9 +144,10 @@ export function deploymentsRepo(store: Store) {
     },
     /** Runs marked purged whose lines are not all deleted yet (a purge that stopped halfway). */
     async purgedWithLines(limit: number): Promise<string[]> {
-      const rows = await db.selectDistinct({ id: deploymentLogs.deploymentId }).from(deploymentLogs)
-        .innerJoin(deployments, eq(deployments.id, deploymentLogs.deploymentId))
-        .where(isNotNull(deployments.outputPurgedAt)).limit(limit)
+      // From the runs (far fewer rows than their lines), each probing its lines' primary key.
+      const rows = await db.select({ id: deployments.id }).from(deployments)
+        .where(and(isNotNull(deployments.outputPurgedAt), exists(db.select({ seq: deploymentLogs.seq }).from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deployments.id)))))
+        .limit(limit)
       return rows.map((r) => r.id)
     },
     /** Deletes the first `limit` stored lines of a run whose output was marked purged; returns how many went. */
