@@ -109,7 +109,7 @@ export function cycles(edges: Map<string, Set<string>>): string[][] {
 export const LAYERS: readonly (readonly string[])[] = [
   ['lib', 'errors', 'validation', 'generated', 'config.ts', 'version.ts'],
   ['db', 'limits', 'audit'],
-  ['coordination', 'auth', 'oauth', 'identity', 'observability', 'deployments'],
+  ['coordination', 'auth', 'oauth', 'identity', 'observability', 'deployments', 'retention'],
   ['rpc'],
   ['sessions', 'mcp', 'mrtr'],
   ['plugins', 'web'],

@@ -14,6 +14,7 @@ import elicitationPlugin from './plugins/elicitation/index.js'
 import httpPlugin, { genReqId } from './plugins/http.js'
 import healthPlugin from './plugins/health.js'
 import auditChainPlugin from './plugins/audit-chain.js'
+import retentionPlugin from './plugins/retention.js'
 import landingPlugin from './plugins/landing.js'
 import metricsPlugin from './plugins/metrics.js'
 import tracingPlugin from './plugins/tracing.js'
@@ -133,6 +134,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(authPlugin)
   await app.register(oauthPlugin, { ...(options.clientDocuments ? { clientDocuments: options.clientDocuments } : {}) })
   await app.register(auditChainPlugin)
+  await app.register(retentionPlugin)
   await app.register(landingPlugin)
   await app.register(discoveryPlugin)
   await app.register(sessionsPlugin)

@@ -78,6 +78,12 @@ interface RawConfig {
   pipelines: Record<string, PipelineConfig>
   pipelineTimeoutMs: number
   pipelineGraceMs: number
+  deploymentOutputMaxBytes: number
+  deploymentOutputKeepRuns: number
+  deploymentOutputKeepDays: number
+  auditRetentionDays: number
+  retentionIntervalMs: number
+  retentionBatch: number
   stopSettleMs: number
   elicitationTimeoutMs: number
   listTtlMs: number
@@ -258,6 +264,12 @@ export const SETTINGS: readonly Setting[] = [
   { key: 'pipelines', env: 'SERVICE_PIPELINES', flag: '--pipelines', kind: 'pipelines', default: null, doc: 'Deployment pipelines, JSON `{"name": {"argv": [...], "cwd": "..."}}` (best in the config file); each `cwd` must be a folder at start; default: `default` runs `scripts/pipelines/example.mjs`' },
   { key: 'pipelineTimeoutMs', env: 'SERVICE_PIPELINE_TIMEOUT_MS', flag: '--pipeline-timeout-ms', kind: 'int', default: 1_800_000, min: 1, doc: 'A pipeline run still going after this long is stopped and fails (30 min)' },
   { key: 'pipelineGraceMs', env: 'SERVICE_PIPELINE_GRACE_MS', flag: '--pipeline-grace-ms', kind: 'int', default: 5_000, min: 1, doc: 'Time between SIGTERM and SIGKILL when a run is cancelled or the server stops' },
+  { key: 'deploymentOutputMaxBytes', env: 'SERVICE_DEPLOYMENT_OUTPUT_MAX_BYTES', flag: '--deployment-output-max-bytes', kind: 'int', default: 10 * 1_048_576, min: 0, doc: 'Stored output of one run, in bytes (10 MiB): past it the stored log ends with a line saying where and why it was cut, the rest is streamed but not stored, and the run goes on; 0: no cap' },
+  { key: 'deploymentOutputKeepRuns', env: 'SERVICE_DEPLOYMENT_OUTPUT_KEEP_RUNS', flag: '--deployment-output-keep-runs', kind: 'int', default: 100, min: 0, doc: 'Per app, the newest this many ended runs keep their output; retention deletes the output of older ones (the runs stay listed); 0: no count limit' },
+  { key: 'deploymentOutputKeepDays', env: 'SERVICE_DEPLOYMENT_OUTPUT_KEEP_DAYS', flag: '--deployment-output-keep-days', kind: 'int', default: 90, min: 0, doc: 'Retention deletes the output of runs that ended more than this many days ago (the runs stay listed); 0: no age limit' },
+  { key: 'auditRetentionDays', env: 'SERVICE_AUDIT_RETENTION_DAYS', flag: '--audit-retention-days', kind: 'int', default: 0, min: 0, doc: 'Audit entries older than this many days are deleted, after a signed checkpoint records where the kept chain starts; 0: kept forever' },
+  { key: 'retentionIntervalMs', env: 'SERVICE_RETENTION_INTERVAL_MS', flag: '--retention-interval-ms', kind: 'int', default: 3_600_000, min: 1, doc: 'How often retention purges deployment output and audit entries (1 h); with several processes one of them does' },
+  { key: 'retentionBatch', env: 'SERVICE_RETENTION_BATCH', flag: '--retention-batch', kind: 'int', default: 500, min: 1, max: 100_000, doc: 'Rows a retention purge deletes per transaction; requests run between two batches' },
   { key: 'stopSettleMs', env: 'SERVICE_STOP_SETTLE_MS', flag: '--stop-settle-ms', kind: 'int', default: 3_000, min: 0, doc: 'On SIGTERM, how long requests in flight (and the idle connections of a proxy in front) get to end before the server stops what still runs; meanwhile new connections are refused and new requests on open ones answered 503 (3 s; 0: no wait)' },
   { key: 'elicitationTimeoutMs', env: 'SERVICE_ELICITATION_TIMEOUT_MS', flag: '--elicitation-timeout-ms', kind: 'int', default: 120_000, min: 1, doc: 'How long a confirmation prompt, or a value asked for in the browser, waits for the user (120 s)' },
   { key: 'listTtlMs', env: 'SERVICE_LIST_TTL_MS', flag: '--list-ttl-ms', kind: 'int', default: 60_000, min: 0, doc: '`ttlMs` of `tools/list`, `prompts/list`, `resources/list` and `resources/templates/list` results on 2026-07-28 requests: how long a client may reuse them (1 min)' },

@@ -1,5 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs'
-import { GENESIS, verifyChain, type Anchor, type ChainEntry, type ChainReport, type Checkpoint } from '../audit/chain.js'
+import { GENESIS, verifyChain, type Anchor, type ChainEntry, type ChainReport, type Checkpoint, type Problem } from '../audit/chain.js'
 import { checkCheckpoint } from '../audit/checkpoint.js'
 import { EXPORT_FORMAT, ExportFormatError, exportLines, readExport } from '../audit/export-format.js'
 import { signHeads } from '../audit/signer.js'
@@ -13,19 +13,26 @@ const PAGE = 1000
 
 /** One organization's kept chain, its signed heads, and where it starts. */
 async function chainOf(repos: Repos, organizationId: string, sinceMs?: number) {
+  const points = await repos.audit.checkpoints(organizationId)
+  const start = points.filter((p) => p.kind === 'start').at(-1)
+  const anchor: Anchor = start ? { seq: start.seq, prevHash: start.hash } : { seq: 1, prevHash: GENESIS }
   const entries: ChainEntry[] = []
-  for (let from = 1; ; ) {
+  // From the anchor: entries before it are what a retention purge in progress has still to delete.
+  for (let from = anchor.seq; ; ) {
     const page = await repos.audit.chain(organizationId, from, PAGE)
     entries.push(...page.filter((e) => sinceMs === undefined || e.at >= sinceMs))
     if (page.length < PAGE) break
     from = page[page.length - 1]!.seq! + 1
   }
   const stray = await repos.audit.unchained(organizationId, PAGE)
-  const points = await repos.audit.checkpoints(organizationId)
-  const start = points.filter((p) => p.kind === 'start').at(-1)
-  const anchor: Anchor = start ? { seq: start.seq, prevHash: start.hash } : { seq: 1, prevHash: GENESIS }
   const heads: Checkpoint[] = points.filter((p) => p.kind === 'head').map(({ kind: _kind, ...c }) => c)
-  return { entries, stray, heads, anchor }
+  return { entries, stray, heads, anchor, start }
+}
+
+/** A start checkpoint (written by retention) whose signature does not verify: the chain's start was moved by hand. */
+async function anchorProblem(start: Checkpoint | undefined, keys: ReadonlyArray<Record<string, unknown>>): Promise<Problem | undefined> {
+  if (!start || (await checkCheckpoint(start, keys)) !== false) return undefined
+  return { kind: 'bad_signature', seq: start.seq, id: null, message: `The start checkpoint at seq ${start.seq} (key ${start.kid}) does not verify: where the kept chain starts was altered or not recorded by this server` }
 }
 
 function describe(name: string, report: ChainReport): string {
@@ -58,8 +65,10 @@ export async function auditVerify(c: Context): Promise<void> {
   const orgs = c.options.org !== undefined ? [await orgBySlug(repos, c.options.org)] : await repos.organizations.list()
   let failed = 0
   for (const o of orgs) {
-    const { entries, stray, heads, anchor } = await chainOf(repos, o.id)
+    const { entries, stray, heads, anchor, start } = await chainOf(repos, o.id)
     const report = await verifyChain([...entries, ...stray], heads, (cp) => checkCheckpoint(cp, trusted), anchor)
+    const moved = await anchorProblem(start, trusted)
+    if (moved) report.problem = moved
     c.out(describe(o.slug, report))
     if (report.problem) failed++
   }

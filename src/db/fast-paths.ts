@@ -22,8 +22,8 @@ export interface FastPaths {
   apiKeyCandidates?(lookup: string): Promise<ApiKeyCandidate[]>
   /** oauthGrants.accessTokenState (every OAuth-authenticated request whose token is not cached). */
   accessTokenState?(jti: string): Promise<AccessTokenState | undefined>
-  /** deployments.appendLines: every line, in order, in one transaction. */
-  appendDeploymentLines?(lines: readonly DeploymentLogLine[]): Promise<void>
+  /** deployments.appendLines: every line, in order, and each run's added `bytes` to its output_bytes, in one transaction. */
+  appendDeploymentLines?(lines: readonly DeploymentLogLine[], bytes: ReadonlyMap<string, number>): Promise<void>
   /**
    * Writes activity times written behind from memory ("last seen", "last used") to `table`'s rows by id, never moving
    * one back, without waiting for a row lock another process holds: returns the ids it could not write now, for the

@@ -3,7 +3,7 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs'
 import { delimiter, join, resolve as resolvePath } from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from '../config.js'
-import type { Deployment, DeploymentLogLine } from '../db/repos/deployments.js'
+import { lineBytes, type Deployment, type DeploymentLogLine } from '../db/repos/deployments.js'
 import { envVarAad } from '../db/repos/env-vars.js'
 import type { Repos } from '../db/repos/index.js'
 import type { Abandoned } from '../db/types.js'
@@ -202,14 +202,29 @@ export class PipelineRunner {
 
     /** Stops reading the child's output until storage caught up; set once its pipes are read. */
     let pauseOutput: (() => void) | null = null
-    const emit = (stream: DeploymentLogLine['stream'], text: string) => {
-      const line: DeploymentLogLine = { deploymentId: deployment.id, seq: seq++, stream, line: text.length > MAX_LINE ? text.slice(0, MAX_LINE) + '…' : text, at: Date.now() }
-      if (this.#queueLine(line)) pauseOutput?.()
+    const tell = (line: DeploymentLogLine) => {
       try {
         listener?.onLine?.(line)
       } catch (err) {
         this.#log.error({ err }, 'deployment listener failed')
       }
+    }
+    const cap = new OutputCap(this.#config.deploymentOutputMaxBytes)
+    const emit = (stream: DeploymentLogLine['stream'], text: string) => {
+      const line: DeploymentLogLine = { deploymentId: deployment.id, seq: seq++, stream, line: text.length > MAX_LINE ? text.slice(0, MAX_LINE) + '…' : text, at: Date.now() }
+      const verdict = cap.admit(line)
+      if (verdict === 'cut') {
+        // The notice takes this line's place in the stored log, and the client hears it too; the line itself is only
+        // streamed, after it, with the next seq.
+        const notice: DeploymentLogLine = { ...line, stream: 'system', line: cap.notice(line.seq) }
+        line.seq = seq++
+        cap.stored(notice)
+        if (this.#queueLine(notice)) pauseOutput?.()
+        tell(notice)
+      } else if (verdict === 'store') {
+        if (this.#queueLine(line)) pauseOutput?.()
+      }
+      tell(line)
     }
 
     // What the pipeline asks (a marker line on stdout) is answered on the supervisor's stdin, which forwards it.
@@ -441,6 +456,45 @@ export class PipelineRunner {
     const paused = [...this.#pausedReaders]
     this.#pausedReaders.clear()
     for (const resume of paused) resume()
+  }
+}
+
+/**
+ * SERVICE_DEPLOYMENT_OUTPUT_MAX_BYTES for one run: its stdout and stderr lines are stored until the next one would
+ * take the stored output past `max` bytes (0: no cap); that one is replaced in the stored log by a notice saying where
+ * and why the log was cut, and nothing more of the run's stdout and stderr is stored (it is still streamed). The
+ * server's own lines (questions, the outcome) are always stored: the run's end is never lost.
+ */
+class OutputCap {
+  #bytes = 0
+  #cut = false
+
+  constructor(readonly max: number) {}
+
+  /** Whether `line` is stored, or is where the stored log is cut (the caller stores the notice instead), or neither. */
+  admit(line: DeploymentLogLine): 'store' | 'cut' | 'drop' {
+    if (line.stream === 'system') {
+      this.stored(line)
+      return 'store'
+    }
+    if (this.#cut) return 'drop'
+    const bytes = lineBytes(line)
+    if (this.max > 0 && this.#bytes + bytes > this.max) {
+      this.#cut = true
+      return 'cut'
+    }
+    this.#bytes += bytes
+    return 'store'
+  }
+
+  stored(line: DeploymentLogLine): void {
+    this.#bytes += lineBytes(line)
+  }
+
+  notice(seq: number): string {
+    return `output cut here (seq ${seq}): ${this.#bytes} bytes of this run's output are stored and the next line would pass ` +
+      `SERVICE_DEPLOYMENT_OUTPUT_MAX_BYTES (${this.max}); the rest of its stdout and stderr was streamed to the client but ` +
+      'is not stored. The run went on; its end is stored below'
   }
 }
 

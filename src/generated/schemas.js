@@ -1896,6 +1896,24 @@ export const schemas = {
           }
         },
         "description": "The last 20 output lines, oldest first"
+      },
+      "output_deleted": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "at",
+          "message"
+        ],
+        "properties": {
+          "at": {
+            "type": "string",
+            "description": "ISO 8601: when retention deleted it"
+          },
+          "message": {
+            "type": "string"
+          }
+        },
+        "description": "Present when retention deleted this deployment's stored output (SERVICE_DEPLOYMENT_OUTPUT_KEEP_RUNS, SERVICE_DEPLOYMENT_OUTPUT_KEEP_DAYS): no line is returned; the deployment itself, its status and outcome, are kept"
       }
     }
   },
@@ -2123,6 +2141,24 @@ export const schemas = {
           "null"
         ],
         "description": "Pass as cursor for the next lines; null once the deployment has ended and every line was returned"
+      },
+      "output_deleted": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+          "at",
+          "message"
+        ],
+        "properties": {
+          "at": {
+            "type": "string",
+            "description": "ISO 8601: when retention deleted it"
+          },
+          "message": {
+            "type": "string"
+          }
+        },
+        "description": "Present when retention deleted this deployment's stored output (SERVICE_DEPLOYMENT_OUTPUT_KEEP_RUNS, SERVICE_DEPLOYMENT_OUTPUT_KEEP_DAYS): no line is returned; the deployment itself, its status and outcome, are kept"
       }
     }
   },

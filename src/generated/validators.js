@@ -8580,7 +8580,7 @@ return errors === 0;
 validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const validate_tools_service_deployments_get_output = validate73;
-const schema96 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"}}};
+const schema96 = {"$id":"tools/service_deployments_get.output","type":"object","additionalProperties":false,"required":["deployment","last_lines"],"properties":{"deployment":{"type":"object","additionalProperties":false,"required":["id","app_id","kind","rollback_of","pipeline","status","created_at","started_at","finished_at","exit_code","outcome"],"properties":{"id":{"type":"string","description":"Deployment id (dep_…)"},"app_id":{"type":"string"},"kind":{"type":"string","enum":["deploy","rollback"]},"rollback_of":{"type":["string","null"],"description":"For a rollback: the deployment it puts back"},"pipeline":{"type":"string","description":"Name of the operator-configured pipeline that ran"},"status":{"type":"string","enum":["queued","running","succeeded","failed","cancelled","interrupted"],"description":"interrupted: the server stopped while it ran"},"created_at":{"type":"string","description":"ISO 8601"},"started_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"finished_at":{"type":["string","null"],"description":"ISO 8601, null until it happens"},"exit_code":{"type":["integer","null"],"description":"Exit code of the pipeline; null while it runs or when it was killed by a signal"},"outcome":{"type":["string","null"],"description":"Why it ended, in a sentence; null while it runs"}}},"last_lines":{"type":"array","maxItems":20,"items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}},"description":"The last 20 output lines, oldest first"},"output_deleted":{"type":"object","additionalProperties":false,"required":["at","message"],"properties":{"at":{"type":"string","description":"ISO 8601: when retention deleted it"},"message":{"type":"string"}},"description":"Present when retention deleted this deployment's stored output (SERVICE_DEPLOYMENT_OUTPUT_KEEP_RUNS, SERVICE_DEPLOYMENT_OUTPUT_KEEP_DAYS): no line is returned; the deployment itself, its status and outcome, are kept"}}};
 
 function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_get.output" */;
@@ -8615,7 +8615,7 @@ vErrors.push(err1);
 errors++;
 }
 for(const key0 in data){
-if(!((key0 === "deployment") || (key0 === "last_lines"))){
+if(!(((key0 === "deployment") || (key0 === "last_lines")) || (key0 === "output_deleted"))){
 const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err2];
@@ -9087,14 +9087,85 @@ vErrors.push(err42);
 errors++;
 }
 }
-}
-else {
-const err43 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.output_deleted !== undefined){
+let data18 = data.output_deleted;
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.at === undefined){
+const err43 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/required",keyword:"required",params:{missingProperty: "at"},message:"must have required property '"+"at"+"'"};
 if(vErrors === null){
 vErrors = [err43];
 }
 else {
 vErrors.push(err43);
+}
+errors++;
+}
+if(data18.message === undefined){
+const err44 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/required",keyword:"required",params:{missingProperty: "message"},message:"must have required property '"+"message"+"'"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+for(const key3 in data18){
+if(!((key3 === "at") || (key3 === "message"))){
+const err45 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key3},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+}
+if(data18.at !== undefined){
+if(typeof data18.at !== "string"){
+const err46 = {instancePath:instancePath+"/output_deleted/at",schemaPath:"#/properties/output_deleted/properties/at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+if(data18.message !== undefined){
+if(typeof data18.message !== "string"){
+const err47 = {instancePath:instancePath+"/output_deleted/message",schemaPath:"#/properties/output_deleted/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+}
+else {
+const err48 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+}
+}
+else {
+const err49 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
 }
 errors++;
 }
@@ -9853,7 +9924,7 @@ return errors === 0;
 validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const validate_tools_service_deployments_logs_output = validate77;
-const schema100 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"}}};
+const schema100 = {"$id":"tools/service_deployments_logs.output","type":"object","additionalProperties":false,"required":["lines","next_cursor"],"properties":{"lines":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["seq","stream","line","at"],"properties":{"seq":{"type":"integer","minimum":0,"description":"Position of the line in the run's output, from 0"},"stream":{"type":"string","enum":["stdout","stderr","system"],"description":"system: lines the server adds (start and end)"},"line":{"type":"string"},"at":{"type":"string","description":"ISO 8601"}}}},"next_cursor":{"type":["string","null"],"description":"Pass as cursor for the next lines; null once the deployment has ended and every line was returned"},"output_deleted":{"type":"object","additionalProperties":false,"required":["at","message"],"properties":{"at":{"type":"string","description":"ISO 8601: when retention deleted it"},"message":{"type":"string"}},"description":"Present when retention deleted this deployment's stored output (SERVICE_DEPLOYMENT_OUTPUT_KEEP_RUNS, SERVICE_DEPLOYMENT_OUTPUT_KEEP_DAYS): no line is returned; the deployment itself, its status and outcome, are kept"}}};
 
 function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="tools/service_deployments_logs.output" */;
@@ -9888,7 +9959,7 @@ vErrors.push(err1);
 errors++;
 }
 for(const key0 in data){
-if(!((key0 === "lines") || (key0 === "next_cursor"))){
+if(!(((key0 === "lines") || (key0 === "next_cursor")) || (key0 === "output_deleted"))){
 const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err2];
@@ -10067,14 +10138,85 @@ vErrors.push(err16);
 errors++;
 }
 }
-}
-else {
-const err17 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.output_deleted !== undefined){
+let data7 = data.output_deleted;
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+if(data7.at === undefined){
+const err17 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/required",keyword:"required",params:{missingProperty: "at"},message:"must have required property '"+"at"+"'"};
 if(vErrors === null){
 vErrors = [err17];
 }
 else {
 vErrors.push(err17);
+}
+errors++;
+}
+if(data7.message === undefined){
+const err18 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/required",keyword:"required",params:{missingProperty: "message"},message:"must have required property '"+"message"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+for(const key2 in data7){
+if(!((key2 === "at") || (key2 === "message"))){
+const err19 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data7.at !== undefined){
+if(typeof data7.at !== "string"){
+const err20 = {instancePath:instancePath+"/output_deleted/at",schemaPath:"#/properties/output_deleted/properties/at/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data7.message !== undefined){
+if(typeof data7.message !== "string"){
+const err21 = {instancePath:instancePath+"/output_deleted/message",schemaPath:"#/properties/output_deleted/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/output_deleted",schemaPath:"#/properties/output_deleted/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+}
+else {
+const err23 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
 }
 errors++;
 }

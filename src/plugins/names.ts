@@ -25,4 +25,5 @@ export const PLUGIN = {
   accessLog: 'mcp-access-log',
   landing: 'mcp-landing',
   auditChain: 'mcp-audit-chain',
+  retention: 'mcp-retention',
 } as const

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gte, isNotNull, isNull, lt, max } from 'drizzle-orm'
+import { and, asc, count, desc, eq, gte, inArray, isNotNull, isNull, lt, lte, max, min } from 'drizzle-orm'
 import { entryHash, GENESIS } from '../../audit/chain.js'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
@@ -164,6 +164,43 @@ export function auditRepo(store: Store) {
       )
       const rows = await db.select().from(auditLog).where(where).orderBy(desc(auditLog.id)).limit(limit + 1)
       return { items: rows.slice(0, limit), more: rows.length > limit }
+    },
+    /**
+     * Retention (src/retention/audit.ts): the organizations whose chain's oldest entry was written before `before`.
+     * One indexed read per organization (its first seq), not a scan of the log.
+     */
+    async organizationsWithEntriesBefore(before: number): Promise<string[]> {
+      const due: string[] = []
+      for (const { id } of await db.select({ id: store.t.organizations.id }).from(store.t.organizations)) {
+        const [oldest] = await db.select({ at: auditLog.at }).from(auditLog)
+          .where(and(eq(auditLog.organizationId, id), isNotNull(auditLog.seq))).orderBy(asc(auditLog.seq)).limit(1)
+        if (oldest && oldest.at < before) due.push(id)
+      }
+      return due
+    },
+    /**
+     * Where an organization's kept chain starts once the entries written before `before` go: the first entry (up to
+     * the head read first) written at or after `before`, its seq and prev_hash; when every entry goes, the place after
+     * the head and the head's hash. Entries appended meanwhile come after the head read, so they are never before it.
+     * `oldest` is the first seq still stored (null: none).
+     */
+    async retentionStart(organizationId: string, before: number): Promise<{ seq: number; hash: string; oldest: number | null }> {
+      const head = await store.transaction((tx) => headOf(tx, organizationId))
+      const [kept] = await db.select({ seq: auditLog.seq, prevHash: auditLog.prevHash }).from(auditLog)
+        .where(and(eq(auditLog.organizationId, organizationId), isNotNull(auditLog.seq), lte(auditLog.seq, head.seq), gte(auditLog.at, before)))
+        .orderBy(asc(auditLog.seq)).limit(1)
+      const [first] = await db.select({ seq: min(auditLog.seq) }).from(auditLog).where(eq(auditLog.organizationId, organizationId))
+      const oldest = first?.seq == null ? null : Number(first.seq)
+      if (kept?.seq != null && kept.prevHash !== null) return { seq: kept.seq, hash: kept.prevHash, oldest }
+      return { seq: head.seq + 1, hash: head.hash, oldest }
+    },
+    /** Deletes up to `limit` of an organization's oldest entries before `seq` (retention, after its start checkpoint). */
+    async deleteBefore(organizationId: string, seq: number, limit: number): Promise<number> {
+      const ids = (await db.select({ id: auditLog.id }).from(auditLog)
+        .where(and(eq(auditLog.organizationId, organizationId), lt(auditLog.seq, seq))).orderBy(asc(auditLog.seq)).limit(limit)).map((r) => r.id)
+      if (ids.length === 0) return 0
+      await db.delete(auditLog).where(inArray(auditLog.id, ids))
+      return ids.length
     },
     async count(organizationId: string): Promise<number> {
       return (await db.select({ n: count() }).from(auditLog).where(eq(auditLog.organizationId, organizationId)))[0]?.n ?? 0

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, inArray, lt } from 'drizzle-orm'
+import { and, asc, count, desc, eq, exists, gt, inArray, isNotNull, isNull, lt, lte, notInArray, sql } from 'drizzle-orm'
 import { newId } from '../../lib/crypto.js'
 import type { Store } from '../store.js'
 import { abandonedBy } from './owners.js'
@@ -10,6 +10,20 @@ export type { Deployment, DeploymentLogLine }
 
 /** Lines per INSERT where the lines are not written one by one: 5 parameters each, far below any dialect's limit. */
 const LINES_PER_INSERT = 500
+
+const LIVE: Array<Deployment['status']> = ['queued', 'running']
+
+/** What a stored line counts toward its run's `output_bytes`: its text in UTF-8. */
+export function lineBytes(line: Pick<DeploymentLogLine, 'line'>): number {
+  return Buffer.byteLength(line.line, 'utf8')
+}
+
+/** The bytes a batch of lines adds to each of its runs. */
+export function bytesByDeployment(lines: readonly DeploymentLogLine[]): Map<string, number> {
+  const bytes = new Map<string, number>()
+  for (const l of lines) bytes.set(l.deploymentId, (bytes.get(l.deploymentId) ?? 0) + lineBytes(l))
+  return bytes
+}
 
 /** Deployments and their stored output, always addressed through the organization. */
 export function deploymentsRepo(store: Store) {
@@ -72,14 +86,77 @@ export function deploymentsRepo(store: Store) {
         .where(and(inArray(deployments.status, ['queued', 'running']), abandonedBy(deployments.owner, abandoned))).returning({ id: deployments.id })
       return interrupted.length
     },
+    /** Stores lines and adds their bytes to their runs' `output_bytes`, in one transaction (the quotas count it). */
     async appendLines(lines: DeploymentLogLine[]): Promise<void> {
       if (lines.length === 0) return
-      if (fastPaths.appendDeploymentLines) return fastPaths.appendDeploymentLines(lines)
+      const bytes = bytesByDeployment(lines)
+      if (fastPaths.appendDeploymentLines) return fastPaths.appendDeploymentLines(lines, bytes)
       await store.transaction(async (tx) => {
         for (let i = 0; i < lines.length; i += LINES_PER_INSERT) {
           await tx.db.insert(tx.t.deploymentLogs).values(lines.slice(i, i + LINES_PER_INSERT))
         }
+        for (const [id, n] of bytes) {
+          await tx.db.update(tx.t.deployments).set({ outputBytes: sql`${tx.t.deployments.outputBytes} + ${n}` }).where(eq(tx.t.deployments.id, id))
+        }
       })
+    },
+    /**
+     * Retention (src/retention/deployment-output.ts): up to `limit` ended runs whose output is still kept and that are
+     * past either limit: older than the `keepRuns` newest ended runs of their app (0: no count limit), or ended before
+     * `endedBefore` (null: no age limit). Oldest first.
+     */
+    async outputToPurge(options: { keepRuns: number; endedBefore: number | null; limit: number }): Promise<string[]> {
+      const ids = new Set<string>()
+      const kept = and(notInArray(deployments.status, LIVE), isNull(deployments.outputPurgedAt))
+      if (options.endedBefore !== null) {
+        const old = await db.select({ id: deployments.id }).from(deployments)
+          .where(and(kept, lt(deployments.finishedAt, options.endedBefore))).orderBy(asc(deployments.id)).limit(options.limit)
+        for (const r of old) ids.add(r.id)
+      }
+      if (options.keepRuns > 0 && ids.size < options.limit) {
+        // The apps with more ended runs than are kept; for each, the newest kept run bounds what goes.
+        const crowded = await db.select({ appId: deployments.appId }).from(deployments)
+          .where(notInArray(deployments.status, LIVE)).groupBy(deployments.appId).having(gt(count(), options.keepRuns))
+        for (const { appId } of crowded) {
+          const [oldestKept] = await db.select({ id: deployments.id }).from(deployments)
+            .where(and(eq(deployments.appId, appId), notInArray(deployments.status, LIVE)))
+            .orderBy(desc(deployments.id)).limit(1).offset(options.keepRuns - 1)
+          if (!oldestKept) continue
+          const beyond = await db.select({ id: deployments.id }).from(deployments)
+            .where(and(eq(deployments.appId, appId), kept, lt(deployments.id, oldestKept.id)))
+            .orderBy(asc(deployments.id)).limit(options.limit - ids.size)
+          for (const r of beyond) ids.add(r.id)
+          if (ids.size >= options.limit) break
+        }
+      }
+      return [...ids]
+    },
+    /**
+     * Marks ended runs' output deleted by retention at `at` (output_bytes 0); a run still queued or running is never
+     * marked. Returns the ids marked; their lines are deleted next (deleteLines), in batches.
+     */
+    async markOutputPurged(ids: string[], at: number): Promise<string[]> {
+      if (ids.length === 0) return []
+      const marked = await db.update(deployments).set({ outputPurgedAt: at, outputBytes: 0 })
+        .where(and(inArray(deployments.id, ids), notInArray(deployments.status, LIVE), isNull(deployments.outputPurgedAt)))
+        .returning({ id: deployments.id })
+      return marked.map((r) => r.id)
+    },
+    /** Runs marked purged whose lines are not all deleted yet (a purge that stopped halfway). */
+    async purgedWithLines(limit: number): Promise<string[]> {
+      // From the runs (far fewer rows than their lines), each probing its lines' primary key.
+      const rows = await db.select({ id: deployments.id }).from(deployments)
+        .where(and(isNotNull(deployments.outputPurgedAt), exists(db.select({ seq: deploymentLogs.seq }).from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deployments.id)))))
+        .limit(limit)
+      return rows.map((r) => r.id)
+    },
+    /** Deletes the first `limit` stored lines of a run whose output was marked purged; returns how many went. */
+    async deleteLines(deploymentId: string, limit: number): Promise<number> {
+      const [last] = await db.select({ seq: deploymentLogs.seq }).from(deploymentLogs).where(eq(deploymentLogs.deploymentId, deploymentId))
+        .orderBy(asc(deploymentLogs.seq)).limit(1).offset(limit - 1)
+      const upTo = last ? lte(deploymentLogs.seq, last.seq) : undefined
+      const gone = await db.delete(deploymentLogs).where(and(eq(deploymentLogs.deploymentId, deploymentId), upTo)).returning({ seq: deploymentLogs.seq })
+      return gone.length
     },
     /** Lines after `afterSeq`, in order. */
     async lines(deploymentId: string, limit: number, afterSeq = -1): Promise<{ items: DeploymentLogLine[]; more: boolean }> {

@@ -11,7 +11,7 @@ import type { App, SqliteConnection } from '../types.js'
  * each at once. `inTransaction` runs work in one transaction of the store they were prepared for.
  */
 export function sqliteFastPaths(on: Pick<Store, 'db' | 't'>, connection: SqliteConnection, inTransaction: (work: () => Promise<void>) => Promise<void>): FastPaths {
-  const { db, t: { deploymentLogs, sessions } } = on
+  const { db, t: { deploymentLogs, deployments, sessions } } = on
   const sessionById = db.select().from(sessions).where(eq(sessions.id, sql.placeholder('id'))).prepare()
   const insertSession = db.insert(sessions).values({
     id: sql.placeholder('id'),
@@ -39,6 +39,8 @@ export function sqliteFastPaths(on: Pick<Store, 'db' | 't'>, connection: SqliteC
     line: sql.placeholder('line'),
     at: sql.placeholder('at'),
   }).prepare()
+  const addOutputBytes = db.update(deployments).set({ outputBytes: sql`${deployments.outputBytes} + ${sql.placeholder('bytes')}` })
+    .where(eq(deployments.id, sql.placeholder('id'))).prepare()
   // Reads the schema (a page of the file, or of the WAL), not just a constant: a connection that is closed, or a file
   // SQLite can no longer read, fails here.
   const schemaRead = connection.prepare('SELECT count(*) FROM sqlite_schema').pluck()
@@ -66,9 +68,10 @@ export function sqliteFastPaths(on: Pick<Store, 'db' | 't'>, connection: SqliteC
     async accessTokenState(jti) {
       return tokenState.get({ jti })
     },
-    async appendDeploymentLines(lines) {
+    async appendDeploymentLines(lines, bytes) {
       await inTransaction(async () => {
         for (const line of lines) await appendLine.run(line)
+        for (const [id, n] of bytes) await addOutputBytes.run({ id, bytes: n })
       })
     },
   }

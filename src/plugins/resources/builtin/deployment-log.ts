@@ -1,6 +1,7 @@
 import type { Deployment } from '../../../db/repos/deployments.js'
 import type { Repos } from '../../../db/repos/index.js'
 import { isoTime } from '../../../lib/iso-time.js'
+import { outputDeleted } from '../../../retention/deleted-output.js'
 import type { RequestContext } from '../../../rpc/handler-context.js'
 import { defineResource, type ResourceEntry } from '../define.js'
 import { appsOf } from './apps.js'
@@ -82,7 +83,7 @@ export const deploymentLogResource = defineResource({
   name: 'deployment_log',
   uriTemplate: DEPLOYMENT_LOG_TEMPLATE,
   title: 'Deployment log',
-  description: `The output of a deployment of your organization as plain text, one line per output line in order: "<ISO time> [<stream>] <text>", stream stdout, stderr, or system (the start and the outcome, added by the server). At most the last ${LOG_MAX_LINES} lines (a first line says how many came before; service_deployments_logs returns every line). It grows while the deployment runs: subscribe to hear when. resources/list shows the ${LISTED_DEPLOYMENTS} most recent deployments.`,
+  description: `The output of a deployment of your organization as plain text, one line per output line in order: "<ISO time> [<stream>] <text>", stream stdout, stderr, or system (the start and the outcome, added by the server). At most the last ${LOG_MAX_LINES} lines (a first line says how many came before; service_deployments_logs returns every line). It grows while the deployment runs: subscribe to hear when. resources/list shows the ${LISTED_DEPLOYMENTS} most recent deployments. When retention deleted the output, the text is one line saying when.`,
   mimeType: 'text/plain',
   scope: 'mcp:read',
   role: 'viewer',
@@ -95,6 +96,8 @@ export const deploymentLogResource = defineResource({
   async read(variables, uri, ctx) {
     const d = await deploymentOf(variables, ctx)
     if (!d) return null
+    const deleted = outputDeleted(d)
+    if (deleted) return { uri, mimeType: 'text/plain', text: `[${deleted.message}]\n` }
     return { uri, mimeType: 'text/plain', text: await renderLog(ctx.repos, d.id) }
   },
   async exists(variables, ctx) {

@@ -3,6 +3,7 @@ import type { Deployment, DeploymentLogLine } from '../../../db/repos/deployment
 import { fail, ServiceError } from '../../../errors/service-error.js'
 import { isoTime } from '../../../lib/iso-time.js'
 import { checkDeploymentQuotas } from '../../../limits/quotas.js'
+import { outputDeleted } from '../../../retention/deleted-output.js'
 import { CancelledByClient, TaskCancelled } from '../../../rpc/call-abort.js'
 import { decodeCursor, encodeCursor } from '../../../rpc/cursor.js'
 import { defineTool, type ToolContext, type ToolDefinition } from '../define.js'
@@ -180,10 +181,12 @@ export const deploymentsList = defineTool<{ app_id?: string; limit?: number; off
   },
 })
 
-export const deploymentsGet = defineTool<{ deployment_id: string }, { deployment: DeploymentView; last_lines: LogLineView[] }>({
+type OutputDeleted = { output_deleted?: { at: string; message: string } }
+
+export const deploymentsGet = defineTool<{ deployment_id: string }, { deployment: DeploymentView; last_lines: LogLineView[] } & OutputDeleted>({
   name: 'service_deployments_get',
   title: 'Get a deployment',
-  description: `Shows one deployment: status (queued, running, succeeded, failed, cancelled, interrupted), timings, exit code, outcome and its last ${LAST_LINES} output lines. service_deployments_logs returns all of them.`,
+  description: `Shows one deployment: status (queued, running, succeeded, failed, cancelled, interrupted), timings, exit code, outcome and its last ${LAST_LINES} output lines. service_deployments_logs returns all of them. When retention deleted its output, output_deleted says when and no line is returned.`,
   inputSchema: 'tools/service_deployments_get.input',
   outputSchema: 'tools/service_deployments_get.output',
   scope: 'mcp:read',
@@ -192,14 +195,16 @@ export const deploymentsGet = defineTool<{ deployment_id: string }, { deployment
   rateLimitPerMinute: 60,
   async handler(args, ctx) {
     const d = await requireDeployment(ctx, args.deployment_id)
+    const deleted = outputDeleted(d)
+    if (deleted) return { deployment: deploymentView(d), last_lines: [], output_deleted: deleted }
     return { deployment: deploymentView(d), last_lines: (await ctx.repos.deployments.lastLines(d.id, LAST_LINES)).map(logLineView) }
   },
 })
 
-export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: number; cursor?: string }, { lines: LogLineView[]; next_cursor: string | null }>({
+export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: number; cursor?: string }, { lines: LogLineView[]; next_cursor: string | null } & OutputDeleted>({
   name: 'service_deployments_logs',
   title: 'Read deployment output',
-  description: 'Returns the output lines of a deployment in order (stream stdout, stderr, or system for what the server adds), limit (1-500, default 100) at a time. Pass next_cursor back as cursor for the next lines. next_cursor is null once the deployment has ended and every line was returned; while it runs, next_cursor is always given, so polling with it picks up new lines.',
+  description: 'Returns the output lines of a deployment in order (stream stdout, stderr, or system for what the server adds), limit (1-500, default 100) at a time. Pass next_cursor back as cursor for the next lines. next_cursor is null once the deployment has ended and every line was returned; while it runs, next_cursor is always given, so polling with it picks up new lines. A run whose stored output passed the server\'s cap per run ends with a system line saying where it was cut. When retention deleted the output, no line is returned and output_deleted says when.',
   inputSchema: 'tools/service_deployments_logs.input',
   outputSchema: 'tools/service_deployments_logs.output',
   scope: 'mcp:read',
@@ -219,6 +224,8 @@ export const deploymentsLogs = defineTool<{ deployment_id: string; limit?: numbe
     }
     // The status is read before the lines: a run seen finished here has all of its lines stored.
     const d = await requireDeployment(ctx, args.deployment_id)
+    const deleted = outputDeleted(d)
+    if (deleted) return { lines: [], next_cursor: null, output_deleted: deleted }
     const page = await ctx.repos.deployments.lines(d.id, limit, after)
     const last = page.items.at(-1)?.seq ?? after
     return {
