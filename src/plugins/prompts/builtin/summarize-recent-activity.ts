@@ -18,7 +18,10 @@ export const ACTIVITY_AUDIT_SCANNED = 1000
 function auditLine(e: AuditEntry, who: (userId: string | null) => string): string {
   const credential = e.credentialKind === 'oauth' && e.clientId ? `oauth client ${e.clientId}` : e.credentialKind
   const target = e.targetType ? ` ${e.targetType} ${e.targetId ?? ''}`.trimEnd() : ''
-  const details = e.details && Object.keys(e.details).length > 0 ? ` ${JSON.stringify(e.details)}` : ''
+  // Without the call's arguments: the target and the details already say what changed, and 50 lines of arguments
+  // would cost the model more than they tell (the audit export has them).
+  const { arguments: _arguments, ...shown } = e.details ?? {}
+  const details = Object.keys(shown).length > 0 ? ` ${JSON.stringify(shown)}` : ''
   return `${isoTime(e.at)} ${who(e.userId)} (${credential}) ${e.action}${target}: ${e.outcome}${details}`
 }
 
