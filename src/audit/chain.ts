@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import type { AuditEntry } from '../db/types.js'
 import { canonicalJson } from '../lib/canonical-json.js'
 
 /**
@@ -12,25 +13,11 @@ export const GENESIS = '0'.repeat(64)
 
 const DOMAIN = 'service-mcp-audit-v1\n'
 
-/** An entry as the chain sees it: every stored field, with its place in the chain (null: written outside it). */
-export interface ChainEntry {
-  id: string
-  organizationId: string
-  seq: number | null
-  prevHash: string | null
-  hash: string | null
-  at: number
-  userId: string | null
-  membershipId: string | null
-  credentialKind: string
-  credentialId: string | null
-  clientId: string | null
-  action: string
-  targetType: string | null
-  targetId: string | null
-  outcome: string
-  details: Record<string, unknown> | null
-}
+/**
+ * An entry as the chain sees it: every stored field, with its place in the chain (null: written outside it). The
+ * stored row's type, with any outcome: an export may hold one this version does not know.
+ */
+export type ChainEntry = Omit<AuditEntry, 'outcome'> & { outcome: string }
 
 /** A signed head: the entry at `seq` had `hash`, as the server's key with `kid` said at `at`. */
 export interface Checkpoint {

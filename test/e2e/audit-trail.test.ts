@@ -3,12 +3,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { openDatabase } from '../../src/db/sqlite/client.js'
-import { isPostgresUrl } from '../../src/lib/database-url.js'
-import { postgresClient } from '../helpers/backends.js'
 import { cli } from '../helpers/cli.js'
 import { injectServer, type InjectServer } from '../helpers/inject.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
+import { rawSql } from '../helpers/raw-sql.js'
 
 /**
  * The audit trail a team hands over (issue 29): tool calls chained per organization, `audit verify` naming the first
@@ -17,20 +15,6 @@ import { callTool, openSession, post } from '../helpers/mcp.js'
  */
 
 t.setTimeout(120_000)
-
-/** Raw SQL on the server's database, as an intruder with database access would run it. */
-async function rawSql(t: Test, dbPath: string): Promise<(query: string, params?: unknown[]) => Promise<Array<Record<string, unknown>>>> {
-  if (isPostgresUrl(dbPath)) {
-    const client = await postgresClient(t, dbPath)
-    return async (query, params = []) => (await client.query(query.replace(/\?/g, (() => { let i = 0; return () => `$${++i}` })()), params)).rows
-  }
-  const handle = openDatabase(dbPath)
-  t.teardown(() => handle.close())
-  return async (query, params = []) => {
-    const statement = handle.sqlite.prepare(query)
-    return statement.reader ? (statement.all(...params) as Array<Record<string, unknown>>) : (statement.run(...params), [])
-  }
-}
 
 function tempDir(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'service-mcp-audit-'))

@@ -1,14 +1,12 @@
 // test-backends: both (the cap's output_bytes, the purge's queries and the audit anchor run on each dialect's SQL)
 import t, { type Test } from 'tap'
 import type { Deployment, DeploymentLogLine } from '../../src/db/repos/deployments.js'
-import { isPostgresUrl } from '../../src/lib/database-url.js'
-import { postgresClient } from '../helpers/backends.js'
 import { cli } from '../helpers/cli.js'
 import { injectServer, type InjectServer } from '../helpers/inject.js'
 import { callTool, openSession, post } from '../helpers/mcp.js'
 import { defaultOrganization } from '../helpers/seed.js'
 import { callToEnd } from '../helpers/tools.js'
-import { openDatabase } from '../../src/db/sqlite/client.js'
+import { rawSql } from '../helpers/raw-sql.js'
 
 /**
  * Retention (issue 29; docs/operating.md, "Retention"): the per-run cap on stored output, the purge of old runs' output
@@ -223,20 +221,6 @@ t.test('a purge that stopped after marking a run deletes its lines at the next o
   t.equal((await storedLines(server, marked)).length, 0, 'its lines went, though both limits are off')
   t.equal((await storedLines(server, kept)).length, 7, 'no limit: the other run keeps its output')
 })
-
-/** Raw SQL on the server's database, as someone with database access would run it. */
-async function rawSql(t: Test, dbPath: string): Promise<(query: string, params?: unknown[]) => Promise<Array<Record<string, unknown>>>> {
-  if (isPostgresUrl(dbPath)) {
-    const client = await postgresClient(t, dbPath)
-    return async (query, params = []) => (await client.query(query.replace(/\?/g, (() => { let i = 0; return () => `$${++i}` })()), params)).rows
-  }
-  const handle = openDatabase(dbPath)
-  t.teardown(() => handle.close())
-  return async (query, params = []) => {
-    const statement = handle.sqlite.prepare(query)
-    return statement.reader ? (statement.all(...params) as Array<Record<string, unknown>>) : (statement.run(...params), [])
-  }
-}
 
 t.test('audit retention: a signed start checkpoint first, then the old entries go; verify stays intact and still names a deletion after the anchor', async (t) => {
   const server = await injectServer(t, { config: { auditRetentionDays: 30, retentionIntervalMs: 1000 * DAY, retentionBatch: 2 } })

@@ -5,6 +5,7 @@ import { checkQuota } from '../../../limits/quotas.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
+import { envVarAudit } from './env-var-audit.js'
 import { setWithinQuota } from './env-write.js'
 
 /**
@@ -23,8 +24,7 @@ export const envSetInBrowser = defineTool<{ app_id: string; name: string }, { ap
   role: 'developer',
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
-  auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
-  auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
+  ...envVarAudit,
   async handler(args, ctx) {
     const { principal, repos, browserInputs } = ctx
     const app = await requireApp(repos, principal, args.app_id)

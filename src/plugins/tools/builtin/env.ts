@@ -3,6 +3,7 @@ import { ServiceError } from '../../../errors/service-error.js'
 import { defineTool } from '../define.js'
 import { appUri } from '../../resources/builtin/uris.js'
 import { requireApp } from './apps.js'
+import { envVarAudit } from './env-var-audit.js'
 import { envSetInBrowser } from './env-in-browser.js'
 import { setWithinQuota } from './env-write.js'
 
@@ -17,9 +18,7 @@ export const envSet = defineTool<{ app_id: string; name: string; value: string }
   // Replacing a value loses the old one for good.
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   rateLimitPerMinute: 10,
-  // Never the value: only where it went.
-  auditSubject: (args) => ({ targetType: 'env_var', targetId: `${args.app_id}/${args.name}` }),
-  auditTarget: (_args, output) => ({ targetType: 'env_var', targetId: `${output.app_id}/${output.name}`, details: { created: output.created } }),
+  ...envVarAudit,
   async handler(args, { principal, repos, secrets, resources, config }) {
     const app = await requireApp(repos, principal, args.app_id)
     const ciphertext = secrets.seal(args.value, envVarAad(app.id, args.name))
