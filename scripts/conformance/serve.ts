@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process'
-import { existsSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { childEnv, track } from '../lib/children.js'
+import { newestIn } from '../lib/newest-file.js'
 
 /** A server the suite runs against, started by the runner with this project's Node (serverEntry says from what). */
 export interface Served {
@@ -24,16 +25,6 @@ export function asLocalhost(url: string): string {
   const u = new URL(url)
   u.hostname = 'localhost'
   return u.href
-}
-
-/** The latest modification time of the files under `dir`. */
-function newestIn(dir: string): number {
-  let newest = 0
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, e.name)
-    newest = Math.max(newest, e.isDirectory() ? newestIn(path) : statSync(path).mtimeMs)
-  }
-  return newest
 }
 
 /**

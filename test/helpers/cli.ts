@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { BUILD, FROM_BUILD, ROOT as root } from './root.js'
+import { newestIn } from '../../scripts/lib/newest-file.js'
 
 /** The real `service-mcp` CLI (its build, or src/cli.ts through tsx: cliEntry), run from the repository root with a clean environment. */
 
@@ -33,16 +34,6 @@ export function cliEntry(): string[] {
   const fresh = existsSync(built) && newestIn(join(root, 'src')) < statSync(built).mtimeMs
   // Absolute, tsx's hook too: some tests start the CLI in a folder of their own, where `tsx` would not resolve.
   return (entry = fresh ? [built] : ['--import', import.meta.resolve('tsx'), join(root, 'src', 'cli.ts')])
-}
-
-/** The latest modification time of the files under `dir`. */
-function newestIn(dir: string): number {
-  let newest = 0
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, e.name)
-    newest = Math.max(newest, e.isDirectory() ? newestIn(path) : statSync(path).mtimeMs)
-  }
-  return newest
 }
 
 export interface Run {
